@@ -1,0 +1,97 @@
+/* Page source: the interface between the tiers that carve memory (frontend
+ * slabs, midend slabs, 16 KiB-4 MiB ranges) and the backend that owns it.
+ *
+ * Brief: "Tiers", "Backend: size-class-exact ranges", "Metadata".
+ *
+ * Units: a granule is one 4 KiB OS page (JW_GRANULE). A root is a 4 MiB,
+ * 4 MiB-aligned span reserved from the OS (JW_ROOT); every range lies inside
+ * one root, so the largest range is one whole root (1024 granules).
+ *
+ * Exactly one implementation is linked: the closed-sibling-tree backend
+ * (backend/, brief "Backend"); until it lands, a simpler source behind this same
+ * header (see the README's status table). Callers never depend on which.
+ *
+ * Thread-safety: every function here may be called from any thread at any
+ * time, including before main and from a forked child. The implementation
+ * must never call malloc, stdio or pthread functions that allocate.
+ */
+#ifndef JW_BACKEND_PAGE_SOURCE_H
+#define JW_BACKEND_PAGE_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define JW_GRANULE_SHIFT 12
+#define JW_GRANULE ((size_t)1 << JW_GRANULE_SHIFT)   /* 4 KiB */
+#define JW_ROOT_SHIFT 22
+#define JW_ROOT ((size_t)1 << JW_ROOT_SHIFT)         /* 4 MiB */
+#define JW_ROOT_GRANULES (JW_ROOT >> JW_GRANULE_SHIFT) /* 1024 */
+
+/* What a live range is used for; recorded by the backend, read back by
+ * jw_pages_lookup() so free() can dispatch on any pointer. */
+typedef enum jw_range_kind {
+  JW_KIND_NONE = 0,       /* not a live range (free, or not ours) */
+  JW_KIND_SMALL_SLAB = 1, /* frontend slab: exactly one granule */
+  JW_KIND_MID_SLAB = 2,   /* midend slab */
+  JW_KIND_LARGE = 3,      /* one 16 KiB-4 MiB allocation */
+} jw_range_kind;
+
+typedef struct jw_range_info {
+  void *start;          /* first byte of the range, granule aligned */
+  uint32_t granules;    /* size of the range (a range size class) */
+  jw_range_kind kind;
+} jw_range_info;
+
+/* Allocates a range of at least `granules` granules (1..JW_ROOT_GRANULES),
+ * rounded up to the backend's range size class, tagged with `kind` (not
+ * JW_KIND_NONE). Returns its start (granule aligned), or NULL with errno =
+ * ENOMEM when the OS refuses memory or the request is out of bounds.
+ * *out_granules (if not NULL) receives the class size actually reserved;
+ * *out_zeroed (if not NULL) is set true when every byte is known to be zero.
+ * Thread-safe. */
+void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules,
+                     bool *out_zeroed);
+
+/* Returns a range to the backend. `start` must be exactly a start returned by
+ * jw_pages_alloc and still live; anything else is a caller bug (callers check
+ * with jw_pages_lookup first). Thread-safe. */
+void jw_pages_free(void *start);
+
+/* Resolves an address to the live range that holds it, without locks and
+ * without faulting on foreign addresses. Guaranteed to resolve:
+ *   - any address in the first granule of a live range;
+ *   - any address anywhere in a live range of kind SMALL_SLAB or MID_SLAB;
+ *   - any address in a granule registered by jw_pages_mark_interior().
+ * Returns false (info untouched) for addresses jwmalloc does not own, for free
+ * ranges, and for other interior addresses of LARGE ranges.
+ * Thread-safe; cost is a few dependent loads (free() calls it every time). */
+bool jw_pages_lookup(const void *p, jw_range_info *info);
+
+/* Makes jw_pages_lookup() resolve the granule holding `p` (inside the live
+ * LARGE range at `start`) to that range: used for over-aligned allocations,
+ * whose returned pointer is not the range start. Thread-safe for distinct
+ * ranges. */
+void jw_pages_mark_interior(void *start, const void *p);
+
+/* Backend figures, in bytes unless named otherwise. Read racily (a snapshot
+ * that may be slightly inconsistent across fields). */
+typedef struct jw_pages_stats {
+  uint64_t mapped_bytes;    /* root spans currently reserved from the OS */
+  uint64_t peak_mapped_bytes;
+  uint64_t metadata_bytes;  /* backend metadata currently mapped */
+  uint64_t peak_metadata_bytes;
+  uint64_t live_bytes;      /* granules in live ranges x 4 KiB */
+  uint64_t cached_bytes;    /* free ranges still backed by memory */
+  uint64_t roots;           /* roots currently reserved */
+  uint64_t splits, merges;  /* backend range subdivisions and coalescings */
+} jw_pages_stats;
+void jw_pages_get_stats(jw_pages_stats *out);
+
+/* fork() support: prepare takes whatever the backend must hold so the child
+ * sees consistent state; parent/child release or reinitialize it. */
+void jw_pages_atfork_prepare(void);
+void jw_pages_atfork_parent(void);
+void jw_pages_atfork_child(void);
+
+#endif

@@ -1,0 +1,100 @@
+/* See os_mem.h. */
+#include "os_mem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../common/atomic.h"
+
+static jw_atomic_u64 n_mmap, n_munmap, n_madvise, mapped, peak_mapped;
+
+/* Counters are statistics only: relaxed, no ordering with anything. */
+static void account_mapped(int64_t delta) {
+  uint64_t now = jw_fetch_add(&mapped, (uint64_t)delta, JW_RELAXED) + (uint64_t)delta;
+  uint64_t peak = jw_load(&peak_mapped, JW_RELAXED);
+  while (now > peak && !jw_cas_weak(&peak_mapped, &peak, now, JW_RELAXED, JW_RELAXED)) {
+  }
+}
+
+static void *raw_map(size_t size) {
+  jw_fetch_add(&n_mmap, 1, JW_RELAXED);
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static void raw_unmap(void *p, size_t size) {
+  jw_fetch_add(&n_munmap, 1, JW_RELAXED);
+  munmap(p, size);
+}
+
+void *jw_os_map(size_t size, size_t align) {
+  if (size == 0 || (size & 4095) != 0 || align < 4096 || (align & (align - 1)) != 0) {
+    errno = EINVAL;
+    return NULL;
+  }
+  void *p = raw_map(size);
+  if (p == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (((uintptr_t)p & (align - 1)) != 0) {
+    /* Over-map by the alignment and trim both ends: two extra munmaps, paid
+     * only when the kernel's placement was not already aligned. */
+    raw_unmap(p, size);
+    if (size + align < size) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    char *q = raw_map(size + align);
+    if (q == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    char *a = (char *)(((uintptr_t)q + align - 1) & ~(uintptr_t)(align - 1));
+    if (a > q) raw_unmap(q, (size_t)(a - q));
+    size_t tail = (size_t)((q + size + align) - (a + size));
+    if (tail) raw_unmap(a + size, tail);
+    p = a;
+  }
+  account_mapped((int64_t)size);
+  return p;
+}
+
+int jw_os_unmap(void *p, size_t size) {
+  jw_fetch_add(&n_munmap, 1, JW_RELAXED);
+  if (munmap(p, size) != 0) return -1;
+  account_mapped(-(int64_t)size);
+  return 0;
+}
+
+int jw_os_release(void *p, size_t size) {
+  jw_fetch_add(&n_madvise, 1, JW_RELAXED);
+  return madvise(p, size, MADV_DONTNEED);
+}
+
+void jw_os_get_counts(jw_os_counts *out) {
+  out->mmap_calls = jw_load(&n_mmap, JW_RELAXED);
+  out->munmap_calls = jw_load(&n_munmap, JW_RELAXED);
+  out->madvise_calls = jw_load(&n_madvise, JW_RELAXED);
+  out->mapped_bytes = jw_load(&mapped, JW_RELAXED);
+  out->peak_mapped_bytes = jw_load(&peak_mapped, JW_RELAXED);
+}
+
+uint64_t jw_os_resident_bytes(void) {
+  /* /proc/self/statm field 2 is resident pages; parsed by hand (no stdio). */
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char *s = buf;
+  while (*s && *s != ' ') s++;
+  while (*s == ' ') s++;
+  uint64_t pages = 0;
+  while (*s >= '0' && *s <= '9') pages = pages * 10 + (uint64_t)(*s++ - '0');
+  return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}

@@ -1,0 +1,36 @@
+/* OS interface for memory: every mmap, munmap and madvise jwmalloc makes goes
+ * through here, so the counts in the statistics are the real system calls.
+ *
+ * Brief: "Tiers" (over 4 MiB: direct system calls) and "Lifetime-based
+ * reclamation" (release with madvise). Sizes are bytes, multiples of 4 KiB.
+ * Thread-safe; never allocates. Errors: NULL / -1 with errno from the kernel.
+ */
+#ifndef JW_OS_MEM_H
+#define JW_OS_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Maps `size` bytes of fresh zeroed read-write memory aligned to `align`
+ * (a power of two, at least 4 KiB). NULL with errno=ENOMEM on failure. */
+void *jw_os_map(size_t size, size_t align);
+
+/* Unmaps [p, p+size). Returns 0, or -1 with errno. */
+int jw_os_unmap(void *p, size_t size);
+
+/* Gives the physical pages of [p, p+size) back to the OS; the range stays
+ * mapped and reads as zero afterwards (MADV_DONTNEED). Returns 0 or -1. */
+int jw_os_release(void *p, size_t size);
+
+/* System calls made so far (relaxed counters, for statistics and tests). */
+typedef struct jw_os_counts {
+  uint64_t mmap_calls, munmap_calls, madvise_calls;
+  uint64_t mapped_bytes, peak_mapped_bytes; /* all bytes currently mapped by us */
+} jw_os_counts;
+void jw_os_get_counts(jw_os_counts *out);
+
+/* Resident bytes of the whole process (VmRSS) read from /proc without
+ * allocating; 0 if unavailable. */
+uint64_t jw_os_resident_bytes(void);
+
+#endif
