@@ -28,3 +28,12 @@ install: build
 
 clean:
 	rm -rf $(BUILD) build-*
+
+# Evaluation suite (docs/design/bench.md): make bench [QUICK=1] [BENCH_ARGS='--threads 1,4 ...'].
+# The full run publishes its report and plots to bench/results/full; raw data stays in bench/out.
+.PHONY: bench bench-traces
+bench-traces: build
+	@bench/trace/record.sh $(BUILD)
+
+bench: bench-traces
+	@bench/suite/run.py --build $(BUILD) $(if $(QUICK),--quick --out bench/out/quick,--out bench/out/full --publish bench/results/full) $(BENCH_ARGS)

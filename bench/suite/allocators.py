@@ -54,6 +54,19 @@ class Allocator:
                                                "version")}
 
 
+def peers_dir_version(peers_dir, package):
+    """Version recorded by bench/device-prep.sh beside copied libraries."""
+    try:
+        with open(os.path.join(peers_dir, "versions.tsv")) as f:
+            for line in f:
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) == 2 and parts[0] == package:
+                    return parts[1]
+    except OSError:
+        pass
+    return ""
+
+
 def deb_version(package):
     try:
         out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True,
@@ -90,7 +103,8 @@ def resolve(name, jwmalloc_path, peers_dir=None, custom=None):
     for p in candidates:
         if os.access(p, os.R_OK):
             a = Allocator(name, p, dict(env), "ok", "", package, desc)
-            a.version = deb_version(package) or ("copied from %s" % peers_dir if peers_dir else "")
+            copied = peers_dir and p.startswith(os.path.join(peers_dir, ""))
+            a.version = ((peers_dir_version(peers_dir, package) + " (copied)") if copied else deb_version(package))
             return a
     return Allocator(name, paths[0], env, "not installed",
                      "none of %s exists (Debian package %s)" % (", ".join(candidates), package), package, desc)

@@ -443,8 +443,12 @@ def write_report(out):
     doc.p("- Latency: one allocator call in about %d timed with clock_gettime(CLOCK_MONOTONIC); the timer's own "
           "cost (median of back-to-back pairs) was %s ns and is included in every latency figure." % (
               m["lat_every"], "%g" % statistics.median(timers) if timers else "?"))
-    doc.p("- RSS sampled from /proc at %g Hz (achieved: %s); peak includes the kernel's high-water mark." % (
-        m["rss_hz"], "%.0f-%.0f Hz" % (min(hz), max(hz)) if hz else "?"))
+    slow = [h for h in hz if h < 20]
+    samplers = sorted({r["measure"].get("sampler", "?") for r in res.runs if r.get("measure")})
+    doc.p("- RSS sampled from /proc at %g Hz by the launcher (scheduling: %s; achieved: %s)%s; peak includes the "
+          "kernel's high-water mark." % (m["rss_hz"], ", ".join(samplers),
+                                         "%.0f-%.0f Hz" % (min(hz), max(hz)) if hz else "?",
+                                         " -- **%d run(s) sampled below 20 Hz**" % len(slow) if slow else ""))
     doc.p("- System calls counted by %s." % (", ".join(
         "kernel tracepoint counters (perf_event_open)" if s == "perf" else s for s in sysm) or "?"))
     doc.p()
@@ -523,9 +527,10 @@ def write_report(out):
         for a in res.main:
             row = [a]
             pts = []
+            state = res.allocs.get(a, {}).get("state", "ok")
             for i, (lbl, key) in enumerate(PCTS):
                 v = res.metric(w, a, top, latget(key))
-                row.append(fmt(v, "ns"))
+                row.append(fmt(v, "ns") if state == "ok" else state)
                 if v:
                     pts.append((i, v))
             samples = res.metric(w, a, top, lambda r: r["result"].get("lat_samples"))
@@ -535,7 +540,7 @@ def write_report(out):
         doc.p("**%s at %d threads: percentiles (ns)**" % (w, top))
         doc.p()
         doc.table(["allocator"] + [p for p, _ in PCTS] + ["samples"], rows)
-        if any(r[-1] != "-" and int(r[-1]) < 100000 for r in rows):
+        if any(r[-1].isdigit() and int(r[-1]) < 100000 for r in rows):
             doc.p("_P99.99 from fewer than 100,000 samples is indicative only._")
             doc.p()
         png = plots.lines(res.out, "latency-%s-t%d" % (w, top), "%s latency percentiles, %d threads" % (w, top),
@@ -652,9 +657,30 @@ def replay_determinism(res, doc, trace_w):
         doc.table(["trace", "records", "sequence hash", "runs", "result"], rows)
 
 
+def publish(out, dest):
+    """Copies the report and its plots (not the raw data) to dest, e.g. bench/results/full."""
+    import shutil
+    os.makedirs(dest, exist_ok=True)
+    for f in os.listdir(dest):
+        if f.endswith(".png") or f == "report.md":
+            os.unlink(os.path.join(dest, f))
+    for f in os.listdir(out):
+        if f.endswith(".png") or f == "report.md":
+            shutil.copy(os.path.join(out, f), os.path.join(dest, f))
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or not os.path.exists(os.path.join(sys.argv[1], "meta.json")):
-        print("usage: report.py DIR   (a results directory written by run.py)", file=sys.stderr)
+    args = sys.argv[1:]
+    dest = None
+    if len(args) == 3 and args[1] == "--publish":
+        dest = args[2]
+        args = args[:1]
+    if len(args) != 1 or not os.path.exists(os.path.join(args[0], "meta.json")):
+        print("usage: report.py DIR [--publish DEST]   (DIR written by run.py; DEST gets report.md and the PNGs)",
+              file=sys.stderr)
         sys.exit(2)
-    write_report(os.path.abspath(sys.argv[1]))
-    print(os.path.join(os.path.abspath(sys.argv[1]), "report.md"))
+    write_report(os.path.abspath(args[0]))
+    print(os.path.join(os.path.abspath(args[0]), "report.md"))
+    if dest:
+        publish(os.path.abspath(args[0]), dest)
+        print("published to %s" % dest)

@@ -190,7 +190,11 @@ def main(argv=None):
     ap.add_argument("--lat-every", type=int, default=32, help="time one allocator call in about K (default 32)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds before a run is killed (default 300)")
     ap.add_argument("--label", help="run label shown in the report (default QUICK or full)")
+    ap.add_argument("--max-seconds", type=float, help="start no run after this many seconds; the rest are "
+                    "recorded as skipped (for a machine lent for a fixed time)")
     ap.add_argument("--no-report", action="store_true", help="do not write the report")
+    ap.add_argument("--publish", help="copy the report and its plots (no raw data) to this folder, e.g. "
+                    "bench/results/full")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the expected time, run nothing")
     args = ap.parse_args(argv)
 
@@ -323,7 +327,9 @@ def main(argv=None):
             A = allocs[a]
             rec = {"kind": kind, "workload": w.name, "group": w.group, "allocator": a, "threads": t, "repeat": r}
             figure = ""
-            if not A.ok:
+            if args.max_seconds and time.time() - t_start > args.max_seconds:
+                rec.update(status="skipped", reason="time budget of %gs spent" % args.max_seconds)
+            elif not A.ok:
                 rec.update(status=A.state, reason=A.reason)
             elif w.trace and not os.path.exists(os.path.join(traces, w.trace)):
                 rec.update(status="no trace", reason="%s missing: run make bench-traces" %
@@ -352,6 +358,9 @@ def main(argv=None):
         import report
         report.write_report(out)
         print("suite: report %s" % os.path.join(out, "report.md"), file=sys.stderr)
+        if args.publish:
+            report.publish(out, args.publish)
+            print("suite: published to %s" % args.publish, file=sys.stderr)
     return 0
 
 

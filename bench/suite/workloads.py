@@ -44,6 +44,12 @@ def _dur(d):
     return ["--duration", "%g" % d]
 
 
+def _steps(threads, total):
+    """Steps per thread so that one round is about `total` steps whatever the
+    thread count: rounds stay short at 10 threads per core and on big machines."""
+    return ["--steps", str(max(1000, total // threads))]
+
+
 WORKLOADS = [
     Workload("rptest-16k", "jwb-rptest", "throughput",
              "rptest-like, sizes 8 B-16 KiB, 10% of frees by the next thread",
@@ -59,11 +65,11 @@ WORKLOADS = [
              lambda t: _t(t) + ["--ops", "100000"], paper=True),
     Workload("mstress", "jwb-mstress", "throughput",
              "mstress-like: rounds of threads, migrating objects, powers of two with rare large ones",
-             lambda m, t, d: _t(t) + ["--steps", "20000", "--rounds", "1"] + _dur(d),
+             lambda m, t, d: _t(t) + _steps(t, 400000) + ["--rounds", "1"] + _dur(d),
              lambda t: _t(t) + ["--steps", "5000", "--rounds", "3"], paper=True),
     Workload("mleak", "jwb-mleak", "throughput",
              "mleak-like: rounds of short-lived threads; RSS growth per round is the leak",
-             lambda m, t, d: _t(t) + ["--rounds", "5", "--steps", "20000"] + _dur(d),
+             lambda m, t, d: _t(t) + ["--rounds", "5"] + _steps(t, 200000) + _dur(d),
              lambda t: _t(t) + ["--rounds", "3", "--steps", "10000"], steady="rounds", paper=True),
     Workload("larson", "jwb-larson", "throughput",
              "larson-like server: threads replaced by successors that inherit their blocks",
@@ -81,6 +87,7 @@ WORKLOADS = [
              "sleep-augmented mstress: bursts separated by idle periods; steady = RSS at the end of idle periods",
              lambda m, t, d: _t(t) + ["--steps", "20000"] +
              (["--rounds", "3", "--idle-ms", "1000"] if m == "quick" else ["--rounds", "5", "--idle-ms", "2000"]),
+             # a burst keeps the paper's per-thread work (20,000 x (1 + i mod 4) steps): its peak grows with threads
              None, steady="idle", fixed_seconds=lambda m: 4.0 if m == "quick" else 12.0),
     Workload("peak-trough", "jwb-peaktrough", "footprint",
              "steady 32 MiB live, bursts to 5x, back to steady, churning in every phase",
