@@ -44,7 +44,7 @@ def fmt(v, kind="num"):
     if kind == "mb":
         return "%.1f" % (v / 1024.0)
     if kind == "ns":
-        return "%.0f" % v if v < 10000 else "%.1f us" % (v / 1000.0) if v < 10000000 else "%.1f ms" % (v / 1e6)
+        return "%.0f" % v if v < 10000 else "%.1f us" % (v / 1000.0) if v < 1000000 else "%.2f ms" % (v / 1e6)
     if kind == "int":
         return "%d" % v
     if kind == "instr":
@@ -422,18 +422,27 @@ def write_report(out):
               "threads, callgrind on %s). Its figures are indicative; a full run replaces it." % (
                   m["duration"], ",".join(map(str, m["footprint_threads"])), ", ".join(m["callgrind"]) or "nothing"))
         doc.p()
+    if not res.jw_ok:
+        doc.p("> **jwmalloc was not built for this run: it shows the peers only** (%s)." %
+              res.allocs.get(JW, {}).get("reason", "not in the allocator list"))
+        doc.p()
     la0, la1 = mach.get("loadavg_start"), mach.get("loadavg_end")
     doc.p("- When: %s to %s (%s s)" % (m["started"], m.get("finished", "?"), m.get("wall_s", "?")))
-    doc.p("- Machine: %s, %d cores usable (%s logical), %s GiB, %s, kernel %s; load average at start %s, at end "
-          "%s%s" % (mach.get("cpu", "?"), n, mach.get("cpu_count"), mach.get("mem_gib", "?"), mach.get("os", "?"),
-                    mach.get("kernel"), "%.2f" % la0[0] if la0 else "?", "%.2f" % la1[0] if la1 else "?",
-                    " (other work was running: treat small differences with care)" if la0 and la0[0] > 0.5 else ""))
+    doc.p("- Machine: %s, %d cores usable (%s logical), %s GiB, %s, kernel %s; 1-minute load average at start %s, "
+          "at end %s (it counts this suite's own recent runs too)%s" % (
+              mach.get("cpu", "?"), n, mach.get("cpu_count"), mach.get("mem_gib", "?"), mach.get("os", "?"),
+              mach.get("kernel"), "%.2f" % la0[0] if la0 else "?", "%.2f" % la1[0] if la1 else "?",
+              "; **the machine was busy when the run started: treat small differences with care**"
+              if la0 and la0[0] > 0.5 * n else ""))
     doc.p("- Build: commit %s, %s, %s, Python %s" % (mach.get("commit"), mach.get("gcc"), mach.get("valgrind"),
                                                     mach.get("python")))
     doc.p("- Command: `%s`" % m["command"])
-    doc.p("- Thread counts: %s (N = %d cores; 10 per core = %d); footprint workloads at %s; callgrind at %d "
-          "threads" % (", ".join(map(str, m["threads"])), n, 10 * n, ", ".join(map(str, m["footprint_threads"])),
-                       m["callgrind_threads"]))
+    has_fp = any(d["group"] == "footprint" for d in res.wl.values())
+    doc.p("- Thread counts: %s (N = %d cores; 10 per core = %d)%s; %s" % (
+        ", ".join(map(str, m["threads"])), n, 10 * n,
+        "; footprint workloads at %s" % ", ".join(map(str, m["footprint_threads"])) if has_fp else "",
+        "callgrind at %d threads on %s" % (m["callgrind_threads"], ", ".join(m["callgrind"])) if m.get("callgrind")
+        else "no callgrind runs"))
     doc.p("- Timed runs: %g s each, %d repetition(s), median shown; every run's command line is in "
           "`raw/runs.jsonl`." % (m["duration"], m["repeat"]))
     timers = [r["result"].get("timer_ns_median") for r in res.runs if r.get("status") == "ok" and r["kind"] == "run"]
@@ -449,8 +458,9 @@ def write_report(out):
           "kernel's high-water mark." % (m["rss_hz"], ", ".join(samplers),
                                          "%.0f-%.0f Hz" % (min(hz), max(hz)) if hz else "?",
                                          " -- **%d run(s) sampled below 20 Hz**" % len(slow) if slow else ""))
-    doc.p("- System calls counted by %s." % (", ".join(
-        "kernel tracepoint counters (perf_event_open)" if s == "perf" else s for s in sysm) or "?"))
+    doc.p("- System calls: %s." % ("; ".join(
+        "counted by kernel tracepoint counters (perf_event_open)" if s == "perf" else
+        "**not counted** (kernel counters unavailable: %s)" % s.split(":", 1)[-1] for s in sysm) or "?"))
     doc.p()
     doc.p("## Allocators")
     doc.p()
@@ -568,11 +578,15 @@ def write_report(out):
     fp_allocs = res.main + [a for a in res.extra if a not in res.main]
     fp_w = [w for w, d in res.wl.items() if d["group"] == "footprint"]
     spec = [("%s t=%d" % (w, t), w, t) for w in fp_w for t in res.threads_of(w) if t]
-    for title, key in (("Peak RSS", "peak_kb"), ("Steady-state RSS", "steady_kb")):
-        vals = doc.grid(title, spec, fp_allocs, rssget(key), "mb", lower_better=True,
+    spec_all = spec + [("%s t=%d" % (w, top), w, top) for w in tput_w if top in res.threads_of(w)] + \
+        [(w, w, None) for w in trace_w]
+    for title, key, rows_spec in (("Peak RSS", "peak_kb", spec_all), ("Steady-state RSS", "steady_kb", spec)):
+        if not rows_spec:
+            continue
+        vals = doc.grid(title, rows_spec, fp_allocs, rssget(key), "mb", lower_better=True,
                         note="(steady: end of idle periods for mstress-sleep, end of the first steady phase for "
                              "peak-trough, median of the second half otherwise)" if key == "steady_kb" else "")
-        plot_grid(res, doc, "rss-%s" % key.replace("_kb", ""), title, "MiB", spec, fp_allocs,
+        plot_grid(res, doc, "rss-%s" % key.replace("_kb", ""), title, "MiB", rows_spec, fp_allocs,
                   {k: (v / 1024 if v else v) for k, v in vals.items()})
     if "peak-trough" in res.wl:
         rows = []
@@ -610,18 +624,23 @@ def write_report(out):
     # ---- system calls
     doc.p("## Memory system calls (mmap + munmap + madvise + mremap + brk + mprotect)")
     doc.p()
-    spec = [("%s t=%d" % (w, t), w, t) for w in fp_w for t in res.threads_of(w) if t]
-    spec += [("%s t=%d" % (w, top), w, top) for w in tput_w if top in res.threads_of(w)]
-    vals = doc.grid("Calls per run", spec, fp_allocs, systotal, "int", lower_better=True)
-    plot_grid(res, doc, "syscalls", "Memory system calls per run", "calls", spec, fp_allocs, vals, log=True)
-    for w in [x for x in fp_w]:
-        for t in res.threads_of(w):
-            rows = []
-            for a in fp_allocs:
-                rows.append([a] + [fmt(res.metric(w, a, t, sysget(s)), "int") for s in SYSCALLS])
-            doc.p("**%s, %s threads, by call**" % (w, t))
-            doc.p()
-            doc.table(["allocator"] + SYSCALLS, rows)
+    if not any(r.get("measure", {}).get("sys_count") == "perf" for r in res.runs):
+        doc.p("Not counted on this machine: the kernel offers no system-call tracepoint counters (%s)." % (
+            ", ".join(sysm) or "no runs"))
+        doc.p()
+    else:
+        spec = [("%s t=%d" % (w, t), w, t) for w in fp_w for t in res.threads_of(w) if t]
+        spec += [("%s t=%d" % (w, top), w, top) for w in tput_w if top in res.threads_of(w)]
+        vals = doc.grid("Calls per run", spec, fp_allocs, systotal, "int", lower_better=True)
+        plot_grid(res, doc, "syscalls", "Memory system calls per run", "calls", spec, fp_allocs, vals, log=True)
+        for w in fp_w:
+            for t in res.threads_of(w):
+                rows = []
+                for a in fp_allocs:
+                    rows.append([a] + [fmt(res.metric(w, a, t, sysget(s)), "int") for s in SYSCALLS])
+                doc.p("**%s, %s threads, by call**" % (w, t))
+                doc.p()
+                doc.table(["allocator"] + SYSCALLS, rows)
 
     doc.p("## Workloads")
     doc.p()

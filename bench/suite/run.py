@@ -154,7 +154,7 @@ def machine_info():
                              timeout=10)
         dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10)
-        info["commit"] = rev.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+        info["commit"] = (rev.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")) or "unknown (no git)"
     except (OSError, subprocess.SubprocessError):
         info["commit"] = "unknown"
     return info
