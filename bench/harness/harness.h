@@ -243,6 +243,22 @@ typedef struct jwb_ring {
   jwb_item *items;
 } jwb_ring;
 jwb_ring *jwb_ring_new(size_t capacity);
+
+/* A block owned by the workload: allocates n bytes into *it under a fresh tag
+ * and fills it (jwb_fill). */
+static inline void jwb_item_alloc(jwb_thread *t, jwb_item *it, size_t n) {
+  it->size = n;
+  it->tag = jwb_tag(t->index, t->counter++);
+  it->p = jwb_malloc(t, n);
+  jwb_fill(it->p, n, it->tag);
+}
+/* Checks and frees it->p when there is one, and empties *it. */
+static inline void jwb_item_free(jwb_thread *t, jwb_item *it) {
+  if (!it->p) return;
+  jwb_check(t, it->p, it->size, it->tag, 0);
+  jwb_free(t, it->p);
+  it->p = NULL;
+}
 /* 0 when full. */
 int jwb_ring_push(jwb_ring *r, jwb_item it);
 /* 0 when empty. */

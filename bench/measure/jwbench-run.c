@@ -93,6 +93,21 @@ static int open_counters(pid_t pid, int fds[NSYS], char *why, size_t why_len) {
   return ok;
 }
 
+/* Appends what the program has written to the (non-blocking) mark pipe. */
+static void read_marks(int fd, char **marks, size_t *len, size_t *cap) {
+  for (;;) {
+    if (*cap - *len < 1024) {
+      char *g = realloc(*marks, *cap * 2);
+      if (!g) return;
+      *marks = g;
+      *cap *= 2;
+    }
+    ssize_t r = read(fd, *marks + *len, *cap - *len - 1);
+    if (r <= 0) return;
+    *len += (size_t)r;
+  }
+}
+
 typedef struct sample {
   uint64_t t_ns;
   uint64_t rss_kb, anon_kb;
@@ -214,16 +229,7 @@ int main(int argc, char **argv) {
         s[n++] = (sample){now_ns(), resident * (uint64_t)page_kb, (resident - shared) * (uint64_t)page_kb};
       }
     }
-    for (;;) {
-      if (mark_cap - mark_len < 1024) {
-        char *g = realloc(marks, mark_cap *= 2);
-        if (!g) break;
-        marks = g;
-      }
-      ssize_t r = read(mark_pipe[0], marks + mark_len, mark_cap - mark_len - 1);
-      if (r <= 0) break;
-      mark_len += (size_t)r;
-    }
+    read_marks(mark_pipe[0], &marks, &mark_len, &mark_cap);
     if (timeout_s > 0 && !timed_out && now_ns() - t0 > (uint64_t)(timeout_s * 1e9)) {
       kill(pid, SIGKILL);
       timed_out = 1;
@@ -240,16 +246,7 @@ int main(int argc, char **argv) {
   memset(&ru, 0, sizeof ru);
   wait4(pid, &status, 0, &ru);
   uint64_t t1 = now_ns();
-  for (;;) {
-    if (mark_cap - mark_len < 1024) {
-      char *g = realloc(marks, mark_cap *= 2);
-      if (!g) break;
-      marks = g;
-    }
-    ssize_t r = read(mark_pipe[0], marks + mark_len, mark_cap - mark_len - 1);
-    if (r <= 0) break;
-    mark_len += (size_t)r;
-  }
+  read_marks(mark_pipe[0], &marks, &mark_len, &mark_cap);
   marks[mark_len] = 0;
 
   uint64_t counts[NSYS] = {0};

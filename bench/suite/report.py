@@ -272,33 +272,24 @@ def paper_section(res, doc):
 
     # 3. sleep-augmented mstress footprint at 10 threads per core
     t = N10 if N10 in res.threads_of("mstress-sleep") else (res.threads_of("mstress-sleep") or [None])[-1]
-    if t:
-        jw_s = res.metric("mstress-sleep", JW, t, rssget("steady_kb"))
-        jw_p = res.metric("mstress-sleep", JW, t, rssget("peak_kb"))
-        je_s = res.metric("mstress-sleep", "jemalloc", t, rssget("steady_kb"))
-        je_p = res.metric("mstress-sleep", "jemalloc", t, rssget("peak_kb"))
-        what = "Sleep-augmented mstress, %d threads: steady RSS jwmalloc / jemalloc" % t
-        if jw_s and je_s:
-            ratio = jw_s / je_s
-            ok = ratio <= 0.15
+    for key, label, paper, target in (("steady_kb", "steady", "29 / 376 MB = 0.08x", 0.15),
+                                      ("peak_kb", "peak", "906 / 968 MB = 0.94x", 1.1)):
+        if not t:
+            break
+        jw = res.metric("mstress-sleep", JW, t, rssget(key))
+        je = res.metric("mstress-sleep", "jemalloc", t, rssget(key))
+        what = "Sleep-augmented mstress, %d threads: %s RSS jwmalloc / jemalloc" % (t, label)
+        if jw and je:
+            ratio = jw / je
+            ok = ratio <= target
             if not ok:
-                shortfalls.append("steady RSS on sleep-augmented mstress: %.2fx jemalloc's (target 0.15x)" % ratio)
-            rows.append([what, "29 / 376 MB = 0.08x (target <= 0.15x)",
-                         "%.1f / %.1f MB = %.2fx" % (jw_s / 1024, je_s / 1024, ratio),
-                         verdict(ok, "within 0.15x", "above 0.15x")])
+                shortfalls.append("%s RSS on sleep-augmented mstress: %.2fx jemalloc's (target %gx)" % (
+                    label, ratio, target))
+            rows.append([what, "%s (target <= %gx)" % (paper, target),
+                         "%.1f / %.1f MB = %.2fx" % (jw / 1024, je / 1024, ratio),
+                         verdict(ok, "within %gx" % target, "above %gx" % target)])
         else:
-            rows.append([what, "0.08x", "jemalloc steady %s MB" % fmt(je_s, "mb"), "not computable"])
-        what = "Sleep-augmented mstress, %d threads: peak RSS jwmalloc / jemalloc" % t
-        if jw_p and je_p:
-            ratio = jw_p / je_p
-            ok = ratio <= 1.1
-            if not ok:
-                shortfalls.append("peak RSS on sleep-augmented mstress: %.2fx jemalloc's (target 1.1x)" % ratio)
-            rows.append([what, "906 / 968 MB = 0.94x (target <= 1.1x)",
-                         "%.1f / %.1f MB = %.2fx" % (jw_p / 1024, je_p / 1024, ratio),
-                         verdict(ok, "within 1.1x", "above 1.1x")])
-        else:
-            rows.append([what, "0.94x", "jemalloc peak %s MB" % fmt(je_p, "mb"), "not computable"])
+            rows.append([what, paper, "jemalloc %s %s MB" % (label, fmt(je, "mb")), "not computable"])
 
     # 4. P99.99 at 10 threads per core (mstress)
     t = N10 if N10 in res.threads_of("mstress") else None

@@ -43,17 +43,11 @@ def parse_threads(text, n):
         tok = tok.strip()
         if not tok:
             continue
-        if tok.endswith("N"):
-            k = tok[:-1] or "1"
-            try:
-                v = int(k) * n
-            except ValueError:
-                raise SystemExit("run.py: bad thread count '%s' (use integers, N or kN)" % tok)
-        else:
-            try:
-                v = int(tok)
-            except ValueError:
-                raise SystemExit("run.py: bad thread count '%s' (use integers, N or kN)" % tok)
+        per_core = tok.endswith("N")
+        try:
+            v = int((tok[:-1] or "1") if per_core else tok) * (n if per_core else 1)
+        except ValueError:
+            raise SystemExit("run.py: bad thread count '%s' (use integers, N or kN)" % tok)
         if v < 1 or v > 8192:
             raise SystemExit("run.py: thread count %d out of range 1..8192" % v)
         if v not in out:
@@ -120,28 +114,20 @@ class Progress:
 def machine_info():
     info = {"ncores": ncores(), "cpu_count": os.cpu_count(), "kernel": platform.release(),
             "python": platform.python_version()}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    info["cpu"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal"):
-                    info["mem_gib"] = round(int(line.split()[1]) / 1048576, 1)
-    except OSError:
-        pass
-    try:
-        with open("/etc/os-release") as f:
-            for line in f:
-                if line.startswith("PRETTY_NAME="):
-                    info["os"] = line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
+    def first_line(path, prefix, sep):
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith(prefix):
+                        return line.split(sep, 1)[1].strip()
+        except OSError:
+            pass
+        return None
+
+    info["cpu"] = first_line("/proc/cpuinfo", "model name", ":") or "?"
+    mem = first_line("/proc/meminfo", "MemTotal", ":")
+    info["mem_gib"] = round(int(mem.split()[0]) / 1048576, 1) if mem else "?"
+    info["os"] = (first_line("/etc/os-release", "PRETTY_NAME=", "=") or "?").strip('"')
     info["loadavg_start"] = os.getloadavg()
     for tool, args in (("gcc", ["gcc", "--version"]), ("valgrind", ["valgrind", "--version"])):
         try:

@@ -29,14 +29,7 @@
 #include <unistd.h>
 
 #include "format.h"
-
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-extern void *__libc_memalign(size_t, size_t);
-extern void *__libc_valloc(size_t);
-extern void *__libc_pvalloc(size_t);
+#include "glibc_malloc.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define BUF_SIZE (1u << 20)

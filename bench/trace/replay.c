@@ -236,37 +236,27 @@ static void worker(jwb_thread *t) {
         break;
       }
       case JWT_POSIX_MEMALIGN:
-        JWB_TIMED(t, p = jwb_call_memalign(align, r->size));
-        goto aligned;
       case JWT_ALIGNED_ALLOC:
-        JWB_TIMED(t, p = jwb_call_aligned_alloc(align, r->size));
-        goto aligned;
       case JWT_MEMALIGN:
-        JWB_TIMED(t, p = jwb_call_memalign_legacy(align, r->size));
-      aligned:
+      case JWT_VALLOC:
+      case JWT_PVALLOC: {
+        if (r->op == JWT_POSIX_MEMALIGN) JWB_TIMED(t, p = jwb_call_memalign(align, r->size));
+        else if (r->op == JWT_ALIGNED_ALLOC) JWB_TIMED(t, p = jwb_call_aligned_alloc(align, r->size));
+        else if (r->op == JWT_MEMALIGN) JWB_TIMED(t, p = jwb_call_memalign_legacy(align, r->size));
+        else if (r->op == JWT_VALLOC) JWB_TIMED(t, p = jwb_call_valloc(r->size));
+        else JWB_TIMED(t, p = jwb_call_pvalloc(r->size));
         t->ops++;
         t->allocs++;
         if (!p && r->size) jwb_oom(t, r->size);
-        if (p && ((uintptr_t)p & (align - 1))) {
+        uint64_t want = r->op == JWT_VALLOC || r->op == JWT_PVALLOC ? 4096 : align;
+        if (p && ((uintptr_t)p & (want - 1))) {
           char what[160];
           snprintf(what, sizeof what, "%s(%llu, %llu) returned %p, not aligned", jwt_op_name(r->op),
-                   (unsigned long long)align, (unsigned long long)r->size, p);
+                   (unsigned long long)want, (unsigned long long)r->size, p);
           jwb_fail(t, what);
         }
         break;
-      case JWT_VALLOC:
-        JWB_TIMED(t, p = jwb_call_valloc(r->size));
-        t->ops++;
-        t->allocs++;
-        if (!p && r->size) jwb_oom(t, r->size);
-        if ((uintptr_t)p & 4095) jwb_fail(t, "valloc returned a block not aligned to a page");
-        break;
-      case JWT_PVALLOC:
-        JWB_TIMED(t, p = jwb_call_pvalloc(r->size));
-        t->ops++;
-        t->allocs++;
-        if (!p && r->size) jwb_oom(t, r->size);
-        break;
+      }
       default:
         fatal("bad operation in the decoded trace");
     }

@@ -27,12 +27,8 @@ static void worker(jwb_thread *t) {
       return;
     }
     jwb_item *s = &slot[jwb_below(&t->rng, blocks)];
-    jwb_check(t, s->p, s->size, s->tag, 0);
-    jwb_free(t, s->p);
-    s->size = jwb_size_log_uniform(&t->rng, min_size, max_size);
-    s->tag = jwb_tag(t->index, t->counter++);
-    s->p = jwb_malloc(t, s->size);
-    jwb_fill(s->p, s->size, s->tag);
+    jwb_item_free(t, s);
+    jwb_item_alloc(t, s, jwb_size_log_uniform(&t->rng, min_size, max_size));
   }
 }
 
@@ -55,21 +51,13 @@ int main(int argc, char **argv) {
   sets = jwb_meta_alloc(T * sizeof(jwb_item *));
   for (unsigned i = 0; i < T; i++) {
     sets[i] = jwb_meta_alloc(blocks * sizeof(jwb_item));
-    for (size_t j = 0; j < blocks; j++) {
-      jwb_item *s = &sets[i][j];
-      s->size = jwb_size_log_uniform(&m->rng, min_size, max_size);
-      s->tag = jwb_tag(100000 + i, j);
-      s->p = jwb_malloc(m, s->size);
-      jwb_fill(s->p, s->size, s->tag);
-    }
+    for (size_t j = 0; j < blocks; j++)
+      jwb_item_alloc(m, &sets[i][j], jwb_size_log_uniform(&m->rng, min_size, max_size));
   }
   jwb_run(T, worker, 0);
   jwb_region_end();
   for (unsigned i = 0; i < T; i++)
-    for (size_t j = 0; j < blocks; j++) {
-      jwb_check(m, sets[i][j].p, sets[i][j].size, sets[i][j].tag, 0);
-      jwb_free(m, sets[i][j].p);
-    }
+    for (size_t j = 0; j < blocks; j++) jwb_item_free(m, &sets[i][j]);
   char extra[128];
   snprintf(extra, sizeof extra, "min=%zu max=%zu blocks=%zu thread_ops=%llu thread_generations=%llu", min_size,
            max_size, blocks, (unsigned long long)thread_ops, (unsigned long long)atomic_load(&generations));

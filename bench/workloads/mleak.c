@@ -22,30 +22,15 @@ static jwb_item **next_orphans;
 static void worker(jwb_thread *t) {
   unsigned T = jwb.threads;
   jwb_item *prev = orphans[(t->index + 1) % T];
-  for (size_t i = 0; i < blocks; i++)
-    if (prev[i].p) {
-      jwb_check(t, prev[i].p, prev[i].size, prev[i].tag, 0);
-      jwb_free(t, prev[i].p);
-      prev[i].p = NULL;
-    }
+  for (size_t i = 0; i < blocks; i++) jwb_item_free(t, &prev[i]);
   jwb_item *slot = next_orphans[t->index];
   for (uint64_t k = 0; k < steps; k++) {
     jwb_item *s = &slot[jwb_below(&t->rng, blocks)];
-    if (s->p) {
-      jwb_check(t, s->p, s->size, s->tag, 0);
-      jwb_free(t, s->p);
-    }
-    s->size = jwb_size_log_uniform(&t->rng, min_size, max_size);
-    s->tag = jwb_tag(t->index, t->counter++);
-    s->p = jwb_malloc(t, s->size);
-    jwb_fill(s->p, s->size, s->tag);
+    jwb_item_free(t, s);
+    jwb_item_alloc(t, s, jwb_size_log_uniform(&t->rng, min_size, max_size));
   }
   for (size_t i = 0; i < blocks; i++)
-    if (slot[i].p && !jwb_chance(&t->rng, keep)) {
-      jwb_check(t, slot[i].p, slot[i].size, slot[i].tag, 0);
-      jwb_free(t, slot[i].p);
-      slot[i].p = NULL;
-    }
+    if (slot[i].p && !jwb_chance(&t->rng, keep)) jwb_item_free(t, &slot[i]);
 }
 
 int main(int argc, char **argv) {
@@ -82,11 +67,7 @@ int main(int argc, char **argv) {
   jwb_region_end();
   jwb_thread *m = jwb_main_ctx();
   for (unsigned i = 0; i < T; i++)
-    for (size_t j = 0; j < blocks; j++)
-      if (orphans[i][j].p) {
-        jwb_check(m, orphans[i][j].p, orphans[i][j].size, orphans[i][j].tag, 0);
-        jwb_free(m, orphans[i][j].p);
-      }
+    for (size_t j = 0; j < blocks; j++) jwb_item_free(m, &orphans[i][j]);
   char extra[96];
   snprintf(extra, sizeof extra, "rounds=%llu steps=%llu blocks=%zu keep=%.3f", (unsigned long long)done,
            (unsigned long long)steps, blocks, keep);

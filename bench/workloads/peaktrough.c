@@ -22,19 +22,16 @@ typedef struct set {
   size_t n, cap, bytes;
 } set;
 
-static void add(jwb_thread *t, set *S) {
-  jwb_item it = {.size = jwb_size_mixed(&t->rng), .tag = jwb_tag(t->index, t->counter++)};
-  it.p = jwb_malloc(t, it.size);
-  jwb_fill(it.p, it.size, it.tag);
-  S->slot[S->n++] = it;
-  S->bytes += it.size;
+/* Allocates into slot i (i == S->n appends). */
+static void put(jwb_thread *t, set *S, size_t i) {
+  jwb_item_alloc(t, &S->slot[i], jwb_size_mixed(&t->rng));
+  S->bytes += S->slot[i].size;
+  if (i == S->n) S->n++;
 }
 
 static void drop(jwb_thread *t, set *S, size_t i) {
-  jwb_item it = S->slot[i];
-  S->bytes -= it.size;
-  jwb_check(t, it.p, it.size, it.tag, 0);
-  jwb_free(t, it.p);
+  S->bytes -= S->slot[i].size;
+  jwb_item_free(t, &S->slot[i]);
 }
 
 /* Every thread reaches the phase, one marks it and sets the hold deadline. */
@@ -53,11 +50,7 @@ static void hold(jwb_thread *t, set *S) {
     if (S->n == 0) break;
     size_t i = (size_t)jwb_below(&t->rng, S->n);
     drop(t, S, i);
-    jwb_item it = {.size = jwb_size_mixed(&t->rng), .tag = jwb_tag(t->index, t->counter++)};
-    it.p = jwb_malloc(t, it.size);
-    jwb_fill(it.p, it.size, it.tag);
-    S->slot[i] = it;
-    S->bytes += it.size;
+    put(t, S, i);
   }
 }
 
@@ -65,13 +58,13 @@ static void worker(jwb_thread *t) {
   size_t target = steady_total / jwb.threads;
   set S = {.cap = (target * factor) / 16 + 1024};
   S.slot = jwb_meta_alloc(S.cap * sizeof(jwb_item));
-  while (S.bytes < target && S.n < S.cap) add(t, &S);
+  while (S.bytes < target && S.n < S.cap) put(t, &S, S.n);
   size_t steady_n = S.n;
   enter("steady");
   hold(t, &S);
   for (uint64_t c = 0; c < cycles; c++) {
     if (t->index == 0) jwb_mark("ramp-up");   /* holds end together: one thread marks */
-    while (S.bytes < target * factor && S.n < S.cap) add(t, &S);
+    while (S.bytes < target * factor && S.n < S.cap) put(t, &S, S.n);
     enter("peak");
     hold(t, &S);
     if (t->index == 0) jwb_mark("ramp-down");

@@ -40,21 +40,14 @@ static void worker(jwb_thread *t) {
       jwb_item it = L.slot[i];
       L.slot[i] = L.slot[--L.n];
       L.bytes -= it.size;
-      jwb_check(t, it.p, it.size, it.tag, 0);
-      jwb_free(t, it.p);
+      jwb_item_free(t, &it);
     } else {
-      jwb_item it = {.size = jwb_chance(&t->rng, 0.9) ? dominant : classes[jwb_below(&t->rng, nclasses)],
-                     .tag = jwb_tag(t->index, t->counter++)};
-      it.p = jwb_malloc(t, it.size);
-      jwb_fill(it.p, it.size, it.tag);
-      L.slot[L.n++] = it;
-      L.bytes += it.size;
+      jwb_item *it = &L.slot[L.n++];
+      jwb_item_alloc(t, it, jwb_chance(&t->rng, 0.9) ? dominant : classes[jwb_below(&t->rng, nclasses)]);
+      L.bytes += it->size;
     }
   }
-  for (size_t i = 0; i < L.n; i++) {
-    jwb_check(t, L.slot[i].p, L.slot[i].size, L.slot[i].tag, 0);
-    jwb_free(t, L.slot[i].p);
-  }
+  for (size_t i = 0; i < L.n; i++) jwb_item_free(t, &L.slot[i]);
   atomic_fetch_add_explicit(&phases_total, phases, memory_order_relaxed);
   jwb_meta_free(L.slot, L.cap * sizeof(jwb_item));
 }

@@ -31,10 +31,7 @@ static size_t draw(jwb_thread *t) {
 
 static void drain(jwb_thread *t) {
   jwb_item it;
-  while (jwb_ring_pop(rings[t->index], &it)) {
-    jwb_check(t, it.p, it.size, it.tag, 0);
-    jwb_free(t, it.p);
-  }
+  while (jwb_ring_pop(rings[t->index], &it)) jwb_item_free(t, &it);
 }
 
 static void worker(jwb_thread *t) {
@@ -43,25 +40,13 @@ static void worker(jwb_thread *t) {
   uint64_t iter = 0;
   while (!jwb_done(t)) {
     jwb_item *s = &slot[jwb_below(&t->rng, blocks)];
-    if (s->p) {
-      if (next != t->index && jwb_chance(&t->rng, cross) && jwb_ring_push(rings[next], *s)) {
-        /* handed over: the next thread checks and frees it */
-      } else {
-        jwb_check(t, s->p, s->size, s->tag, 0);
-        jwb_free(t, s->p);
-      }
-    }
-    s->size = draw(t);
-    s->tag = jwb_tag(t->index, t->counter++);
-    s->p = jwb_malloc(t, s->size);
-    jwb_fill(s->p, s->size, s->tag);
+    /* a handed-over block is checked and freed by the next thread */
+    if (!(s->p && next != t->index && jwb_chance(&t->rng, cross) && jwb_ring_push(rings[next], *s)))
+      jwb_item_free(t, s);
+    jwb_item_alloc(t, s, draw(t));
     if ((++iter & 31) == 0) drain(t);
   }
-  for (size_t i = 0; i < blocks; i++)
-    if (slot[i].p) {
-      jwb_check(t, slot[i].p, slot[i].size, slot[i].tag, 0);
-      jwb_free(t, slot[i].p);
-    }
+  for (size_t i = 0; i < blocks; i++) jwb_item_free(t, &slot[i]);
   pthread_barrier_wait(&end_gate);  /* every sender is done: drain for the last time */
   drain(t);
   jwb_meta_free(slot, blocks * sizeof(jwb_item));

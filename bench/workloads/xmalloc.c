@@ -20,8 +20,7 @@ static atomic_uint producers_done;
 static void consume_ring(jwb_thread *t, jwb_ring *r, int *got) {
   jwb_item it;
   while (jwb_ring_pop(r, &it)) {
-    jwb_check(t, it.p, it.size, it.tag, 0);
-    jwb_free(t, it.p);
+    jwb_item_free(t, &it);
     *got = 1;
   }
 }
@@ -30,10 +29,8 @@ static void producer(jwb_thread *t) {
   jwb_ring *r = rings[t->index];
   while (!jwb_done(t)) {
     for (size_t i = 0; i < batch; i++) {
-      jwb_item it = {.size = jwb_size_log_uniform(&t->rng, min_size, max_size),
-                     .tag = jwb_tag(t->index, t->counter++)};
-      it.p = jwb_malloc(t, it.size);
-      jwb_fill(it.p, it.size, it.tag);
+      jwb_item it;
+      jwb_item_alloc(t, &it, jwb_size_log_uniform(&t->rng, min_size, max_size));
       while (!jwb_ring_push(r, it)) {
         if (consumers == 0) {
           int got = 0;

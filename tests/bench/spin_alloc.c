@@ -11,11 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-extern void *__libc_memalign(size_t, size_t);
+#include "glibc_malloc.h"
 
 static long iters = -1, thread_iters, abort_after;
 static atomic_long calls;
