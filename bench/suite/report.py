@@ -154,6 +154,22 @@ class Doc:
             return "not run", None
         return "-", None
 
+    def spread_note(self, rows_spec, allocs, getter, kind):
+        """How far repetitions of the same cell lie apart: (max - min) / median."""
+        spreads = []
+        for label, w, t in rows_spec:
+            for a in allocs:
+                vs = [getter(r) for r in self.res.ok_runs(w, a, t, kind)]
+                vs = [v for v in vs if v]
+                if len(vs) >= 2:
+                    spreads.append(((max(vs) - min(vs)) / statistics.median(vs), "%s/%s" % (label, a)))
+        if spreads:
+            spreads.sort()
+            self.p("_Repetitions of one cell differ by (max - min) / median: median %.0f%%, worst %.0f%% (%s). "
+                   "Differences smaller than that are noise._" % (100 * spreads[len(spreads) // 2][0],
+                                                                 100 * spreads[-1][0], spreads[-1][1]))
+            self.p()
+
     def grid(self, title, rows_spec, allocs, getter, kind_fmt, kind="run", lower_better=False, note=""):
         """rows_spec: list of (label, workload, threads). Prints the values table
         and the ratio-to-jwmalloc table; returns {(label, alloc): value}."""
@@ -169,6 +185,7 @@ class Doc:
         self.p("**%s**%s" % (title, (" " + note) if note else ""))
         self.p()
         self.table(["workload"] + allocs, rows)
+        self.spread_note(rows_spec, allocs, getter, kind)
         self.ratio_table(rows_spec, allocs, vals, lower_better)
         return vals
 

@@ -377,6 +377,8 @@ def run_one(w, A, t, r, mode, duration, bindir, launcher, traces, out, args):
     mea = kv_line(p.stdout, "jwbench-run")
     rec["result"] = res or {}
     rec["measure"] = mea or {}
+    # kept for allocator statistics printed at exit (e.g. JWMALLOC_STATS=1 set with --allocator)
+    rec["stderr_tail"] = p.stderr[-4000:]
     err = p.stderr.strip().splitlines()
     if mea and mea.get("timed_out"):
         rec.update(status="timeout", reason="killed after %gs" % args.timeout)
