@@ -249,6 +249,23 @@ def t_replay(build):
 def t_report(build):
     tmp = tempfile.mkdtemp()
     try:
+        return report_checks(build, tmp)
+    except SystemExit:
+        # say why, for a failure seen only on a loaded machine
+        for name in ("raw/runs.jsonl", "report.md"):
+            path = os.path.join(tmp, name)
+            if os.path.exists(path):
+                print("---- %s" % name)
+                with open(path) as f:
+                    for line in f.read().splitlines()[:80]:
+                        print(line[:400])
+        raise
+    finally:
+        shutil.rmtree(tmp)
+
+
+def report_checks(build, tmp):
+    if True:
         spin = os.path.join(build, "lib", "libjwb_test_spin.so")
         cmd = [sys.executable, os.path.join(ROOT, "bench", "suite", "run.py"), "--out", tmp, "--build", build,
                "--workloads", "rptest-16k,peak-trough", "--threads", "1,2", "--footprint-threads", "2",
@@ -296,8 +313,6 @@ def t_report(build):
                 if f not in md:
                     fail("plot %s not referenced by the report" % f)
         return 0
-    finally:
-        shutil.rmtree(tmp)
 
 
 def main(argv):
