@@ -219,7 +219,8 @@ int main(int argc, char **argv) {
     if (len > 0) {
       buf[len] = 0;
       unsigned long size, resident, shared;
-      if (sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) == 3) {
+      /* an exiting process reads as 0 resident pages: not a sample */
+      if (sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) == 3 && resident > 0) {
         if (n == cap) {
           cap *= 2;
           sample *g = realloc(s, cap * sizeof *s);

@@ -55,7 +55,7 @@ def bars(out_dir, name, title, ylabel, categories, series, values, log=False, re
     series = [s for s in series if any(values.get((c, s)) is not None for c in categories)]
     if not series:
         return None
-    rows = [["category"] + [_q(s) for s in series]]
+    rows = []
     for c in categories:
         rows.append([_q(c)] + [_val(values.get((c, s))) for s in series])
     width = max(900, 70 * len(categories) * max(1, len(series)) // 3 + 200)

@@ -501,12 +501,13 @@ def write_report(out):
         vals = doc.grid("%d thread%s%s" % (t, "s" if t > 1 else "", " (10 per core)" if t == 10 * n else
                                              " (one per core)" if t == n else ""), spec, res.main, thr, "mops")
         plot_grid(res, doc, "throughput-t%d" % t, "Throughput, %d threads" % t, "Mops/s", spec, res.main,
-                  vals, log=True)
+                  {k: (v / 1e6 if v else v) for k, v in vals.items()}, log=True)
     trace_w = [w for w, d in res.wl.items() if d["group"] == "trace"]
     if trace_w:
         spec = [(w, w, None) for w in trace_w]
         vals = doc.grid("Replays of recorded programs (recorded threads)", spec, res.main, thr, "mops")
-        plot_grid(res, doc, "throughput-traces", "Replay throughput", "Mops/s", spec, res.main, vals, log=True)
+        plot_grid(res, doc, "throughput-traces", "Replay throughput", "Mops/s", spec, res.main,
+                  {k: (v / 1e6 if v else v) for k, v in vals.items()}, log=True)
         replay_determinism(res, doc, trace_w)
 
     # ---- instructions
