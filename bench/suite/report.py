@@ -445,6 +445,9 @@ def write_report(out):
     doc.p("- Build: commit %s, %s, %s, Python %s" % (mach.get("commit"), mach.get("gcc"), mach.get("valgrind"),
                                                     mach.get("python")))
     doc.p("- Command: `%s`" % m["command"])
+    example = next((r["cmd"] for r in res.runs if r.get("status") == "ok" and r["kind"] == "run"), None)
+    if example:
+        doc.p("- One run, as it was made: `%s`" % example)
     has_fp = any(d["group"] == "footprint" for d in res.wl.values())
     doc.p("- Thread counts: %s (N = %d cores; 10 per core = %d)%s; %s" % (
         ", ".join(map(str, m["threads"])), n, 10 * n,
