@@ -211,6 +211,38 @@ class Doc:
         self.table(["workload"] + others, rows)
 
 
+def alloc_table(res, doc, title, columns, allocs, lower_better=True, extra_col=None):
+    """A table with one row per allocator; columns: list of (header, getter(alloc) -> value, fmt kind).
+    Followed by the same figures as ratios to jwmalloc's row. Returns {alloc: [values]}."""
+    vals, rows = {}, []
+    for a in allocs:
+        state = res.allocs.get(a, {}).get("state", "ok")
+        vs = [g(a) for _, g, _ in columns]
+        vals[a] = vs
+        row = [a] + [fmt(v, k) if state == "ok" else state for v, (_, _, k) in zip(vs, columns)]
+        if extra_col:
+            row.append(extra_col[1](a))
+        rows.append(row)
+    doc.p("**%s**" % title)
+    doc.p()
+    doc.table(["allocator"] + [h for h, _, _ in columns] + ([extra_col[0]] if extra_col else []), rows)
+    if not res.jw_ok:
+        doc.p("_No ratios: jwmalloc is %s in this run._" % res.allocs.get(JW, {}).get("state", "not listed"))
+        doc.p()
+        return vals
+    jw = vals.get(JW, [])
+    rrows = []
+    for a in allocs:
+        if a == JW:
+            continue
+        rrows.append([a] + [fmt(v / j, "ratio") if v is not None and j else "-" for v, j in zip(vals[a], jw)])
+    doc.p("Ratio to jwmalloc (%s):" % ("above 1: the peer uses more" if lower_better else
+                                       "above 1: the peer is ahead"))
+    doc.p()
+    doc.table(["allocator"] + [h for h, _, _ in columns], rrows)
+    return vals
+
+
 def plot_grid(res, doc, name, title, ylabel, rows_spec, allocs, vals, log=False):
     cats = [label for label, _, _ in rows_spec]
     png = plots.bars(res.out, name, title, ylabel, cats, allocs, vals, log=log)
@@ -541,45 +573,34 @@ def write_report(out):
                         lower_better=True)
         plot_grid(res, doc, "latency-%s-t%d" % (label.replace(".", ""), top), "%s latency, %d threads" % (label, top),
                   "ns", spec, res.main, vals, log=True)
-    for w in ("mstress", "xmalloc"):
-        if top not in res.threads_of(w):
+    doc.p("Percentiles of every workload at %d threads (the plots: mstress and xmalloc):" % top)
+    doc.p()
+    for w in tput_w + trace_w:
+        t = None if w in trace_w else top
+        if t is not None and t not in res.threads_of(w):
             continue
-        rows = []
-        series = []
-        for a in res.main:
-            row = [a]
-            pts = []
-            state = res.allocs.get(a, {}).get("state", "ok")
-            for i, (lbl, key) in enumerate(PCTS):
-                v = res.metric(w, a, top, latget(key))
-                row.append(fmt(v, "ns") if state == "ok" else state)
-                if v:
-                    pts.append((i, v))
-            samples = res.metric(w, a, top, lambda r: r["result"].get("lat_samples"))
-            row.append(fmt(samples, "int"))
-            rows.append(row)
-            series.append((a, pts))
-        doc.p("**%s at %d threads: percentiles (ns)**" % (w, top))
-        doc.p()
-        doc.table(["allocator"] + [p for p, _ in PCTS] + ["samples"], rows)
-        if any(r[-1].isdigit() and int(r[-1]) < 100000 for r in rows):
+        cols = [(lbl, (lambda key: lambda a: res.metric(w, a, t, latget(key)))(key), "ns") for lbl, key in PCTS]
+        vals = alloc_table(res, doc, "%s, %s threads: latency percentiles (ns)" % (w, t or "recorded"), cols,
+                           res.main, extra_col=("samples", lambda a: fmt(res.metric(
+                               w, a, t, lambda r: r["result"].get("lat_samples")), "int")))
+        counts = [res.metric(w, a, t, lambda r: r["result"].get("lat_samples")) for a in res.main]
+        if any(c and c < 100000 for c in counts):
             doc.p("_P99.99 from fewer than 100,000 samples is indicative only._")
             doc.p()
+        if w not in ("mstress", "xmalloc"):
+            continue
+        series = [(a, [(i, v) for i, v in enumerate(vals[a]) if v]) for a in res.main]
+        xt = [(lbl, i) for i, (lbl, _) in enumerate(PCTS)]
         png = plots.lines(res.out, "latency-%s-t%d" % (w, top), "%s latency percentiles, %d threads" % (w, top),
-                          "percentile", "ns", series, log_y=True, xtics=[(lbl, i) for i, (lbl, _) in enumerate(PCTS)])
+                          "percentile", "ns", series, log_y=True, xtics=xt)
         if png:
             doc.p("![%s latency](%s)" % (w, png))
             doc.p()
         if res.jw_ok:
-            ratio_series = []
-            jwp = dict(next((s for a, s in series if a == JW), []))
-            for a, pts in series:
-                if a == JW:
-                    continue
-                ratio_series.append((a, [(x, y / jwp[x]) for x, y in pts if jwp.get(x)]))
+            jwp = dict(next((pts for a, pts in series if a == JW), []))
+            ratio_series = [(a, [(x, y / jwp[x]) for x, y in pts if jwp.get(x)]) for a, pts in series if a != JW]
             png = plots.lines(res.out, "latency-%s-t%d-ratio" % (w, top), "%s latency, ratio to jwmalloc" % w,
-                              "percentile", "value / jwmalloc", ratio_series, log_y=True,
-                              xtics=[(lbl, i) for i, (lbl, _) in enumerate(PCTS)])
+                              "percentile", "value / jwmalloc", ratio_series, log_y=True, xtics=xt)
             if png:
                 doc.p("![%s latency ratio](%s)" % (w, png))
                 doc.p()
@@ -601,15 +622,11 @@ def write_report(out):
         plot_grid(res, doc, "rss-%s" % key.replace("_kb", ""), title, "MiB", rows_spec, fp_allocs,
                   {k: (v / 1024 if v else v) for k, v in vals.items()})
     if "peak-trough" in res.wl:
-        rows = []
         for t in res.threads_of("peak-trough"):
-            for a in fp_allocs:
-                g = lambda k: res.metric("peak-trough", a, t, rssget(k))  # noqa: E731
-                rows.append(["%s t=%s" % (a, t), fmt(g("steady_kb"), "mb"), fmt(g("phase_peak_kb"), "mb"),
-                             fmt(g("after_trough_kb"), "mb"), fmt(g("trough_over_steady"))])
-        doc.p("**Peak-trough phases (MiB)**")
-        doc.p()
-        doc.table(["allocator", "steady", "peak", "after trough", "after trough / steady"], rows)
+            cols = [(h, (lambda k: lambda a: res.metric("peak-trough", a, t, rssget(k)))(k), kind) for h, k, kind in (
+                ("steady MiB", "steady_kb", "mb"), ("peak MiB", "phase_peak_kb", "mb"),
+                ("after trough MiB", "after_trough_kb", "mb"), ("after trough / steady", "trough_over_steady", "num"))]
+            alloc_table(res, doc, "Peak-trough phases, %s threads" % t, cols, fp_allocs)
     for w in [x for x in fp_w if x == "mstress-sleep"]:
         for t in res.threads_of(w):
             series = []
@@ -647,12 +664,8 @@ def write_report(out):
         plot_grid(res, doc, "syscalls", "Memory system calls per run", "calls", spec, fp_allocs, vals, log=True)
         for w in fp_w:
             for t in res.threads_of(w):
-                rows = []
-                for a in fp_allocs:
-                    rows.append([a] + [fmt(res.metric(w, a, t, sysget(s)), "int") for s in SYSCALLS])
-                doc.p("**%s, %s threads, by call**" % (w, t))
-                doc.p()
-                doc.table(["allocator"] + SYSCALLS, rows)
+                cols = [(c, (lambda c: lambda a: res.metric(w, a, t, sysget(c)))(c), "int") for c in SYSCALLS]
+                alloc_table(res, doc, "%s, %s threads, by call" % (w, t), cols, fp_allocs)
 
     doc.p("## Workloads")
     doc.p()
