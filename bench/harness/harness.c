@@ -342,7 +342,7 @@ void jwb_sleep_ms(double ms) {
 int jwb_report(const char *extra) {
   jwb_region_end();
   static jwb_hist all;
-  uint64_t ops = 0, allocs = 0, frees = 0, reallocs = 0, failures = main_ctx->check_failures;
+  uint64_t ops = 0, allocs = 0, frees = 0, reallocs = 0, bytes = 0, failures = main_ctx->check_failures;
   for (unsigned i = 0; i < nctx; i++) {
     jwb_thread *t = ctxs[i];
     jwb_hist_merge(&all, t->hist);
@@ -350,13 +350,14 @@ int jwb_report(const char *extra) {
     allocs += t->allocs;
     frees += t->frees;
     reallocs += t->reallocs;
+    bytes += t->bytes;
     failures += t->check_failures;
   }
   double secs = jwb_elapsed();
   printf("jwbench prog=%s threads=%u seed=%" PRIu64 " mode=%s elapsed_s=%.6f ops=%" PRIu64 " allocs=%" PRIu64
-         " frees=%" PRIu64 " reallocs=%" PRIu64 " ops_per_s=%.1f",
+         " frees=%" PRIu64 " reallocs=%" PRIu64 " bytes=%" PRIu64 " ops_per_s=%.1f",
          jwb.name, jwb.threads, jwb.seed, jwb.duration_s > 0 ? "duration" : "ops", secs, ops, allocs, frees,
-         reallocs, secs > 0 ? (double)ops / secs : 0.0);
+         reallocs, bytes, secs > 0 ? (double)ops / secs : 0.0);
   printf(" lat_every=%u lat_samples=%" PRIu64 " lat_p50_ns=%" PRIu64 " lat_p90_ns=%" PRIu64 " lat_p99_ns=%" PRIu64
          " lat_p999_ns=%" PRIu64 " lat_p9999_ns=%" PRIu64 " lat_max_ns=%" PRIu64 " timer_ns_median=%" PRIu64
          " timer_ns_p99=%" PRIu64,

@@ -87,6 +87,7 @@ typedef struct jwb_thread {
   uint32_t lat_countdown;      /* calls until the next timed one */
   uint64_t ops;                /* allocator calls made by this thread */
   uint64_t allocs, frees, reallocs;
+  uint64_t bytes;              /* bytes requested: with the counts, the fingerprint of the requests */
   uint64_t check_failures;
   uint64_t counter;            /* for tags */
   jwb_hist *hist;
@@ -202,6 +203,7 @@ static inline void *jwb_malloc(jwb_thread *t, size_t n) {
   JWB_TIMED(t, p = jwb_call_malloc(n));
   t->ops++;
   t->allocs++;
+  t->bytes += n;
   if (__builtin_expect(p == NULL && n != 0, 0)) jwb_oom(t, n);
   return p;
 }
@@ -210,6 +212,7 @@ static inline void *jwb_calloc(jwb_thread *t, size_t n, size_t size) {
   JWB_TIMED(t, p = jwb_call_calloc(n, size));
   t->ops++;
   t->allocs++;
+  t->bytes += n * size;
   if (__builtin_expect(p == NULL && n * size != 0, 0)) jwb_oom(t, n * size);
   return p;
 }
@@ -218,6 +221,7 @@ static inline void *jwb_realloc(jwb_thread *t, void *old, size_t n) {
   JWB_TIMED(t, p = jwb_call_realloc(old, n));
   t->ops++;
   t->reallocs++;
+  t->bytes += n;
   if (__builtin_expect(p == NULL && n != 0, 0)) jwb_oom(t, n);
   return p;
 }

@@ -247,6 +247,7 @@ static void worker(jwb_thread *t) {
         else JWB_TIMED(t, p = jwb_call_pvalloc(r->size));
         t->ops++;
         t->allocs++;
+        t->bytes += r->size;
         if (!p && r->size) jwb_oom(t, r->size);
         uint64_t want = r->op == JWT_VALLOC || r->op == JWT_PVALLOC ? 4096 : align;
         if (p && ((uintptr_t)p & (want - 1))) {

@@ -2,6 +2,7 @@
 """Tests of the evaluation suite (tests/bench/CMakeLists.txt runs them).
 
   bench_test.py BUILD workload ALLOC PROG ARGS...   one workload, briefly, checked
+  bench_test.py BUILD determinism                   same seed, same requests under every allocator
   bench_test.py BUILD launcher                      RSS sampling, marks, exact syscall counts
   bench_test.py BUILD callgrind                     instruction attribution
   bench_test.py BUILD replay                        record a program, replay deterministically
@@ -73,6 +74,35 @@ def t_workload(build, alloc, prog, args):
         fail("more frees than allocations")
     if int(res.get("lat_samples", 0)) <= 0:
         fail("no latency samples")
+    return 0
+
+
+def t_determinism(build):
+    """Given a seed, a workload makes the same requests under any allocator: in
+    ops mode on one thread (no scheduling involved) the counts and the bytes
+    requested agree exactly; another seed gives other requests."""
+    cases = [("jwb-rptest", ["--ops", "20000"]), ("jwb-rptest", ["--max", "1M", "--blocks", "16", "--ops", "2000"]),
+             ("jwb-xmalloc", ["--ops", "20000"]), ("jwb-mstress", ["--rounds", "2", "--steps", "3000"]),
+             ("jwb-mleak", ["--rounds", "2", "--steps", "3000"]), ("jwb-larson", ["--ops", "20000"]),
+             ("jwb-reformat", ["--ops", "30000"]), ("jwb-generational", ["--ops", "20000"]),
+             ("jwb-peaktrough", ["--steady", "2M", "--cycles", "1", "--hold-ops", "2000"])]
+    libs = [None] + [lib for lib in (JEMALLOC, MIMALLOC, jwmalloc_lib(build)) if os.path.exists(lib)]
+    for prog, args in cases:
+        seen = {}
+        for seed in ("1", "2"):
+            for lib in libs:
+                p = run([os.path.join(build, "bin", prog), "--threads", "1", "--seed", seed] + args,
+                        {"LD_PRELOAD": lib} if lib else {})
+                r = kv(p.stdout, "jwbench")
+                if p.returncode != 0 or r.get("check") != "ok":
+                    fail("%s under %s exited %d: %s" % (prog, lib or "glibc", p.returncode, p.stderr))
+                sig = (r["allocs"], r["frees"], r["reallocs"], r["bytes"])
+                seen.setdefault(seed, set()).add(sig)
+        print(prog, args, seen)
+        if any(len(v) != 1 for v in seen.values()):
+            fail("%s %s: the requests depend on the allocator: %s" % (prog, args, seen))
+        if seen["1"] == seen["2"]:
+            fail("%s %s: two seeds gave the same requests" % (prog, args))
     return 0
 
 
@@ -322,7 +352,8 @@ def main(argv):
     build, what = os.path.abspath(argv[1]), argv[2]
     if what == "workload":
         return t_workload(build, argv[3], argv[4], argv[5:])
-    tests = {"launcher": t_launcher, "callgrind": t_callgrind, "replay": t_replay, "report": t_report}
+    tests = {"launcher": t_launcher, "callgrind": t_callgrind, "replay": t_replay, "report": t_report,
+             "determinism": t_determinism}
     if what not in tests:
         print("unknown test " + what)
         return 2
