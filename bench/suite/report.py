@@ -558,6 +558,13 @@ def write_report(out):
         spec = [(w, w, cgt) for w in cg]
         vals = doc.grid("Allocator instructions per call", spec, res.main,
                         lambda r: r.get("alloc_instr_per_op"), "instr", "callgrind", lower_better=True)
+        cg_failed = {}
+        for r in res.runs:
+            if r["kind"] == "callgrind" and r.get("status") == "failed":
+                cg_failed.setdefault(r["allocator"], r.get("reason", ""))
+        for a, why in cg_failed.items():
+            doc.p("_%s: not measurable under callgrind (%s)._" % (a, why[:160]))
+            doc.p()
         plot_grid(res, doc, "instructions", "Allocator instructions per call (callgrind)", "instructions/call",
                   spec, res.main, vals, log=True)
         doc.grid("Workload's own instructions per call (should not depend on the allocator)", spec, res.main,
