@@ -72,8 +72,10 @@ static void usage(const jwb_opt *extra, FILE *f) {
   fprintf(f, "usage: %s [options]\n%s\n\ncommon options:\n", jwb.name, summary_text ? summary_text : "");
   fprintf(f,
           "  --threads N       worker threads (default %u)\n"
-          "  --duration S      run each phase for S seconds (duration mode; default: ops mode)\n"
-          "  --ops N           allocator calls per thread in ops mode (default %" PRIu64 ")\n"
+          "  --duration S      duration mode: run about S seconds (workloads with rounds repeat\n"
+          "                    them until S; default: a fixed amount of work)\n"
+          "  --ops N           allocator calls per thread in the fixed-work mode, for workloads\n"
+          "                    without their own unit of work (default %" PRIu64 ")\n"
           "  --seed N          random seed (default %" PRIu64 ")\n"
           "  --lat-every K     time one allocator call in about K (0: none; default %u)\n"
           "  --no-check        do not verify block patterns\n",
