@@ -63,11 +63,11 @@ static void worker(jwb_thread *t) {
   enter("steady");
   hold(t, &S);
   for (uint64_t c = 0; c < cycles; c++) {
-    if (t->index == 0) jwb_mark("ramp-up");   /* holds end together: one thread marks */
+    enter("ramp-up");   /* every thread has ended its hold: the mark is exact */
     while (S.bytes < target * factor && S.n < S.cap) put(t, &S, S.n);
     enter("peak");
     hold(t, &S);
-    if (t->index == 0) jwb_mark("ramp-down");
+    enter("ramp-down");
     while (S.n > steady_n) drop(t, &S, --S.n);
     enter("trough");
     hold(t, &S);
