@@ -10,15 +10,16 @@ jw_rec *jw_bins_rec(jw_rid r) {
 
 static void count(jw_bins *b, unsigned c, unsigned buf, int delta) {
   jw_bin *bin = &b->bin[c];
-  uint32_t n = jw_load(&bin->count[buf], JW_RELAXED) + (uint32_t)delta;
-  jw_store(&bin->count[buf], n, JW_RELAXED);
-  uint64_t g = (uint64_t)jw_class_granules[c];
-  jw_store(&b->granules[buf], jw_load(&b->granules[buf], JW_RELAXED) + (delta > 0 ? g : -g), JW_RELAXED);
-  uint32_t total = jw_load(&bin->count[0], JW_RELAXED) + jw_load(&bin->count[1], JW_RELAXED) +
-                   jw_load(&bin->count[2], JW_RELAXED);
-  uint64_t m = jw_load(&b->nonempty, JW_RELAXED);
-  m = total ? m | ((uint64_t)1 << c) : m & ~((uint64_t)1 << c);
-  jw_store(&b->nonempty, m, JW_RELAXED);
+  jw_store(&bin->count[buf], jw_load(&bin->count[buf], JW_RELAXED) + (uint32_t)delta, JW_RELAXED);
+  uint32_t total = jw_load(&bin->total, JW_RELAXED) + (uint32_t)delta;
+  jw_store(&bin->total, total, JW_RELAXED);
+  uint64_t g = (uint64_t)jw_class_granules[c] * (uint64_t)(int64_t)delta;
+  jw_store(&b->granules[buf], jw_load(&b->granules[buf], JW_RELAXED) + g, JW_RELAXED);
+  /* The mask changes only when the class becomes empty or non-empty. */
+  if (total == (delta > 0 ? 1u : 0u)) {
+    uint64_t m = jw_load(&b->nonempty, JW_RELAXED);
+    jw_store(&b->nonempty, total ? m | ((uint64_t)1 << c) : m & ~((uint64_t)1 << c), JW_RELAXED);
+  }
 }
 
 void jw_bins_push(jw_bins *b, jw_rid r, unsigned c, unsigned buf) {

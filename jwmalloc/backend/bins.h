@@ -34,6 +34,7 @@
 typedef struct jw_bin {
   jw_atomic_u32 head[JW_NBUFS]; /* range ids; 0 = empty */
   jw_atomic_u32 count[JW_NBUFS];
+  jw_atomic_u32 total; /* sum of count[] */
 } jw_bin;
 
 typedef struct jw_bins {

@@ -88,6 +88,10 @@ int jw_backend_check_all(char *err, size_t cap) {
         FAIL("class %u buffer %u: count %u, list %u, roots %u", c, k, want, seen, cs.free[c][k]);
       if (seen) nonempty |= (uint64_t)1 << c;
     }
+    uint32_t total = jw_load(&b->bin[c].count[0], JW_RELAXED) + jw_load(&b->bin[c].count[1], JW_RELAXED) +
+                     jw_load(&b->bin[c].count[2], JW_RELAXED);
+    if (total != jw_load(&b->bin[c].total, JW_RELAXED)) FAIL("class %u: total %u, buffers hold %u", c,
+                                                             jw_load(&b->bin[c].total, JW_RELAXED), total);
   }
   if (nonempty != jw_load(&b->nonempty, JW_RELAXED)) FAIL("non-empty class mask disagrees with the lists");
   for (unsigned k = 0; k < JW_NBUFS; k++)
@@ -104,9 +108,7 @@ int jw_backend_check_all(char *err, size_t cap) {
   if (jw_meta_slot_bytes() != cs.roots * JW_META_SLOT_BYTES)
     FAIL("record bytes %llu for %llu roots", (unsigned long long)jw_meta_slot_bytes(), (unsigned long long)cs.roots);
   {
-    jw_bin *rb = &b->bin[JW_NCLASSES - 1];
-    uint32_t kept = jw_load(&rb->count[0], JW_RELAXED) + jw_load(&rb->count[1], JW_RELAXED) +
-                    jw_load(&rb->count[2], JW_RELAXED);
+    uint32_t kept = jw_load(&b->bin[JW_NCLASSES - 1].total, JW_RELAXED);
     uint32_t retain = jw_load(&jw_be.retain_roots, JW_RELAXED);
     if (kept > retain) FAIL("%u entirely free roots kept, retain limit %u", kept, retain);
   }

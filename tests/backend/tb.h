@@ -9,26 +9,20 @@
 
 static int tb_failures __attribute__((unused));
 
-#define TB_CHECK(cond, ...)                                         \
-  do {                                                              \
-    if (!(cond)) {                                                  \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                 \
-      fputc('\n', stderr);                                          \
-      if (++tb_failures > 20) exit(1);                              \
-    }                                                               \
+/* Reports a failed condition; fatal ones stop at once (state afterwards
+ * would only add noise), others after 20 failures. */
+#define TB_ASSERT_(fatal, cond, ...)                                            \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      fprintf(stderr, "%s:%d: %s: %s: ", __FILE__, __LINE__, (fatal) ? "required" : "check failed", #cond); \
+      fprintf(stderr, __VA_ARGS__);                                             \
+      fputc('\n', stderr);                                                      \
+      if ((fatal) || ++tb_failures > 20) exit(1);                               \
+    }                                                                           \
   } while (0)
 
-/* Stops at the first failure (state afterwards would only add noise). */
-#define TB_REQUIRE(cond, ...)                                       \
-  do {                                                              \
-    if (!(cond)) {                                                  \
-      fprintf(stderr, "%s:%d: required: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                 \
-      fputc('\n', stderr);                                          \
-      exit(1);                                                      \
-    }                                                               \
-  } while (0)
+#define TB_CHECK(cond, ...) TB_ASSERT_(0, cond, __VA_ARGS__)
+#define TB_REQUIRE(cond, ...) TB_ASSERT_(1, cond, __VA_ARGS__)
 
 typedef struct tb_rng {
   uint64_t s;

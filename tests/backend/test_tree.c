@@ -112,6 +112,11 @@ static void worked_examples(void) {
   expect(r, "0+3:large@4 3+1:free0z@4 4+3:large@4 7+1:free0z@4 8+8:free0z@3 16+112:free0z@2 128+896:free0z@1 ",
          "example 2");
   check(r, "example 2");
+  /* The tag words the design note spells out for this state. */
+  TB_CHECK(jw_tree_tag(&r->t, 0) == 0x11800044u, "tag 0: %#x", jw_tree_tag(&r->t, 0));
+  TB_CHECK(jw_tree_tag(&r->t, 4) == 0x01861844u, "tag 4: %#x", jw_tree_tag(&r->t, 4));
+  TB_CHECK(jw_tree_tag(&r->t, 7) == 0x00042019u, "tag 7: %#x", jw_tree_tag(&r->t, 7));
+  TB_CHECK(jw_tree_tag(&r->t, 5) == 0 && jw_tree_tag(&r->t, 6) == 0, "interior of a large range");
   /* 3: freeing the first 3 merges it with its sibling 1 into a 4, whose
    * right sibling [4, 8) is internal: it stays. */
   TB_CHECK(tree_free(r, 0) == 1, "example 3 merges");
