@@ -134,14 +134,17 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
 
 /* ---- free --------------------------------------------------------------- */
 
-/* Puts the range [g, g+n) of a root (head already in a free state) back:
- * merges it with every free sibling leaf while one exists (the merged size is
- * a class by closure), then files it in its class's active buffer, or gives
- * the root back when it became entirely free beyond the retained count. */
+/* A free sibling about to be merged leaves its list. */
 static void absorb(void *base, uint32_t pos, uint32_t tag) {
   jw_bins_remove(&jw_be.bins, jw_meta_rid((uintptr_t)base, pos), jw_tag_class(tag));
 }
 
+/* Puts the range [g, g+n) of a root (head already in a free state) back:
+ * merges it with every free sibling leaf while one exists (the merged size is
+ * a class by closure), then files it in its class's active buffer (a range
+ * that merged nothing starts its countdown there; a merged one restarts it),
+ * or gives the root back when it became entirely free beyond the retained
+ * count. */
 static void put_free(jw_tree *t, uintptr_t base, uint32_t g, uint32_t n) {
   uint64_t merges = 0;
   g = jw_tree_coalesce(t, g, &n, absorb, (void *)base, &merges);

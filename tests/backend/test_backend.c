@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -300,6 +301,44 @@ static void t_fork(void) {
   release_everything();
 }
 
+/* The OS refuses memory: NULL with ENOMEM, nothing lost, state intact. In a
+ * child, under an address-space limit (not under ThreadSanitizer, whose
+ * shadow memory the limit would break). */
+static void t_out_of_memory(void) {
+#ifndef __SANITIZE_THREAD__
+  pid_t pid = fork();
+  if (pid == 0) {
+    jw_pages_atfork_child();
+    struct rlimit rl;
+    getrlimit(RLIMIT_AS, &rl);
+    rl.rlim_cur = 256u << 20; /* far below what the loop asks for */
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(4);
+    static char *p[4096];
+    int n = 0, got_enomem = 0;
+    while (n < 4096) {
+      errno = 0;
+      p[n] = jw_pages_alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL, NULL);
+      if (p[n] == NULL) {
+        got_enomem = errno == ENOMEM;
+        break;
+      }
+      p[n++][0] = 1;
+    }
+    /* Smaller requests still work from what is mapped (after a free). */
+    int ok = got_enomem && n > 0 && jw_backend_free(p[--n]) == 0;
+    char *q = ok ? jw_pages_alloc(7, JW_KIND_LARGE, NULL, NULL) : NULL;
+    ok = ok && q != NULL && jw_backend_free(q) == 0;
+    while (ok && n > 0) ok = jw_backend_free(p[--n]) == 0;
+    char err[200];
+    ok = ok && jw_backend_check_all(err, sizeof err) == 0;
+    _exit(ok ? 0 : 3);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "out of memory child: status %d", status);
+#endif
+}
+
 int main(void) {
   jw_backend_set_check(1);
   jw_backend_set_retain_roots(1);
@@ -313,6 +352,7 @@ int main(void) {
   t_deferred_free();
   t_threads();
   t_fork();
+  t_out_of_memory();
   if (tb_failures) return 1;
   puts("backend: ok");
   return 0;
