@@ -22,13 +22,25 @@ static void count(jw_bins *b, unsigned c, unsigned buf, int delta) {
   }
 }
 
+/* Lists are circular: the head's prev is the tail, the tail's next the head. */
 void jw_bins_push(jw_bins *b, jw_rid r, unsigned c, unsigned buf) {
   jw_rec *rec = jw_bins_rec(r);
   jw_rid first = jw_load(&b->bin[c].head[buf], JW_RELAXED);
-  jw_store(&rec->next, first, JW_RELAXED);
-  jw_store(&rec->prev, 0, JW_RELAXED);
-  if (first) jw_store(&jw_bins_rec(first)->prev, r, JW_RELAXED);
-  jw_store(&b->bin[c].head[buf], r, JW_RELAXED);
+  if (first == 0) {
+    jw_store(&rec->next, r, JW_RELAXED);
+    jw_store(&rec->prev, r, JW_RELAXED);
+    jw_store(&b->bin[c].head[buf], r, JW_RELAXED);
+  } else {
+    jw_rec *f = jw_bins_rec(first);
+    jw_rid last = jw_load(&f->prev, JW_RELAXED);
+    jw_store(&rec->next, first, JW_RELAXED);
+    jw_store(&rec->prev, last, JW_RELAXED);
+    jw_store(&jw_bins_rec(last)->next, r, JW_RELAXED);
+    jw_store(&f->prev, r, JW_RELAXED);
+    /* Low roots first: at the front when its root is not above the front
+     * range's root, else at the back (O(1), see bins.h). */
+    if (jw_meta_rid_base(r) <= jw_meta_rid_base(first)) jw_store(&b->bin[c].head[buf], r, JW_RELAXED);
+  }
   jw_rec_update(rec, JW_REC_STATE_MASK, JW_RS_FREE_BUF0 + buf);
   count(b, c, buf, 1);
 }
@@ -37,11 +49,13 @@ unsigned jw_bins_remove(jw_bins *b, jw_rid r, unsigned c) {
   jw_rec *rec = jw_bins_rec(r);
   unsigned buf = jw_tag_state(jw_load(&rec->tag, JW_RELAXED)) - JW_RS_FREE_BUF0;
   jw_rid next = jw_load(&rec->next, JW_RELAXED), prev = jw_load(&rec->prev, JW_RELAXED);
-  if (prev)
+  if (next == r) {
+    jw_store(&b->bin[c].head[buf], 0, JW_RELAXED); /* it was the only one */
+  } else {
     jw_store(&jw_bins_rec(prev)->next, next, JW_RELAXED);
-  else
-    jw_store(&b->bin[c].head[buf], next, JW_RELAXED);
-  if (next) jw_store(&jw_bins_rec(next)->prev, prev, JW_RELAXED);
+    jw_store(&jw_bins_rec(next)->prev, prev, JW_RELAXED);
+    if (jw_load(&b->bin[c].head[buf], JW_RELAXED) == r) jw_store(&b->bin[c].head[buf], next, JW_RELAXED);
+  }
   jw_store(&rec->next, 0, JW_RELAXED);
   jw_store(&rec->prev, 0, JW_RELAXED);
   count(b, c, buf, -1);

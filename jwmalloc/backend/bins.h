@@ -13,6 +13,11 @@
  *   buffer 2 (released): pages given back with madvise, still mapped.
  * A free range's state names its buffer (JW_RS_FREE_BUF0 + buffer), so
  * removing it from the middle (when a sibling merges with it) is O(1).
+ * Lists are circular and loosely ordered by root address: a range goes to
+ * the front when its root is not above the front range's root, else to the
+ * back, and allocation takes the front. This O(1) bias toward low roots lets
+ * high roots drain and go back whole (5-10% less mapped memory than LIFO on
+ * the reformatting pattern, docs/design/backend.md).
  * A 64-bit mask of non-empty classes finds the smallest class >= c at once.
  *
  * Part 4 puts a bounded concurrent bitmap per class in front of these lists
@@ -67,7 +72,7 @@ static inline int jw_bins_find(jw_bins *b, unsigned c) {
  * first (warmest), then standby, then released. *buf receives its buffer. */
 jw_rid jw_bins_pop(jw_bins *b, unsigned c, unsigned *buf);
 
-/* First range of buffer `buf` of class c, or 0. */
+/* Front range of buffer `buf` of class c, or 0. */
 static inline jw_rid jw_bins_first(jw_bins *b, unsigned c, unsigned buf) {
   return jw_load(&b->bin[c].head[buf], JW_RELAXED);
 }

@@ -72,8 +72,8 @@ int jw_backend_check_all(char *err, size_t cap) {
   for (unsigned c = 0; c < JW_NCLASSES; c++) {
     for (unsigned k = 0; k < JW_NBUFS; k++) {
       uint32_t want = jw_load(&b->bin[c].count[k], JW_RELAXED), seen = 0;
-      jw_rid prev = 0;
-      for (jw_rid r = jw_bins_first(b, c, k); r; r = jw_load(&jw_bins_rec(r)->next, JW_RELAXED)) {
+      jw_rid first = jw_bins_first(b, c, k), prev = first ? jw_load(&jw_bins_rec(first)->prev, JW_RELAXED) : 0;
+      for (jw_rid r = first; r; r = jw_load(&jw_bins_rec(r)->next, JW_RELAXED)) {
         if (jw_root_map_get((const void *)jw_meta_rid_base(r)) == NULL)
           FAIL("class %u buffer %u: range id %x in no mapped root", c, k, r);
         jw_rec *rec = jw_bins_rec(r);
@@ -83,6 +83,7 @@ int jw_backend_check_all(char *err, size_t cap) {
         if (jw_load(&rec->prev, JW_RELAXED) != prev) FAIL("class %u buffer %u: bad back link at %x", c, k, r);
         if (++seen > want) FAIL("class %u buffer %u: more members than its count %u", c, k, want);
         prev = r;
+        if (jw_load(&rec->next, JW_RELAXED) == first) break; /* circular: back at the front */
       }
       if (seen != want || seen != cs.free[c][k])
         FAIL("class %u buffer %u: count %u, list %u, roots %u", c, k, want, seen, cs.free[c][k]);
