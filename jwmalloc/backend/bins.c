@@ -38,8 +38,9 @@ void jw_bins_push(jw_bins *b, jw_rid r, unsigned c, unsigned buf) {
     jw_store(&jw_bins_rec(last)->next, r, JW_RELAXED);
     jw_store(&f->prev, r, JW_RELAXED);
     /* Low roots first: at the front when its root is not above the front
-     * range's root, else at the back (O(1), see bins.h). */
-    if (jw_meta_rid_base(r) <= jw_meta_rid_base(first)) jw_store(&b->bin[c].head[buf], r, JW_RELAXED);
+     * range's root, else at the back (O(1), see bins.h). Roots compare by
+     * range id: region in order of first use, then address within it. */
+    if ((r >> 10) <= (first >> 10)) jw_store(&b->bin[c].head[buf], r, JW_RELAXED);
   }
   jw_rec_update(rec, JW_REC_STATE_MASK, JW_RS_FREE_BUF0 + buf);
   count(b, c, buf, 1);

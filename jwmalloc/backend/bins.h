@@ -13,9 +13,10 @@
  *   buffer 2 (released): pages given back with madvise, still mapped.
  * A free range's state names its buffer (JW_RS_FREE_BUF0 + buffer), so
  * removing it from the middle (when a sibling merges with it) is O(1).
- * Lists are circular and loosely ordered by root address: a range goes to
- * the front when its root is not above the front range's root, else to the
- * back, and allocation takes the front. This O(1) bias toward low roots lets
+ * Lists are circular and loosely ordered by root (range id: 16 GiB region in
+ * order of first use, then address): a range goes to the front when its root
+ * is not above the front range's root, else to the back, and allocation
+ * takes the front. This O(1) bias toward low roots lets
  * high roots drain and go back whole (5-10% less mapped memory than LIFO on
  * the reformatting pattern, docs/design/backend.md).
  * A 64-bit mask of non-empty classes finds the smallest class >= c at once.
