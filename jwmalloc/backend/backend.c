@@ -345,8 +345,6 @@ bad:
 void jw_backend_get_stats(jw_backend_stats *o) {
   jw_roots_stats rs;
   jw_roots_get_stats(&rs);
-  jw_os_counts oc;
-  jw_os_get_counts(&oc);
   jw_bins *b = &jw_be.bins;
   o->record_bytes = jw_meta_slot_bytes();
   o->root_map_bytes = jw_root_map_bytes();
@@ -363,8 +361,7 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->pages.splits = jw_load(&jw_be.splits, JW_RELAXED);
   o->pages.merges = jw_load(&jw_be.merges, JW_RELAXED);
   o->free_ranges = 0;
-  for (unsigned c = 0; c < JW_NCLASSES; c++)
-    for (unsigned k = 0; k < JW_NBUFS; k++) o->free_ranges += jw_load(&b->bin[c].count[k], JW_RELAXED);
+  for (unsigned c = 0; c < JW_NCLASSES; c++) o->free_ranges += jw_load(&b->bin[c].total, JW_RELAXED);
   o->free_roots = free_roots();
   o->peak_roots = rs.peak_roots;
   o->roots_mapped_total = rs.mapped_total;
@@ -372,7 +369,6 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->allocs = jw_load(&jw_be.allocs, JW_RELAXED);
   o->frees = jw_load(&jw_be.frees, JW_RELAXED);
   o->deferred_frees = jw_load(&jw_be.deferred_frees, JW_RELAXED);
-  (void)oc;
 }
 
 void jw_pages_get_stats(jw_pages_stats *out) {
@@ -415,17 +411,20 @@ uint64_t jw_backend_reclaim_step(void) {
       jw_bins_remove(b, r, c);
       uintptr_t base = jw_meta_rid_base(r);
       uint32_t g = jw_meta_rid_granule(r), n = jw_class_granules[c];
-      released += (uint64_t)n * JW_GRANULE;
       jw_rec *recs = jw_root_map_get((const void *)base);
       if (c == ROOT_CLASS) {
         jw_roots_unmap(base, recs);
+        released += JW_ROOT;
         continue;
       }
       void *p = (void *)(base + ((uintptr_t)g << JW_GRANULE_SHIFT));
       /* Released pages read as zero; if the kernel refused, the range stays
        * backed and waits in the active buffer for the next step. */
       int ok = jw_os_release(p, (size_t)n * JW_GRANULE) == 0;
-      if (ok) jw_rec_update(&recs[g], JW_REC_ZEROED_MASK, JW_REC_ZEROED_MASK);
+      if (ok) {
+        jw_rec_update(&recs[g], JW_REC_ZEROED_MASK, JW_REC_ZEROED_MASK);
+        released += (uint64_t)n * JW_GRANULE;
+      }
       jw_bins_push(b, r, c, ok ? JW_BUF_RELEASED : standby ^ 1u);
     }
   }

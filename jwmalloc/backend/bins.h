@@ -56,8 +56,9 @@ jw_rec *jw_bins_rec(jw_rid r);
 /* The active buffer's index (0 or 1). */
 static inline unsigned jw_bins_active(jw_bins *b) { return jw_load(&b->active, JW_RELAXED); }
 
-/* Adds free range r (class index c) at the front of buffer `buf` and sets its
- * head state to JW_RS_FREE_BUF0 + buf (keeping its zeroed flag). */
+/* Adds free range r (class index c) to buffer `buf` (front or back by root,
+ * see above) and sets its head state to JW_RS_FREE_BUF0 + buf (keeping its
+ * zeroed flag). */
 void jw_bins_push(jw_bins *b, jw_rid r, unsigned c, unsigned buf);
 
 /* Removes r (class c) from the buffer its state names; returns that buffer. */
