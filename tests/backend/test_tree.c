@@ -1,8 +1,11 @@
 /* Closed sibling tree of one root (jwmalloc/backend/tree.h), on its own:
- * the worked examples of docs/design/backend.md, the named edge cases, and a
+ * the worked examples of docs/design/backend.md, the named edge cases, a
  * random differential run against a page map on roots of several sizes (the
- * code is parametric in the root size, as the model checker uses it). The
- * full tree invariant is checked after every operation. */
+ * code is parametric in the root size, as the model checker uses it), and an
+ * exhaustive exploration of every reachable state of roots up to 12 granules.
+ * The full tree invariant is checked after every operation.
+ *
+ * Usage: test_backend_tree [RANDOM_OPS [EXHAUSTIVE_MAX_ROOT]] (20000, 12) */
 #include <string.h>
 
 #include "backend/tree.h"
@@ -221,15 +224,115 @@ static void random_run(uint32_t R, uint64_t seed, uint32_t ops, uint64_t *splits
   free(r);
 }
 
+/* Every reachable state of a root of R granules (R <= 12): from the fresh
+ * root, every split of every free leaf into every smaller class and every
+ * free of every live leaf, breadth first, each new state checked once. A
+ * state is the root's tag words (links play no part in the tree). */
+typedef struct xstate {
+  uint32_t tag[12];
+} xstate;
+
+typedef struct xset {
+  xstate *v;
+  size_t n, cap;
+  uint32_t *slot; /* 1-based indices into v; open addressing */
+  size_t nslots;
+} xset;
+
+static int xset_add(xset *x, const xstate *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned i = 0; i < 12; i++) h = (h ^ s->tag[i]) * 1099511628211ull;
+  size_t k = h & (x->nslots - 1);
+  for (; x->slot[k]; k = (k + 1) & (x->nslots - 1))
+    if (!memcmp(&x->v[x->slot[k] - 1], s, sizeof *s)) return 0;
+  if (x->n == x->cap) {
+    x->cap = x->cap ? 2 * x->cap : 1024;
+    x->v = realloc(x->v, x->cap * sizeof *x->v);
+    TB_REQUIRE(x->v != NULL, "realloc");
+  }
+  x->v[x->n++] = *s;
+  x->slot[k] = (uint32_t)x->n;
+  TB_REQUIRE(x->n < x->nslots / 2, "state table full");
+  return 1;
+}
+
+static void x_load(root *r, const xstate *s) {
+  for (uint32_t i = 0; i < r->t.granules; i++) jw_store(&r->rec[i].tag, s->tag[i], JW_RELAXED);
+}
+
+static void x_visit(xset *x, root *r, const char *op, uint32_t g, uint32_t c) {
+  char err[256];
+  TB_REQUIRE(jw_tree_check(&r->t, 1, err, sizeof err) == 0, "R=%u after %s %u at %u: %s\n  tree: %s", r->t.granules,
+             op, c, g, err, dump(r));
+  int any_live = 0;
+  for (uint32_t h = 0; h < r->t.granules; h += jw_tree_leaf_granules(&r->t, h))
+    any_live |= jw_state_is_live(jw_tag_state(jw_tree_tag(&r->t, h)));
+  TB_REQUIRE(any_live || jw_tree_leaf_granules(&r->t, 0) == r->t.granules, "R=%u: all free but not whole: %s",
+             r->t.granules, dump(r));
+  xstate s = {{0}};
+  for (uint32_t i = 0; i < r->t.granules; i++) s.tag[i] = jw_tree_tag(&r->t, i);
+  xset_add(x, &s);
+}
+
+static size_t exhaustive(uint32_t R, size_t *transitions) {
+  root *r = calloc(1, sizeof *r);
+  xset x = {0};
+  x.nslots = (size_t)1 << 21;
+  x.slot = calloc(x.nslots, sizeof *x.slot);
+  root_init(r, R);
+  jw_tree_tag_update(&r->t, 0, JW_REC_ZEROED_MASK, 0);
+  x_visit(&x, r, "init", 0, R);
+  for (size_t q = 0; q < x.n; q++) {
+    xstate cur = x.v[q];
+    for (uint32_t g = 0; g < R;) {
+      uint32_t tag = cur.tag[g], n = jw_class_granules[jw_tag_class(tag)];
+      if (jw_state_in_list(jw_tag_state(tag))) {
+        for (unsigned ci = 0; ci < JW_NCLASSES && jw_class_granules[ci] <= n; ci++) {
+          uint32_t c = jw_class_granules[ci];
+          x_load(r, &cur);
+          jw_tree_piece pieces[JW_TREE_MAX_PIECES];
+          unsigned np;
+          if (c == n)
+            jw_tree_tag_update(&r->t, g, JW_REC_STATE_MASK, LIVE);
+          else
+            jw_tree_split(&r->t, g, c, LIVE, pieces, &np);
+          x_visit(&x, r, "split", g, c);
+          (*transitions)++;
+        }
+      } else {
+        x_load(r, &cur);
+        jw_tree_tag_update(&r->t, g, JW_REC_STATE_MASK, FREE);
+        uint32_t m = n;
+        jw_tree_coalesce(&r->t, g, &m, absorb_none, NULL, NULL);
+        x_visit(&x, r, "free", g, n);
+        (*transitions)++;
+      }
+      g += n;
+    }
+  }
+  size_t n = x.n;
+  free(x.v);
+  free(x.slot);
+  free(r);
+  return n;
+}
+
 int main(int argc, char **argv) {
   uint32_t ops = argc > 1 ? (uint32_t)atoi(argv[1]) : 20000;
+  uint32_t exhaustive_max = argc > 2 ? (uint32_t)atoi(argv[2]) : 12;
   worked_examples();
   edge_cases();
   static const uint32_t roots[] = {1, 2, 3, 7, 8, 12, 16, 56, 64, 112, 1024};
   uint64_t splits = 0, merges = 0;
   for (unsigned i = 0; i < sizeof roots / sizeof roots[0]; i++)
     for (uint64_t seed = 1; seed <= 4; seed++) random_run(roots[i], seed, roots[i] < 64 ? ops / 4 : ops, &splits, &merges);
+  for (uint32_t R = 1; R <= exhaustive_max && R <= 12; R++) {
+    if (!jw_is_class(R)) continue;
+    size_t transitions = 0, states = exhaustive(R, &transitions);
+    printf("tree: root of %2u granules: all %zu reachable states checked (%zu transitions)\n", R, states,
+           transitions);
+  }
   if (tb_failures) return 1;
-  printf("tree: ok (%llu splits, %llu merges checked)\n", (unsigned long long)splits, (unsigned long long)merges);
+  printf("tree: ok (%llu random splits, %llu merges checked)\n", (unsigned long long)splits, (unsigned long long)merges);
   return 0;
 }
