@@ -28,3 +28,14 @@ install: build
 
 clean:
 	rm -rf $(BUILD) build-*
+
+# jwmalloc backend (issue 3): long libFuzzer run with a kept corpus, and the
+# backend microbenchmark (reformatting, peak-trough, callgrind counts).
+FUZZ_SECONDS ?= 600
+.PHONY: fuzz bench-backend
+fuzz: build
+	@mkdir -p $(BUILD)/fuzz-corpus
+	@$(BUILD)/bin/fuzz_backend -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 $(BUILD)/fuzz-corpus
+
+bench-backend: build
+	@tests/backend/bench_backend.sh $(BUILD)
