@@ -10,7 +10,8 @@ part 1. So the region is: every part-1 file, plus the last-part file of every
 thread that has no part-1 file.
 
 In each file, the allocator's instructions are the inclusive costs of the call
-arcs leaving the harness's `jwb_call_*` functions; a thread on whose stack no
+arcs leaving the harness's `jwb_call_*` functions and of the thread-exit work
+start_thread does for the allocator (THREAD_TEARDOWN); a thread on whose stack no
 `jwb_thread_entry` appears and which is not the main thread (thread 1) was not
 created by the workload (an allocator's background thread): all of it counts as
 the allocator's.
@@ -21,6 +22,12 @@ import re
 
 CALL_PREFIX = "jwb_call_"
 THREAD_ENTRY = "jwb_thread_entry"
+# What glibc's start_thread runs after the thread function returns, on behalf of
+# the allocator: its thread-specific-data destructors (how mimalloc, jemalloc,
+# tcmalloc and jwmalloc hand back a thread's cache), C++ thread_local
+# destructors, and libc's own per-thread release (glibc malloc's tcache).
+THREAD_TEARDOWN = {"__nptl_deallocate_tsd", "__call_tls_dtors", "__libc_thread_freeres"}
+START_THREAD = re.compile(r"^start_thread('\d+)?$")
 
 
 class ThreadCost:
@@ -37,13 +44,13 @@ class ThreadCost:
 def parse_file(path):
     """Reads one callgrind output file (uncompressed names and positions)."""
     tc = ThreadCost(path)
-    fn = ""
+    fn = cfn = ""
     in_call = False
     with open(path, errors="replace") as f:
         for line in f:
             if in_call:
                 in_call = False
-                if fn.startswith(CALL_PREFIX):
+                if fn.startswith(CALL_PREFIX) or (cfn in THREAD_TEARDOWN and START_THREAD.match(fn)):
                     parts = line.split()
                     if len(parts) >= 2:
                         tc.allocator += int(parts[1])
@@ -56,7 +63,8 @@ def parse_file(path):
                 if fn == THREAD_ENTRY:
                     tc.workload_thread = True
             elif line.startswith("cfn="):
-                if line[4:].strip() == THREAD_ENTRY:
+                cfn = line[4:].strip()
+                if cfn == THREAD_ENTRY:
                     tc.workload_thread = True
             elif line.startswith("calls="):
                 in_call = True
