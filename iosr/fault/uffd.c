@@ -1,0 +1,111 @@
+#include "uffd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+static int xioctl(int fd, unsigned long req, void *arg) {
+  for (;;) {
+    if (ioctl(fd, req, arg) == 0) return 0;
+    if (errno != EINTR) return -errno;
+  }
+}
+
+static int api(int fd, uint64_t want, uint64_t *got) {
+  struct uffdio_api a = {.api = UFFD_API, .features = want};
+  if (ioctl(fd, UFFDIO_API, &a)) return -errno;
+  *got = a.features;
+  return 0;
+}
+
+int iosr_uffd_open(uint64_t *features, int *user_mode_only) {
+  int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+  *user_mode_only = 0;
+  if (fd < 0) {
+    int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+    if (dev >= 0) {
+      fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+      close(dev);
+    }
+  }
+  if (fd < 0) {
+    fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+    if (fd >= 0) *user_mode_only = 1;
+  }
+  if (fd < 0) return errno == ENOSYS ? -ENOTSUP : -EPERM;
+  /* Probe what the kernel offers (an API call with features 0 reports them),
+   * then open a fresh descriptor with what we want: UFFDIO_API may be called
+   * only once per descriptor. */
+  uint64_t avail = 0;
+  int r = api(fd, 0, &avail);
+  close(fd);
+  if (r) return r;
+  if ((avail & IOSR_UFFD_REQUIRED) != IOSR_UFFD_REQUIRED) return -ENOTSUP;
+  uint64_t want = IOSR_UFFD_REQUIRED | (avail & IOSR_UFFD_OPTIONAL);
+  if (*user_mode_only) fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+  else {
+    fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+      int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+      if (dev >= 0) {
+        fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+        close(dev);
+      }
+    }
+  }
+  if (fd < 0) return -EPERM;
+  r = api(fd, want, features);
+  if (r) {
+    close(fd);
+    return r;
+  }
+  return fd;
+}
+
+int iosr_uffd_register(int uffd, uint64_t addr, uint64_t len) {
+  struct uffdio_register r = {.range = {addr, len},
+                              .mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP};
+  return xioctl(uffd, UFFDIO_REGISTER, &r);
+}
+
+int iosr_uffd_unregister(int uffd, uint64_t addr, uint64_t len) {
+  struct uffdio_range r = {addr, len};
+  return xioctl(uffd, UFFDIO_UNREGISTER, &r);
+}
+
+int iosr_uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake, uint64_t *done) {
+  struct uffdio_copy c = {.dst = dst, .src = (uint64_t)(uintptr_t)src, .len = len,
+                          .mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE};
+  int r = ioctl(uffd, UFFDIO_COPY, &c) ? -errno : 0;
+  *done = c.copy > 0 ? (uint64_t)c.copy : 0;
+  if (r == 0) *done = len;
+  return r;
+}
+
+int iosr_uffd_zeropage(int uffd, uint64_t dst, uint64_t len, uint64_t *done) {
+  struct uffdio_zeropage z = {.range = {dst, len}, .mode = 0};
+  int r = ioctl(uffd, UFFDIO_ZEROPAGE, &z) ? -errno : 0;
+  *done = z.zeropage > 0 ? (uint64_t)z.zeropage : 0;
+  if (r == 0) *done = len;
+  return r;
+}
+
+int iosr_uffd_wp(int uffd, uint64_t addr, uint64_t len, int protect) {
+  struct uffdio_writeprotect w = {.range = {addr, len},
+                                  .mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0};
+  return xioctl(uffd, UFFDIO_WRITEPROTECT, &w);
+}
+
+int iosr_uffd_wake(int uffd, uint64_t addr, uint64_t len) {
+  struct uffdio_range r = {addr, len};
+  return xioctl(uffd, UFFDIO_WAKE, &r);
+}
+
+int iosr_uffd_poison(int uffd, uint64_t addr, uint64_t len) {
+  struct uffdio_poison p = {.range = {addr, len}, .mode = 0};
+  return xioctl(uffd, UFFDIO_POISON, &p);
+}

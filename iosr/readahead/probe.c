@@ -1,0 +1,175 @@
+/* Probe pages (design note section 6): read-ahead pages kept unmapped in a
+ * small cache so that using them shows up as a fault. A hit feeds the
+ * policy's window (adaptive: double; cluster/vma: Linux's hit counter); a
+ * probe still untouched at its app's second major fault after it was read is
+ * a miss (adaptive: halve) and its page reverts to SWAPPED: its slot was kept,
+ * so nothing is lost.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "engine/engine_int.h"
+#include "fault/uffd.h"
+
+int iosr_probe_init(iosr_engine_s *e) {
+  uint32_t cap = e->set.probe_cache > 65535 ? 65535 : e->set.probe_cache;
+  e->probe_cap = cap;
+  e->probe_free = -1;
+  if (!cap) return 0;
+  e->probes = calloc(cap, sizeof *e->probes);
+  if (!e->probes) return -1;
+  for (uint32_t i = cap; i-- > 0;) {
+    e->probes[i].next = e->probe_free;
+    e->probes[i].used = 0;
+    e->probe_free = (int32_t)i;
+  }
+  return 0;
+}
+
+void iosr_probe_destroy(iosr_engine_s *e) {
+  for (uint32_t i = 0; i < e->probe_cap; i++) free(e->probes[i].data);
+  free(e->probes);
+  e->probes = NULL;
+  e->probe_cap = 0;
+}
+
+static void unlink_app(iosr_engine_s *e, iosr_app *a, int32_t i) {
+  iosr_probe *pr = &e->probes[i];
+  if (pr->prev >= 0) e->probes[pr->prev].next = pr->next;
+  else a->probe_head = pr->next;
+  if (pr->next >= 0) e->probes[pr->next].prev = pr->prev;
+  else a->probe_tail = pr->prev;
+  a->nprobes--;
+}
+
+static void release(iosr_engine_s *e, int32_t i) {
+  iosr_probe *pr = &e->probes[i];
+  pr->used = 0;
+  pr->next = e->probe_free;
+  e->probe_free = i;
+}
+
+static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, int hit) {
+  if (hit) {
+    a->st.ra_hits += weight;
+    switch (e->set.readahead) {
+      case IOSR_RA_CLUSTER: e->cluster_ra.hits += weight; break;
+      case IOSR_RA_VMA: {
+        iosr_span *sp = iosr_pt_find(&a->pt, vpn);
+        if (sp) sp->ra_hits += weight;
+        break;
+      }
+      default: iosr_ra_adaptive_hit(&a->ra); break;
+    }
+  } else {
+    a->st.ra_misses += weight;
+    if (e->set.readahead == IOSR_RA_ADAPTIVE) iosr_ra_adaptive_miss(&a->ra);
+  }
+}
+
+int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight,
+                   const uint8_t *data, int trigger, uint64_t next_slot) {
+  if (e->probe_free < 0 && a->probe_head >= 0) {
+    /* full: this app's oldest probe becomes a miss */
+    int32_t old = a->probe_head;
+    iosr_pte *p = iosr_pt_lookup(&a->pt, e->probes[old].vpn, NULL);
+    if (p && p->state == IOSR_PTE_CACHED && p->aux == (uint16_t)old) iosr_probe_drop(e, a, p, 1);
+    else {
+      unlink_app(e, a, old);
+      release(e, old);
+    }
+  }
+  if (e->probe_free < 0) return -1;
+  int32_t i = e->probe_free;
+  iosr_probe *pr = &e->probes[i];
+  if (!pr->data && !(pr->data = malloc(4096))) return -1;
+  e->probe_free = pr->next;
+  memcpy(pr->data, data, 4096);
+  pr->app = a->id;
+  pr->vpn = vpn;
+  pr->slot = slot;
+  pr->weight = weight;
+  pr->issued_major = a->majors;
+  pr->trigger = trigger;
+  pr->next_slot = next_slot;
+  pr->used = 1;
+  pr->next = -1;
+  pr->prev = a->probe_tail;
+  if (a->probe_tail >= 0) e->probes[a->probe_tail].next = i;
+  else a->probe_head = i;
+  a->probe_tail = i;
+  a->nprobes++;
+  iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, NULL);
+  iosr_app_set_state(e, a, p, IOSR_PTE_CACHED);
+  p->flags = 0;
+  p->aux = (uint16_t)i;
+  return 0;
+}
+
+void iosr_probe_drop(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int miss) {
+  int32_t i = p->aux;
+  iosr_probe *pr = &e->probes[i];
+  if (miss) feed(e, a, pr->vpn, pr->weight, 0);
+  unlink_app(e, a, i);
+  release(e, i);
+  iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+}
+
+/* A probe page that a thread was already waiting for when its read
+ * completed: mapped at once, and a hit. */
+void iosr_probe_used(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, int trigger, uint64_t next) {
+  feed(e, a, vpn, weight, 1);
+  if (trigger) iosr_swapin_continue(e, a, next);
+}
+
+void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, int *copied) {
+  int32_t i = p->aux;
+  iosr_probe *pr = &e->probes[i];
+  *copied = 0;
+  uint64_t done;
+  int r = iosr_uffd_copy(a->uffd, vpn << 12, pr->data, 4096, 1, &done);
+  if (r == -EAGAIN) return;
+  *copied = 1;
+  a->st.probe_faults++;
+  uint32_t weight = pr->weight;
+  int trig = pr->trigger;
+  uint64_t next = pr->next_slot;
+  unlink_app(e, a, i);
+  release(e, i);
+  if (r == 0 || r == -EEXIST) {
+    if (r == -EEXIST) iosr_uffd_wake(a->uffd, vpn << 12, 4096);
+    iosr_slot_put(&e->slots, p->slot);
+    iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+    p->flags = 0;
+    p->age = (uint32_t)e->tick;
+    feed(e, a, vpn, weight, 1);
+    if (trig) iosr_swapin_continue(e, a, next);
+  } else {
+    /* ENOENT: unmapped meanwhile; keep the slot, the UNMAP event frees it */
+    iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+  }
+}
+
+void iosr_probe_expire(iosr_engine_s *e, iosr_app *a) {
+  while (a->probe_head >= 0) {
+    int32_t i = a->probe_head;
+    iosr_probe *pr = &e->probes[i];
+    if (pr->issued_major + 2 > a->majors) break;
+    iosr_pte *p = iosr_pt_lookup(&a->pt, pr->vpn, NULL);
+    if (p && p->state == IOSR_PTE_CACHED && p->aux == (uint16_t)i) {
+      iosr_probe_drop(e, a, p, 1);
+    } else {
+      unlink_app(e, a, i);
+      release(e, i);
+    }
+  }
+}
+
+void iosr_probe_rekey(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t n) {
+  for (int32_t i = a->probe_head; i >= 0; i = e->probes[i].next) {
+    iosr_probe *pr = &e->probes[i];
+    if (pr->vpn >= from && pr->vpn < from + n) pr->vpn = to + (pr->vpn - from);
+  }
+}

@@ -1,0 +1,127 @@
+/* Helpers shared by the IOSR tests: feature checks that skip (exit 77),
+ * temporary swap areas, deterministic page contents, assertions. */
+#ifndef IOSR_TEST_UTIL_H
+#define IOSR_TEST_UTIL_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "iosr.h"
+
+#define CHECK(c)                                                                   \
+  do {                                                                             \
+    if (!(c)) {                                                                    \
+      fprintf(stderr, "%s:%d: check failed: %s (errno %d: %s)\n", __FILE__, __LINE__, #c, errno, \
+              strerror(errno));                                                    \
+      exit(1);                                                                     \
+    }                                                                              \
+  } while (0)
+
+#define CHECKF(c, ...)                                                             \
+  do {                                                                             \
+    if (!(c)) {                                                                    \
+      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #c);       \
+      fprintf(stderr, __VA_ARGS__);                                                \
+      fputc('\n', stderr);                                                         \
+      exit(1);                                                                     \
+    }                                                                              \
+  } while (0)
+
+/* Skips (exit 77) unless userfaultfd with write-protect and the events IOSR
+ * needs is usable here, and io_uring or at least O_DIRECT file I/O works. */
+static inline void iosr_test_require(void) {
+  int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+    if (dev >= 0) {
+      fd = ioctl(dev, _IO(0xAA, 0x00), O_CLOEXEC | O_NONBLOCK);
+      close(dev);
+    }
+  }
+  if (fd < 0) fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | 1);
+  if (fd < 0) {
+    printf("SKIP: userfaultfd unavailable here (%s)\n", strerror(errno));
+    exit(77);
+  }
+  struct uffdio_api api = {.api = UFFD_API, .features = 0};
+  if (ioctl(fd, UFFDIO_API, &api)) {
+    printf("SKIP: UFFDIO_API failed (%s)\n", strerror(errno));
+    exit(77);
+  }
+  close(fd);
+  uint64_t need = UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP |
+                  UFFD_FEATURE_EVENT_REMAP;
+  if ((api.features & need) != need) {
+    printf("SKIP: this kernel's userfaultfd lacks write-protect or events (features %#llx)\n",
+           (unsigned long long)api.features);
+    exit(77);
+  }
+}
+
+/* A temporary swap area of `bytes` in $TMPDIR (default /tmp); the path is
+ * written to path (cap >= 256). Removed by iosr_test_cleanup. */
+static char iosr_test_dir[256];
+static inline void iosr_test_swap(char *path, size_t cap, uint64_t bytes) {
+  if (!iosr_test_dir[0]) {
+    const char *t = getenv("TMPDIR");
+    snprintf(iosr_test_dir, sizeof iosr_test_dir, "%s/iosr-test-XXXXXX", t && *t ? t : "/tmp");
+    CHECK(mkdtemp(iosr_test_dir));
+  }
+  static int n;
+  if ((size_t)snprintf(path, cap, "%.200s/swap%d", iosr_test_dir, n++) >= cap) exit(1);
+  char cmd[1024];
+  const char *tool = getenv("IOSR_TOOL");
+  snprintf(cmd, sizeof cmd, "%s mkswap %s --size %llu --force >/dev/null", tool ? tool : "iosr", path,
+           (unsigned long long)bytes);
+  CHECKF(system(cmd) == 0, "%s", cmd);
+}
+
+static inline void iosr_test_cleanup(void) {
+  if (!iosr_test_dir[0]) return;
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", iosr_test_dir);
+  if (system(cmd)) {
+  }
+}
+
+static inline uint64_t iosr_mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+/* Page contents derived from (seed, page index, version). */
+static inline void iosr_fill(void *page, uint64_t seed, uint64_t idx, uint64_t ver) {
+  uint64_t *p = page, x = iosr_mix(seed ^ idx * 0x9e3779b97f4a7c15ull ^ ver << 40);
+  for (int i = 0; i < 512; i++) p[i] = iosr_mix(x + (uint64_t)i);
+}
+
+static inline int iosr_check(const void *page, uint64_t seed, uint64_t idx, uint64_t ver) {
+  const uint64_t *p = page;
+  uint64_t x = iosr_mix(seed ^ idx * 0x9e3779b97f4a7c15ull ^ ver << 40);
+  for (int i = 0; i < 512; i++)
+    if (p[i] != iosr_mix(x + (uint64_t)i)) return 0;
+  return 1;
+}
+
+static inline int iosr_is_zero(const void *page) {
+  const uint64_t *p = page;
+  for (int i = 0; i < 512; i++)
+    if (p[i]) return 0;
+  return 1;
+}
+
+#endif
