@@ -92,6 +92,7 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
   a->probe_head = a->probe_tail = -1;
   a->bg_since_ns = iosr_now_ns();
   iosr_ra_adaptive_init(&a->ra, e->set.ra_init, e->set.ra_max);
+  iosr_extmap_init(&a->ext);
   a->uffd_features = h->features | IOSR_UFFD_REQUIRED;
   e->apps[id] = a;
   c->app = id;
@@ -115,7 +116,7 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
       int has = (st >= IOSR_PTE_WRITING && st <= IOSR_PTE_CACHED) && !(p->flags & IOSR_PTE_F_ZEROPG);
       int in_drop = v >= dlo && v < dhi && st == IOSR_PTE_DROPPING;
       if (has) {
-        if (iosr_slot_claim(&e->slots, e->set.slot == IOSR_SLOT_PROCESS ? &a->ext : NULL, p->slot, id, v)) {
+        if (iosr_slot_claim(&e->slots, e->set.slot == IOSR_SLOT_PROCESS, p->slot, id, v)) {
           conflicts++;
           iosr_app_set_state(e, a, p, pres == 1 ? IOSR_PTE_PRESENT : IOSR_PTE_POISONED);
           p->flags = 0;

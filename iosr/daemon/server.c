@@ -273,6 +273,7 @@ static void do_hello(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_
   a->bg_since_ns = iosr_now_ns();
   a->pt.fd = -1;
   iosr_ra_adaptive_init(&a->ra, e->set.ra_init, e->set.ra_max);
+  iosr_extmap_init(&a->ext);
   if (c->pid != getpid()) {
     a->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
     if (a->pidfd >= 0) iosr_eng_watch(e, a->pidfd, iosr_tag(IOSR_TAG_PIDFD, id));

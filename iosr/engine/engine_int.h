@@ -156,6 +156,7 @@ struct iosr_app {
   iosr_extmap ext;
   iosr_ra_adaptive ra;
   uint32_t ra_last_window;
+  uint64_t ra_next_slot;     /* adaptive: the slot after the last window read */
   int fg;
   uint64_t fg_since_ns, bg_since_ns;
   uint64_t resident, swapped;

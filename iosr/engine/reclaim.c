@@ -14,6 +14,12 @@
 #include "common/log.h"
 #include "engine/engine_int.h"
 
+static int cmp_cand_addr(const void *x, const void *y) {
+  const iosr_cand *a = x, *b = y;
+  if (a->app != b->app) return a->app < b->app ? -1 : 1;
+  return a->vpn < b->vpn ? -1 : a->vpn > b->vpn;
+}
+
 static int cmp_cand(const void *x, const void *y) {
   const iosr_cand *a = x, *b = y;
   if (a->pri != b->pri) return a->pri < b->pri ? -1 : 1;
@@ -55,7 +61,11 @@ iosr_job *iosr_reclaim_start(iosr_engine_s *e, iosr_app **apps, unsigned napps, 
       }
     }
   }
-  qsort(j->cand, j->ncand, sizeof *j->cand, cmp_cand);
+  /* Least recently used first. Under the process policy a reclaim of whole
+   * apps takes each app's pages in address order instead: all of them go, so
+   * the order only decides the layout (and what stays if the area fills). */
+  int whole = !pages && !budget && e->set.slot == IOSR_SLOT_PROCESS;
+  qsort(j->cand, j->ncand, sizeof *j->cand, whole ? cmp_cand_addr : cmp_cand);
   j->id = ++e->next_job_id;
   j->target_pages = pages;
   j->budget = budget;

@@ -154,6 +154,7 @@ void iosr_event_fork(iosr_engine_s *e, iosr_app *a, int child_uffd) {
   c->probe_head = c->probe_tail = -1;
   snprintf(c->name, sizeof c->name, "%.30s/fork%u", a->name, id % 100000u);
   iosr_ra_adaptive_init(&c->ra, e->set.ra_init, e->set.ra_max);
+  iosr_extmap_init(&c->ext);
   for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
     iosr_span *ps = &a->pt.spans[i];
     iosr_span *cs = iosr_pt_add(&c->pt, ps->start, ps->n, ps->region);

@@ -119,6 +119,9 @@ static void collect_run(iosr_engine_s *e, iosr_app *a, uint64_t from, int dir, u
 }
 
 static void pick_adaptive(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, picks *ps) {
+  /* a fault right after the last window is the app streaming through its
+   * slot run: the window was used, like a probe hit */
+  if (a->ra_next_slot && slot == a->ra_next_slot) iosr_ra_adaptive_hit(&a->ra);
   uint32_t want = a->ra.window, got = 1;
   a->ra_last_window = want;
   picks_add(ps, slot, a->id, vpn, 1);
@@ -157,6 +160,7 @@ iosr_req *iosr_req_find_queued_read(iosr_engine_s *e, uint64_t slot) {
 static void issue(iosr_engine_s *e, iosr_app *a, picks *ps, int fault_cls) {
   uint32_t maxp = (uint32_t)(e->set.max_io / 4096);
   uint64_t window_end = ps->n ? ps->v[ps->n - 1].slot + 1 : 0;
+  a->ra_next_slot = window_end;
   uint64_t now = iosr_now_ns();
   for (uint32_t i = 0; i < ps->n;) {
     uint32_t j = i + 1;

@@ -391,6 +391,12 @@ static void queue_writes(iosr_engine_s *e, iosr_batch *b) {
   if (!nw) batch_written(e, b);
 }
 
+static void area_full(iosr_engine_s *e, iosr_job *j) {
+  j->err = ENOSPC;
+  if (!e->full_warned++)
+    iosr_warn("swap area full (%llu slots): reclaim stops, pages stay resident", (unsigned long long)e->slots.nslots);
+}
+
 /* One step of job j. Returns 1 if a batch was started, 0 if the job has
  * nothing more to start now. */
 int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
@@ -453,32 +459,42 @@ int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
   }
   free(vp);
   free(used);
-  /* slots, in candidate order (global) or by address (process) */
-  for (uint32_t i = 0; i < nt && !j->err; i++) {
-    iosr_batch *b = NULL;
-    uint32_t bi = 0;
-    for (uint32_t q = 0; q < nb && !b; q++)
-      if (bs[q]->app == take[i].app)
-        for (uint32_t t = 0; t < bs[q]->n; t++)
-          if (bs[q]->vpn[t] == take[i].vpn) {
-            b = bs[q];
-            bi = t;
-            break;
-          }
-    if (!b || b->zero[bi]) continue;
-    iosr_app *a = iosr_eng_app(e, b->app);
-    iosr_pte *p = iosr_pt_lookup(&a->pt, take[i].vpn, NULL);
-    if (!p || p->state != IOSR_PTE_WRITING) continue;
-    uint32_t s = e->set.slot == IOSR_SLOT_PROCESS ? iosr_slot_alloc_process(&e->slots, &a->ext, a->id, take[i].vpn)
-                                                  : iosr_slot_alloc_global(&e->slots, a->id, take[i].vpn);
-    if (s == IOSR_NO_SLOT) {
-      j->err = ENOSPC;
-      if (!e->full_warned++) iosr_warn("swap area full (%llu slots): reclaim stops, pages stay resident",
-                                       (unsigned long long)e->slots.nslots);
-      break;
+  /* slots: global in candidate (reclaim) order across apps, as Linux hands
+   * them out; process per batch in address order, appended to the app's
+   * extent, so each batch is one contiguous run */
+  if (e->set.slot == IOSR_SLOT_PROCESS) {
+    for (uint32_t q = 0; q < nb && !j->err; q++) {
+      iosr_batch *b = bs[q];
+      iosr_app *a = iosr_eng_app(e, b->app);
+      for (uint32_t t = 0; t < b->n && !j->err; t++) {
+        if (b->zero[t]) continue;
+        iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[t], NULL);
+        if (!p || p->state != IOSR_PTE_WRITING) continue;
+        uint32_t s = iosr_slot_alloc_process(&e->slots, &a->ext, a->id, b->vpn[t]);
+        if (s == IOSR_NO_SLOT) area_full(e, j);
+        else p->slot = b->slot[t] = s;
+      }
     }
-    p->slot = s;
-    b->slot[bi] = s;
+  } else {
+    for (uint32_t i = 0; i < nt && !j->err; i++) {
+      iosr_batch *b = NULL;
+      uint32_t bi = 0;
+      for (uint32_t q = 0; q < nb && !b; q++)
+        if (bs[q]->app == take[i].app)
+          for (uint32_t t = 0; t < bs[q]->n; t++)
+            if (bs[q]->vpn[t] == take[i].vpn) {
+              b = bs[q];
+              bi = t;
+              break;
+            }
+      if (!b || b->zero[bi]) continue;
+      iosr_app *a = iosr_eng_app(e, b->app);
+      iosr_pte *p = iosr_pt_lookup(&a->pt, take[i].vpn, NULL);
+      if (!p || p->state != IOSR_PTE_WRITING) continue;
+      uint32_t s = iosr_slot_alloc_global(&e->slots, a->id, take[i].vpn);
+      if (s == IOSR_NO_SLOT) area_full(e, j);
+      else p->slot = b->slot[bi] = s;
+    }
   }
   /* pages left without a slot (area full) stay resident */
   for (uint32_t q = 0; q < nb; q++) {

@@ -57,8 +57,12 @@ static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, i
     switch (e->set.readahead) {
       case IOSR_RA_CLUSTER: e->cluster_ra.hits += weight; break;
       case IOSR_RA_VMA: {
+        /* as Linux's swap cache hit: count it and remember where it was */
         iosr_span *sp = iosr_pt_find(&a->pt, vpn);
-        if (sp) sp->ra_hits += weight;
+        if (sp) {
+          sp->ra_hits += weight;
+          sp->ra_prev = vpn;
+        }
         break;
       }
       default: iosr_ra_adaptive_hit(&a->ra); break;
@@ -156,7 +160,7 @@ void iosr_probe_expire(iosr_engine_s *e, iosr_app *a) {
   while (a->probe_head >= 0) {
     int32_t i = a->probe_head;
     iosr_probe *pr = &e->probes[i];
-    if (pr->issued_major + 2 > a->majors) break;
+    if (pr->issued_major + e->set.ra_probe_horizon > a->majors) break;
     iosr_pte *p = iosr_pt_lookup(&a->pt, pr->vpn, NULL);
     if (p && p->state == IOSR_PTE_CACHED && p->aux == (uint16_t)i) {
       iosr_probe_drop(e, a, p, 1);

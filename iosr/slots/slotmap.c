@@ -16,8 +16,7 @@ int iosr_slotmap_init(iosr_slotmap *m, uint64_t nslots) {
   m->rev = calloc(nslots, sizeof *m->rev);
   m->cl_owner = calloc(m->nclusters, sizeof *m->cl_owner);
   m->cl_used = calloc(m->nclusters, sizeof *m->cl_used);
-  m->ext_chunk = calloc(m->nclusters / 2 + 1, sizeof *m->ext_chunk);
-  if (!m->st || !m->rev || !m->cl_owner || !m->cl_used || !m->ext_chunk) {
+  if (!m->st || !m->rev || !m->cl_owner || !m->cl_used) {
     iosr_slotmap_destroy(m);
     errno = ENOMEM;
     return -1;
@@ -35,7 +34,6 @@ void iosr_slotmap_destroy(iosr_slotmap *m) {
   free(m->rev);
   free(m->cl_owner);
   free(m->cl_used);
-  free(m->ext_chunk);
   memset(m, 0, sizeof *m);
 }
 
@@ -102,107 +100,49 @@ uint32_t iosr_slot_alloc_global(iosr_slotmap *m, uint32_t app, uint64_t vpn) {
   }
 }
 
-/* ---- extent map ---- */
+/* ---- process-oriented extents ---- */
 
-static uint32_t hash64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  return (uint32_t)k;
+void iosr_extmap_init(iosr_extmap *x) {
+  x->cur = UINT32_MAX;
+  x->next = 0;
 }
 
-static uint32_t *ext_find(iosr_extmap *x, uint64_t chunk) {
-  if (!x->cap) return NULL;
-  for (uint32_t i = hash64(chunk) & (x->cap - 1);; i = (i + 1) & (x->cap - 1)) {
-    if (x->key[i] == chunk + 1) return &x->ext[i];
-    if (!x->key[i]) return NULL;
-  }
-}
-
-static int ext_put(iosr_extmap *x, uint64_t chunk, uint32_t e) {
-  uint32_t *p = ext_find(x, chunk);
-  if (p) {
-    *p = e;
-    return 0;
-  }
-  if ((x->n + 1) * 2 > x->cap) {
-    uint32_t nc = x->cap ? x->cap * 2 : 64;
-    uint64_t *nk = calloc(nc, sizeof *nk);
-    uint32_t *ne = calloc(nc, sizeof *ne);
-    if (!nk || !ne) {
-      free(nk);
-      free(ne);
-      return -1;
-    }
-    for (uint32_t i = 0; i < x->cap; i++) {
-      if (!x->key[i]) continue;
-      uint32_t j = hash64(x->key[i] - 1) & (nc - 1);
-      while (nk[j]) j = (j + 1) & (nc - 1);
-      nk[j] = x->key[i];
-      ne[j] = x->ext[i];
-    }
-    free(x->key);
-    free(x->ext);
-    x->key = nk;
-    x->ext = ne;
-    x->cap = nc;
-  }
-  uint32_t i = hash64(chunk) & (x->cap - 1);
-  while (x->key[i]) i = (i + 1) & (x->cap - 1);
-  x->key[i] = chunk + 1;
-  x->ext[i] = e;
-  x->n++;
-  return 0;
-}
-
-void iosr_extmap_destroy(iosr_extmap *x) {
-  free(x->key);
-  free(x->ext);
-  memset(x, 0, sizeof *x);
-}
+void iosr_extmap_destroy(iosr_extmap *x) { iosr_extmap_init(x); }
 
 static int extent_free(const iosr_slotmap *m, uint32_t e) {
   return cluster_free(m, 2 * e) && cluster_free(m, 2 * e + 1);
 }
 
-/* Does the app still hold extent e for chunk? (Lazy validation: an extent whose
- * last slot was freed went back to the pool and may belong to someone else.) */
-static int holds(const iosr_slotmap *m, uint32_t e, uint32_t app, uint64_t chunk) {
-  uint32_t own = app + 2;
-  return 2 * e + 1 < m->nclusters && m->ext_chunk[e] == chunk &&
-         (m->cl_owner[2 * e] == own || m->cl_owner[2 * e + 1] == own) &&
-         m->cl_owner[2 * e] != IOSR_CL_GLOBAL && m->cl_owner[2 * e + 1] != IOSR_CL_GLOBAL &&
-         (m->cl_owner[2 * e] == own || m->cl_owner[2 * e] == IOSR_CL_FREE) &&
-         (m->cl_owner[2 * e + 1] == own || m->cl_owner[2 * e + 1] == IOSR_CL_FREE);
-}
-
 uint32_t iosr_slot_alloc_process(iosr_slotmap *m, iosr_extmap *x, uint32_t app, uint64_t vpn) {
-  uint64_t chunk = vpn >> IOSR_EXTENT_SHIFT;
-  uint32_t next = m->nclusters / 2;
-  uint32_t *pe = ext_find(x, chunk);
-  uint32_t e = UINT32_MAX;
-  if (pe && holds(m, *pe, app, chunk)) e = *pe;
-  if (e == UINT32_MAX) {
-    uint32_t *prev = chunk ? ext_find(x, chunk - 1) : NULL;
-    if (prev && *prev + 1 < next && extent_free(m, *prev + 1)) e = *prev + 1;
+  uint32_t next = m->nclusters / 2, own = app + 2;
+  for (int round = 0; round < 2; round++) {
+    if (x->cur != UINT32_MAX) {
+      /* the extent is still ours unless all of it was freed and taken since */
+      uint32_t c0 = m->cl_owner[2 * x->cur], c1 = m->cl_owner[2 * x->cur + 1];
+      int ours = (c0 == own || c0 == IOSR_CL_FREE) && (c1 == own || c1 == IOSR_CL_FREE);
+      while (ours && x->next < IOSR_EXTENT_SLOTS) {
+        uint64_t s = (uint64_t)x->cur * IOSR_EXTENT_SLOTS + x->next++;
+        if (s < m->nslots && iosr_slot_free(m, s)) {
+          take(m, s, own, app, vpn);
+          return (uint32_t)s;
+        }
+      }
+    }
+    if (round) break;
+    /* a new extent: right after the current one if free, else the first free */
+    uint32_t e = UINT32_MAX;
+    if (x->cur != UINT32_MAX && x->cur + 1 < next && extent_free(m, x->cur + 1)) e = x->cur + 1;
     for (uint32_t i = 0; e == UINT32_MAX && i < next; i++) {
-      uint32_t c = (m->cl_cursor / 2 + i) % next;
+      uint32_t c = (m->ext_cursor + i) % next;
       if (extent_free(m, c)) e = c;
     }
-    if (e != UINT32_MAX) {
-      m->ext_chunk[e] = chunk;
-      m->cl_owner[2 * e] = m->cl_owner[2 * e + 1] = app + 2;
-      if (ext_put(x, chunk, e)) e = UINT32_MAX;
-    }
+    if (e == UINT32_MAX) break;
+    m->ext_cursor = e + 1;
+    m->cl_owner[2 * e] = m->cl_owner[2 * e + 1] = own;
+    x->cur = e;
+    x->next = 0;
   }
-  if (e != UINT32_MAX) {
-    uint64_t s = (uint64_t)e * IOSR_EXTENT_SLOTS + (vpn & (IOSR_EXTENT_SLOTS - 1));
-    if (s < m->nslots && iosr_slot_free(m, s)) {
-      take(m, s, app + 2, app, vpn);
-      return (uint32_t)s;
-    }
-  }
-  uint32_t s = any_slot(m, app + 2, app, vpn);
+  uint32_t s = any_slot(m, own, app, vpn);
   if (s != IOSR_NO_SLOT) m->spills++;
   return s;
 }
@@ -243,22 +183,10 @@ void iosr_slot_mark_bad(iosr_slotmap *m, uint64_t s) {
   m->bad++;
 }
 
-int iosr_slot_claim(iosr_slotmap *m, iosr_extmap *x, uint64_t s, uint32_t app, uint64_t vpn) {
+int iosr_slot_claim(iosr_slotmap *m, int process, uint64_t s, uint32_t app, uint64_t vpn) {
   if (s >= m->nslots || m->st[s] != 0) return -1;
   uint32_t c = (uint32_t)(s / IOSR_CLUSTER_SLOTS);
-  uint32_t owner = IOSR_CL_GLOBAL;
-  if (x) {
-    uint64_t chunk = vpn >> IOSR_EXTENT_SHIFT;
-    uint32_t e = (uint32_t)(s / IOSR_EXTENT_SLOTS);
-    if ((s & (IOSR_EXTENT_SLOTS - 1)) == (vpn & (IOSR_EXTENT_SLOTS - 1)) && 2 * e + 1 < m->nclusters &&
-        (m->cl_owner[2 * e] == IOSR_CL_FREE || m->cl_owner[2 * e] == app + 2) &&
-        (m->cl_owner[2 * e + 1] == IOSR_CL_FREE || m->cl_owner[2 * e + 1] == app + 2)) {
-      owner = app + 2;
-      m->ext_chunk[e] = chunk;
-      m->cl_owner[2 * e] = m->cl_owner[2 * e + 1] = owner;
-      ext_put(x, chunk, e);
-    }
-  }
+  uint32_t owner = process ? app + 2 : IOSR_CL_GLOBAL;
   if (m->cl_used[c] && m->cl_owner[c] != owner) owner = m->cl_owner[c];
   take(m, s, owner, app, vpn);
   return 0;

@@ -28,7 +28,6 @@ typedef struct iosr_slotmap {
   uint32_t nclusters;
   uint32_t *cl_owner;
   uint32_t *cl_used;    /* slots of the cluster that are referenced, busy-zombie or bad */
-  uint64_t *ext_chunk;  /* per extent (2 clusters): the app's chunk it maps */
   uint64_t used;        /* referenced slots */
   uint64_t bad;
   uint64_t spills;      /* process-policy pages that found no extent */
@@ -36,6 +35,7 @@ typedef struct iosr_slotmap {
   uint32_t gcl;
   uint32_t gnext;
   uint32_t cl_cursor;   /* where the search for a free cluster resumes */
+  uint32_t ext_cursor;  /* where the search for a free extent resumes */
   uint64_t slot_cursor; /* where the search for any free slot resumes */
 } iosr_slotmap;
 
@@ -57,17 +57,20 @@ static inline uint64_t iosr_rev_vpn(uint64_t r) { return r & ((1ull << 48) - 1);
  * Records (app, vpn) as owner. IOSR_NO_SLOT when the area is full. */
 uint32_t iosr_slot_alloc_global(iosr_slotmap *m, uint32_t app, uint64_t vpn);
 
-/* Per-app map from 2 MiB address chunk to extent (open addressing). */
+/* Per-app allocation state of the `process` policy: the extent the app is
+ * filling and the next slot in it. */
 typedef struct iosr_extmap {
-  uint64_t *key;  /* chunk + 1; 0 = empty */
-  uint32_t *ext;
-  uint32_t cap, n;
+  uint32_t cur;   /* extent being filled, UINT32_MAX: none */
+  uint32_t next;  /* next offset in it */
 } iosr_extmap;
+void iosr_extmap_init(iosr_extmap *x);
 void iosr_extmap_destroy(iosr_extmap *x);
 
-/* `process`: slot extent(vpn >> 9) * 512 + (vpn & 511), taking an extent for
- * the chunk (next to the previous chunk's when free, else the first free one)
- * if the app has none; a single free slot anywhere when no extent is free
+/* `process`: the next slot of the app's current extent of 512 slots (2 MiB);
+ * when it is full, a new extent (the one right after it when free, else the
+ * first free one). Callers hand in each batch's pages in address order, so an
+ * app's pages lie in address order inside its extents and every batch is one
+ * contiguous write. A single free slot anywhere when no extent is free
  * (counted in spills). IOSR_NO_SLOT when the area is full. */
 uint32_t iosr_slot_alloc_process(iosr_slotmap *m, iosr_extmap *x, uint32_t app, uint64_t vpn);
 
@@ -83,8 +86,8 @@ void iosr_slot_io_end(iosr_slotmap *m, uint64_t s);
  * still drops its reference. */
 void iosr_slot_mark_bad(iosr_slotmap *m, uint64_t s);
 /* Resume after a restart: claims slot s for (app, vpn). 0, or -1 when it is
- * already claimed, bad or out of range. `process` extents are rebuilt from
- * the claims when x is not NULL. */
-int iosr_slot_claim(iosr_slotmap *m, iosr_extmap *x, uint64_t s, uint32_t app, uint64_t vpn);
+ * already claimed, bad or out of range. The cluster takes the app as owner
+ * when process is set and the cluster is not shared. */
+int iosr_slot_claim(iosr_slotmap *m, int process, uint64_t s, uint32_t app, uint64_t vpn);
 
 #endif
