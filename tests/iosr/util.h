@@ -125,3 +125,78 @@ static inline int iosr_is_zero(const void *page) {
 }
 
 #endif
+
+/* ---- daemon helpers ---- */
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+/* Starts iosrd on swap at socket sock with extra settings ("k=v,..."),
+ * stderr to errlog (or inherited when NULL); waits until it accepts. */
+static inline pid_t iosr_test_daemon(const char *swap, const char *sock, const char *settings, const char *errlog) {
+  const char *bin = getenv("IOSRD");
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    if (errlog) {
+      int fd = open(errlog, O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) dup2(fd, 2);
+    }
+    char set[512];
+    snprintf(set, sizeof set, "%s", settings ? settings : "restart_grace_ms=300");
+    execl(bin ? bin : "iosrd", "iosrd", "--swap", swap, "--socket", sock, "--set", set, (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 5000; i++) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(sock) >= sizeof sa.sun_path) exit(1);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+      close(fd);
+      return pid;
+    }
+    close(fd);
+    int st;
+    CHECKF(waitpid(pid, &st, WNOHANG) == 0, "iosrd exited early (status %d)", st);
+    usleep(2000);
+  }
+  CHECKF(0, "iosrd did not come up on %s", sock);
+  return -1;
+}
+
+static inline int iosr_test_stop_daemon(pid_t pid) {
+  kill(pid, SIGTERM);
+  int st;
+  waitpid(pid, &st, 0);
+  return st;
+}
+
+/* Runs `iosr ARGS` with --socket sock; returns its exit status. */
+static inline int iosr_tool(const char *sock, const char *args, char *out, size_t cap) {
+  char cmd[1024];
+  const char *tool = getenv("IOSR_TOOL");
+  snprintf(cmd, sizeof cmd, "%s --socket %s %s 2>&1", tool ? tool : "iosr", sock, args);
+  FILE *f = popen(cmd, "r");
+  CHECK(f);
+  size_t n = 0;
+  if (out && cap) {
+    n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+  } else {
+    char tmp[4096];
+    while (fread(tmp, 1, sizeof tmp, f) > 0) {
+    }
+  }
+  int st = pclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* A one-byte message channel between test processes. */
+static inline void chan_send(int fd, char c) { CHECK(write(fd, &c, 1) == 1); }
+static inline char chan_recv(int fd) {
+  char c = 0;
+  return read(fd, &c, 1) == 1 ? c : 0;
+}
