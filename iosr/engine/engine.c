@@ -204,6 +204,7 @@ static void reap_forked(iosr_engine_s *e) {
     /* source NULL: even if the child had a registered page there, the copy
      * faults on the source (EFAULT) before mapping anything */
     int r = iosr_uffd_copy(a->uffd, 0x10000, NULL, 4096, 0, &done);
+    iosr_debug("reap probe of %s: %d", a->name, r);
     if (r == -ESRCH) iosr_eng_app_gone(e, a, "(forked child) exited");
   }
 }
@@ -257,25 +258,29 @@ unsigned iosr_eng_clients(iosr_engine_s *e) {
   return n;
 }
 
+/* The timer fires at the earliest absolute deadline: a held write's bound,
+ * the end of the restart grace period, the next check for exited forked
+ * children. Deadlines are absolute so that frequent loop turns never push
+ * them back. */
 static void arm_timer(iosr_engine_s *e) {
-  uint64_t now = iosr_now_ns();
-  int64_t ms = -1;
+  uint64_t now = iosr_now_ns(), due = 0;
   int t = iosr_sched_timeout_ms(&e->sched, now);
-  if (t >= 0) ms = t;
-  if (e->grace_until_ns > now) {
-    int64_t g = (int64_t)((e->grace_until_ns - now) / 1000000) + 1;
-    if (ms < 0 || g < ms) ms = g;
-  }
+  if (t >= 0) due = now + (uint64_t)(t ? t : 1) * 1000000u;
+  if (e->grace_until_ns > now && (!due || e->grace_until_ns < due)) due = e->grace_until_ns;
   int forked = 0;
   for (uint32_t i = 1; i < IOSR_MAX_APPS && !forked; i++) forked = e->apps[i] && e->apps[i]->forked;
-  if (forked && (ms < 0 || ms > 1000)) ms = 1000;
-  struct itimerspec its = {0};
-  if (ms >= 0) {
-    if (ms == 0) ms = 1;
-    its.it_value.tv_sec = ms / 1000;
-    its.it_value.tv_nsec = (ms % 1000) * 1000000;
+  if (forked) {
+    if (!e->next_reap_ns) e->next_reap_ns = now + 1000000000ull;
+    if (!due || e->next_reap_ns < due) due = e->next_reap_ns;
+  } else {
+    e->next_reap_ns = 0;
   }
-  timerfd_settime(e->timerfd, 0, &its, NULL);
+  struct itimerspec its = {0};
+  if (due) {
+    its.it_value.tv_sec = (time_t)(due / 1000000000u);
+    its.it_value.tv_nsec = (long)(due % 1000000000u);
+  }
+  timerfd_settime(e->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
 static int has_rt_ioprio(void) {
@@ -367,8 +372,12 @@ int iosr_eng_run(iosr_engine_s *e) {
           uint64_t x;
           ssize_t r = read(e->timerfd, &x, sizeof x);
           (void)r;
-          if (e->grace_until_ns && iosr_now_ns() >= e->grace_until_ns) e->grace_until_ns = 0;
-          reap_forked(e);
+          uint64_t now = iosr_now_ns();
+          if (e->grace_until_ns && now >= e->grace_until_ns) e->grace_until_ns = 0;
+          if (e->next_reap_ns && now >= e->next_reap_ns) {
+            reap_forked(e);
+            e->next_reap_ns = now + 1000000000ull;
+          }
           break;
         }
         case IOSR_TAG_WAKE: handle_wake(e); break;

@@ -228,6 +228,7 @@ struct iosr_engine_s {
   int has_rt_ioprio;
   uint64_t full_warned;
   uint64_t budget_backoff_ns; /* no budget job before this (after one failed) */
+  uint64_t next_reap_ns;      /* next check for exited forked children */
   /* engine-wide counters */
   uint64_t reads, writes, read_bytes, write_bytes, io_errors;
   uint64_t zero_fill_pages;

@@ -110,7 +110,8 @@ static void collect_run(iosr_engine_s *e, iosr_app *a, uint64_t from, int dir, u
     if (s >= e->slots.nslots) break;
     if (!iosr_slot_refs(&e->slots, s) || !e->slots.rev[s]) continue;
     uint64_t r = e->slots.rev[s];
-    if (iosr_rev_app(r) != a->id) break;
+    /* a forked child follows its parent's runs: it shares those slots */
+    if (iosr_rev_app(r) != a->id && !(a->forked && iosr_rev_app(r) == a->parent)) break;
     if (readable(e, a->id, iosr_rev_vpn(r), s)) {
       picks_add(ps, s, a->id, iosr_rev_vpn(r), 0);
       (*got)++;

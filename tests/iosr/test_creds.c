@@ -3,10 +3,10 @@
  * connects: the socket accepts the connection (its mode is 0666), the daemon
  * refuses the hello with EACCES, both as an app and as a control client. A
  * root client is served throughout. */
+#include "util.h"
 #include <pwd.h>
 #include <sys/prctl.h>
 
-#include "util.h"
 
 static char sock[300];
 

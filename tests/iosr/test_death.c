@@ -4,9 +4,9 @@
  * restarted iosrd on the same swap area resumes serving it from its slots (all
  * pages checked). If no daemon comes back within IOSR_RECONNECT_MS, the app
  * aborts rather than read zero. */
+#include "util.h"
 #include <poll.h>
 
-#include "util.h"
 
 #define NPAGES 512u
 

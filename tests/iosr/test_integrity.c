@@ -3,10 +3,10 @@
  * readahead sched), while app threads write during swap-out; every page is
  * checked after every cycle. In-process engine; CTest runs all twelve
  * combinations. */
+#include "util.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "util.h"
 
 #define NPAGES 2048u
 #define WRITERS 2u

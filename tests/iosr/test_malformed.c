@@ -2,8 +2,8 @@
  * other clients; a test sends some). Raw sockets send garbage of many kinds;
  * each offender is answered with an error and disconnected; a real app with
  * pages swapped out is served before, between and after. */
-#include "common/proto.h"
 #include "util.h"
+#include "common/proto.h"
 
 static char sock[300];
 

@@ -3,10 +3,10 @@
  * swapped page. With the dispatcher held (test hook) until both are queued,
  * the dispatch log shows sios sending F's fault read before W's queued writes
  * and fifo after them. Counts and order only. */
+#include "util.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "util.h"
 
 #define NPAGES 4096u
 
