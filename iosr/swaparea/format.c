@@ -45,7 +45,8 @@ static int read_header_fd(int fd, iosr_swap_header *h, char *err, size_t cap) {
   ssize_t n = pread(fd, page, 4096, 0);
   if (n != 4096) {
     free(page);
-    ERR("cannot read the swap header (%s)", n < 0 ? strerror(errno) : "short file");
+    if (n < 0) ERR("cannot read the swap header (%s)", strerror(errno));
+    else ERR("not an IOSR swap area (shorter than its header)");
     errno = EINVAL;
     return -1;
   }

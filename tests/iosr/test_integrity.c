@@ -43,14 +43,15 @@ static void stop_all(pthread_t *t) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: test_integrity global|process cluster|vma|adaptive fifo|sios\n");
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: test_integrity global|process cluster|vma|adaptive fifo|sios [key=value,...]\n");
     return 2;
   }
   iosr_test_require();
   char swap[256], settings[256];
   iosr_test_swap(swap, sizeof swap, 48u << 20);
-  snprintf(settings, sizeof settings, "slot=%s,readahead=%s,sched=%s", argv[1], argv[2], argv[3]);
+  snprintf(settings, sizeof settings, "slot=%s,readahead=%s,sched=%s%s%s", argv[1], argv[2], argv[3],
+           argc == 5 ? "," : "", argc == 5 ? argv[4] : "");
   iosr_engine *eng = iosr_engine_start(swap, settings);
   CHECK(eng);
   iosr_connect_opts o = {.app_name = "integrity", .engine = eng};
