@@ -220,7 +220,11 @@ int iosr_swap_open(iosr_swap_area *a, const char *path, int want_direct, char *e
     ERR("cannot open swap area %s: %s", path, strerror(errno));
     return -1;
   }
-  if (flock(fd, LOCK_EX | LOCK_NB)) {
+  /* A daemon that just died may hold the lock a little longer: its io_uring
+   * releases the registered swap file asynchronously after exit. */
+  int locked = 0;
+  for (int i = 0; i < 300 && !(locked = flock(fd, LOCK_EX | LOCK_NB) == 0); i++) usleep(10000);
+  if (!locked) {
     ERR("swap area %s is in use by another iosrd", path);
     close(fd);
     errno = EBUSY;

@@ -133,6 +133,13 @@ static inline int iosr_is_zero(const void *page) {
 #include <sys/un.h>
 #include <sys/wait.h>
 
+/* Daemons started by a test die with it, even when a check fails. */
+static pid_t iosr_test_daemons[16];
+static void iosr_test_kill_daemons(void) {
+  for (int i = 0; i < 16; i++)
+    if (iosr_test_daemons[i] > 0) kill(iosr_test_daemons[i], SIGKILL);
+}
+
 /* Starts iosrd on swap at socket sock with extra settings ("k=v,..."),
  * stderr to errlog (or inherited when NULL); waits until it accepts. */
 static inline pid_t iosr_test_daemon(const char *swap, const char *sock, const char *settings, const char *errlog) {
@@ -149,6 +156,13 @@ static inline pid_t iosr_test_daemon(const char *swap, const char *sock, const c
     execl(bin ? bin : "iosrd", "iosrd", "--swap", swap, "--socket", sock, "--set", set, (char *)NULL);
     _exit(127);
   }
+  static int registered;
+  if (!registered++) atexit(iosr_test_kill_daemons);
+  for (int i = 0; i < 16; i++)
+    if (iosr_test_daemons[i] <= 0 || kill(iosr_test_daemons[i], 0)) {
+      iosr_test_daemons[i] = pid;
+      break;
+    }
   for (int i = 0; i < 5000; i++) {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(sock) >= sizeof sa.sun_path) exit(1);
