@@ -16,7 +16,35 @@
 struct iosr_engine {
   iosr_engine_s *core;
   pthread_t thread;
+  struct iosr_engine *next;
 };
+
+/* Running in-process engines, for the fork handlers (see engine/forkmode.c).
+ * The list lock is held from prepare to parent, so engines neither start nor
+ * stop during a fork. */
+static pthread_mutex_t engines_mu = PTHREAD_MUTEX_INITIALIZER;
+static iosr_engine *engines;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&engines_mu);
+  for (iosr_engine *e = engines; e; e = e->next)
+    if (!pthread_equal(pthread_self(), e->thread)) iosr_eng_fork_prepare(e->core);
+}
+
+static void fork_parent(void) {
+  for (iosr_engine *e = engines; e; e = e->next)
+    if (!pthread_equal(pthread_self(), e->thread)) iosr_eng_fork_parent(e->core);
+  pthread_mutex_unlock(&engines_mu);
+}
+
+static void fork_child(void) {
+  /* the engines' threads do not exist in the child */
+  engines = NULL;
+  pthread_mutex_init(&engines_mu, NULL);
+}
+
+static void register_atfork(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
 static void *run(void *arg) {
   iosr_engine *e = arg;
@@ -40,12 +68,18 @@ iosr_engine *iosr_engine_start(const char *swap_path, const char *settings) {
     errno = en;
     return NULL;
   }
+  pthread_once(&atfork_once, register_atfork);
+  pthread_mutex_lock(&engines_mu);
   if (pthread_create(&e->thread, NULL, run, e)) {
+    pthread_mutex_unlock(&engines_mu);
     iosr_eng_destroy(e->core);
     free(e);
     errno = EAGAIN;
     return NULL;
   }
+  e->next = engines;
+  engines = e;
+  pthread_mutex_unlock(&engines_mu);
   return e;
 }
 
@@ -74,6 +108,11 @@ int iosr_engine_stop(iosr_engine *e) {
     errno = EBUSY;
     return -1;
   }
+  pthread_mutex_lock(&engines_mu);
+  iosr_engine **pp = &engines;
+  while (*pp && *pp != e) pp = &(*pp)->next;
+  if (*pp) *pp = e->next;
+  pthread_mutex_unlock(&engines_mu);
   iosr_eng_request_stop(e->core, 0);
   pthread_join(e->thread, NULL);
   iosr_eng_destroy(e->core);

@@ -162,7 +162,7 @@ int iosr_settings_init(iosr_settings *s, char *err, size_t cap) {
   s->ra_init = 16;
   s->ra_max = 1024;
   s->ra_probe_stride = 16;
-  s->ra_probe_horizon = 8;
+  s->ra_probe_horizon = 64;
   s->max_io = 1u << 20;
   s->queue_depth = 32;
   s->write_hold_max = 32;

@@ -300,7 +300,7 @@ iosr_engine_s *iosr_eng_create(const char *swap_path, const char *settings, int 
     return NULL;
   }
   e->role = role;
-  e->epfd = e->timerfd = e->wake_fd = -1;
+  e->epfd = e->timerfd = e->wake_fd = e->fork_ack_fd = -1;
   e->listen_fd = listen_fd;
   e->area.fd = -1;
   if (iosr_settings_init(&e->set, err, cap) || iosr_settings_parse(&e->set, settings, err, cap)) goto fail;
@@ -310,12 +310,13 @@ iosr_engine_s *iosr_eng_create(const char *swap_path, const char *settings, int 
   if (iosr_bufpool_init(&e->bufs, e->set.buffer_bytes, e->set.max_io)) goto fail_mem;
   e->io = iosr_io_open(e->area.fd, e->set.io, e->set.queue_depth, e->bufs.base, e->bufs.bytes);
   if (!e->io) goto fail_mem;
-  if (iosr_probe_init(e)) goto fail_mem;
+  if (iosr_probe_init(e) || iosr_fork_init(e)) goto fail_mem;
   iosr_sched_init(&e->sched, e->set.sched, e->set.queue_depth, e->set.write_hold_max, e->set.write_hold_ms);
   e->epfd = epoll_create1(EPOLL_CLOEXEC);
   e->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
   e->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (e->epfd < 0 || e->timerfd < 0 || e->wake_fd < 0) goto fail_mem;
+  e->fork_ack_fd = eventfd(0, EFD_CLOEXEC);
+  if (e->epfd < 0 || e->timerfd < 0 || e->wake_fd < 0 || e->fork_ack_fd < 0) goto fail_mem;
   iosr_eng_watch(e, iosr_io_eventfd(e->io), iosr_tag(IOSR_TAG_IO, 0));
   iosr_eng_watch(e, e->timerfd, iosr_tag(IOSR_TAG_TIMER, 0));
   iosr_eng_watch(e, e->wake_fd, iosr_tag(IOSR_TAG_WAKE, 0));
@@ -355,6 +356,7 @@ int iosr_eng_run(iosr_engine_s *e) {
       }
       if (!draining || iosr_eng_idle(e)) break;
     }
+    if (__atomic_load_n(&e->fork_req, __ATOMIC_ACQUIRE)) iosr_fork_mode(e);
     int again = 0;
     for (iosr_job *j = e->jobs; j && !again; j = j->next) again = j->again_pos < j->nagain;
     /* EAGAIN retries wait for the thread that caused the event to finish it */
@@ -453,5 +455,7 @@ void iosr_eng_destroy(iosr_engine_s *e) {
   if (e->epfd >= 0) close(e->epfd);
   if (e->timerfd >= 0) close(e->timerfd);
   if (e->wake_fd >= 0) close(e->wake_fd);
+  if (e->fork_ack_fd >= 0) close(e->fork_ack_fd);
+  free(e->fork_buf);
   free(e);
 }

@@ -28,6 +28,14 @@ void iosr_eng_request_stop(iosr_engine_s *e, int drain);
 unsigned iosr_eng_clients(iosr_engine_s *e);
 /* Thread-safe: connections open now (apps and control). */
 unsigned iosr_eng_clients_atomic(iosr_engine_s *e);
+/* In-process engines only, called from pthread_atfork handlers of the
+ * forking thread: before fork, the engine enters a mode in which it calls no
+ * malloc (glibc holds its allocator locks across fork, while fork waits for
+ * the engine to read the userfaultfd FORK event); after fork it leaves it.
+ * Thread-safe. */
+void iosr_eng_fork_prepare(iosr_engine_s *e);
+void iosr_eng_fork_parent(iosr_engine_s *e);
+
 /* Frees everything; marks the swap area clean if no app holds slots. */
 void iosr_eng_destroy(iosr_engine_s *e);
 

@@ -35,6 +35,8 @@ typedef struct iosr_target {
   uint32_t app;
   uint32_t weight;   /* read-ahead probe weight (0: not a probe) */
   uint64_t vpn;
+  uint32_t win;      /* probe: its window record */
+  uint32_t pad;
 } iosr_target;
 
 enum { IOSR_REQ_READ = 0, IOSR_REQ_WRITE = 1 };
@@ -118,9 +120,19 @@ typedef struct iosr_probe {
   uint64_t next_slot;        /* trigger: where the next window starts */
   int trigger;
   int used;
+  uint32_t win;              /* window record (adaptive) */
   int32_t prev, next;        /* app FIFO (indexes) */
   uint8_t *data;
 } iosr_probe;
+
+/* A read-ahead window's probes, for the adaptive rule: a window none of whose
+ * probes was used halves the app's window. */
+#define IOSR_WINDOWS 8192u
+typedef struct iosr_window {
+  uint32_t app;
+  uint16_t probes, hits, resolved;
+  uint16_t live;
+} iosr_window;
 
 /* ---- pending retries of fault service after EAGAIN ---- */
 
@@ -203,6 +215,9 @@ struct iosr_engine_s {
   iosr_io *io;
   iosr_sched sched;
   int epfd, timerfd, listen_fd, wake_fd;
+  int fork_req;              /* atomic: an in-process app thread is forking (engine/forkmode.c) */
+  int fork_ack_fd;           /* eventfd: the engine entered fork mode */
+  struct iosr_fork_buf *fork_buf;
   volatile sig_atomic_t stop;
   unsigned nconns;           /* atomic: read by iosr_engine_stop on another thread */
   int dirty_start;
@@ -223,6 +238,8 @@ struct iosr_engine_s {
   iosr_ra_linux cluster_ra;  /* engine-wide, as Linux's cluster read-ahead */
   iosr_probe *probes;
   uint32_t probe_cap;
+  iosr_window windows[IOSR_WINDOWS];
+  uint32_t next_window;
   int32_t probe_free;
   uint64_t fail_reads, fail_writes; /* test hooks */
   int has_rt_ioprio;
@@ -286,9 +303,11 @@ void iosr_pte_release(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p);
 /* readahead/probe.c */
 int iosr_probe_init(iosr_engine_s *e);
 void iosr_probe_destroy(iosr_engine_s *e);
-int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight,
+int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight, uint32_t win,
                    const uint8_t *data, int trigger, uint64_t next_slot);
-void iosr_probe_used(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, int trigger, uint64_t next);
+uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes);
+void iosr_probe_used(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, uint32_t win, int trigger,
+                     uint64_t next);
 void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, int *copied);
 void iosr_probe_drop(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int miss);
 void iosr_probe_expire(iosr_engine_s *e, iosr_app *a);
@@ -301,6 +320,11 @@ void iosr_reclaim_pump(iosr_engine_s *e);
 void iosr_reclaim_check_budget(iosr_engine_s *e);
 void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j);
 void iosr_reclaim_forget_app(iosr_engine_s *e, uint32_t app);
+
+/* engine/forkmode.c */
+#define IOSR_FORK_BUF 2048u
+int iosr_fork_init(iosr_engine_s *e);
+void iosr_fork_mode(iosr_engine_s *e);
 
 /* engine/stats.c */
 void iosr_stats_fill(iosr_engine_s *e, iosr_app *a, iosr_app_stats *out);

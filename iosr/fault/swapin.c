@@ -20,6 +20,7 @@ typedef struct pick {
   uint32_t weight;
   uint64_t vpn;
   int fault;
+  uint32_t win;
 } pick;
 
 typedef struct picks {
@@ -35,7 +36,7 @@ static void picks_add(picks *ps, uint64_t slot, uint32_t app, uint64_t vpn, int 
     ps->v = nv;
     ps->cap = nc;
   }
-  ps->v[ps->n++] = (pick){slot, app, 0, vpn, fault};
+  ps->v[ps->n++] = (pick){slot, app, 0, vpn, fault, 0};
 }
 
 /* A page may join a read when it is swapped (not already in flight or cached)
@@ -183,6 +184,7 @@ static void issue(iosr_engine_s *e, iosr_app *a, picks *ps, int fault_cls) {
       r->tgt[k].app = pk->app;
       r->tgt[k].vpn = pk->vpn;
       r->tgt[k].weight = pk->weight;
+      r->tgt[k].win = pk->win;
       if (pk->fault) {
         r->fault_idx = k;
         r->s.cls = (uint8_t)fault_cls;
@@ -212,13 +214,13 @@ static void issue(iosr_engine_s *e, iosr_app *a, picks *ps, int fault_cls) {
 /* Marks probes among the read-ahead picks (everything but the faulting page),
  * in slot order: every stride-th, the last, and for adaptive the trigger at
  * three quarters of the window. Weights say how many pages each stands for. */
-static void place_probes(iosr_engine_s *e, picks *ps, int with_trigger) {
+static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trigger) {
   if (!e->probe_cap) return;
   uint32_t n = 0;
   for (uint32_t i = 0; i < ps->n; i++) n += !ps->v[i].fault;
   if (!n) return;
   uint32_t stride = e->set.ra_probe_stride, trig = with_trigger && n >= 4 ? n - n / 4 - 1 : UINT32_MAX;
-  uint32_t idx = 0, last = 0;
+  uint32_t idx = 0, last = 0, nprobes = 0;
   for (uint32_t i = 0; i < ps->n; i++) {
     if (ps->v[i].fault) continue;
     int probe = (idx + 1) % stride == 0 || idx + 1 == n || idx == trig;
@@ -226,9 +228,13 @@ static void place_probes(iosr_engine_s *e, picks *ps, int with_trigger) {
       ps->v[i].weight = idx + 1 - last;
       if (idx == trig) ps->v[i].weight |= 0x80000000u;
       last = idx + 1;
+      nprobes++;
     }
     idx++;
   }
+  uint32_t win = iosr_probe_window(e, a->id, nprobes);
+  for (uint32_t i = 0; i < ps->n; i++)
+    if (ps->v[i].weight) ps->v[i].win = win;
 }
 
 void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p) {
@@ -243,7 +249,7 @@ void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vp
   }
   if (!ps.n) iosr_die("out of memory picking a read-ahead window");
   qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
-  place_probes(e, &ps, e->set.readahead == IOSR_RA_ADAPTIVE);
+  place_probes(e, a, &ps, e->set.readahead == IOSR_RA_ADAPTIVE);
   iosr_fault_lat_start(e, a, vpn);
   issue(e, a, &ps, a->id == e->fg_app ? IOSR_CLS_FG_FAULT : IOSR_CLS_BG_FAULT);
   free(ps.v);
@@ -259,7 +265,7 @@ void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t next_slot) {
   collect_run(e, a, next_slot - 1, +1, want, &ps, &got);
   if (ps.n) {
     qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
-    place_probes(e, &ps, 1);
+    place_probes(e, a, &ps, 1);
     issue(e, a, &ps, IOSR_CLS_READAHEAD);
     iosr_eng_pump(e);
   }
@@ -381,15 +387,15 @@ static int install(iosr_engine_s *e, iosr_req *r) {
         r->tgt[i].weight = w;
         return -EAGAIN;
       }
-      iosr_probe_used(e, o, r->tgt[i].vpn, w, trig, trig ? r->trigger_next : 0);
+      iosr_probe_used(e, o, r->tgt[i].vpn, w, r->tgt[i].win, trig, trig ? r->trigger_next : 0);
       i++;
       continue;
     }
     if (r->tgt[i].weight) {
       int trig = i == r->trigger_idx;
       uint64_t next = trig ? r->trigger_next : 0;
-      if (iosr_probe_add(e, o, r->tgt[i].vpn, r->s.slot + i, r->tgt[i].weight, r->buf + (size_t)i * 4096, trig,
-                         next) == 0) {
+      if (iosr_probe_add(e, o, r->tgt[i].vpn, r->s.slot + i, r->tgt[i].weight, r->tgt[i].win,
+                         r->buf + (size_t)i * 4096, trig, next) == 0) {
         o->st.swapin_bytes += 4096;
         r->done[i++] = 1;
         continue;

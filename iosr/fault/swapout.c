@@ -291,6 +291,7 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
     free(b);
     /* EAGAIN: an event (often our own drop's REMOVE) is being delivered;
      * try these pages again once the loop has read it */
+    iosr_debug("app %s: write-protect of %u pages: %s", a->name, n, strerror(-failed));
     if (failed == -EAGAIN) retry_later(j, a, vpns, n);
     else iosr_debug("app %s: write-protect failed: %s", a->name, strerror(-failed));
     return NULL;
@@ -329,6 +330,7 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
   (void)local;
   free(remote);
   uint32_t readable = (uint32_t)(got / 4096);
+  if (readable < n) iosr_debug("app %s: copied out %u of %u pages", a->name, readable, n);
   for (uint32_t i = readable; i < n; i++) {
     /* unreadable (unmapped, PROT_NONE, or the app is gone): stays resident */
     iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[i], NULL);

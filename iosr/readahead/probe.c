@@ -51,6 +51,31 @@ static void release(iosr_engine_s *e, int32_t i) {
   e->probe_free = i;
 }
 
+/* A record for a window of `probes` probes (adaptive); 0 when none is kept. */
+uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes) {
+  if (!probes) return 0;
+  uint32_t i = 1 + e->next_window++ % (IOSR_WINDOWS - 1);
+  iosr_window *w = &e->windows[i];
+  w->app = app;
+  w->probes = (uint16_t)(probes > 65535 ? 65535 : probes);
+  w->hits = w->resolved = 0;
+  w->live = 1;
+  return i;
+}
+
+/* One probe of window `win` resolved. Growth is immediate (every hit
+ * doubles); shrinking waits for the window: only a window none of whose
+ * probes was used halves the window. */
+static void window_resolve(iosr_engine_s *e, iosr_app *a, uint32_t win, int hit) {
+  if (!win || win >= IOSR_WINDOWS) return;
+  iosr_window *w = &e->windows[win];
+  if (!w->live || w->app != a->id) return;
+  w->hits += hit != 0;
+  if (++w->resolved < w->probes) return;
+  w->live = 0;
+  if (!w->hits && e->set.readahead == IOSR_RA_ADAPTIVE) iosr_ra_adaptive_miss(&a->ra);
+}
+
 static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, int hit) {
   if (hit) {
     a->st.ra_hits += weight;
@@ -69,11 +94,10 @@ static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, i
     }
   } else {
     a->st.ra_misses += weight;
-    if (e->set.readahead == IOSR_RA_ADAPTIVE) iosr_ra_adaptive_miss(&a->ra);
   }
 }
 
-int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight,
+int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight, uint32_t win,
                    const uint8_t *data, int trigger, uint64_t next_slot) {
   if (e->probe_free < 0 && a->probe_head >= 0) {
     /* full: this app's oldest probe becomes a miss */
@@ -95,6 +119,7 @@ int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, u
   pr->vpn = vpn;
   pr->slot = slot;
   pr->weight = weight;
+  pr->win = win;
   pr->issued_major = a->majors;
   pr->trigger = trigger;
   pr->next_slot = next_slot;
@@ -115,7 +140,10 @@ int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, u
 void iosr_probe_drop(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int miss) {
   int32_t i = p->aux;
   iosr_probe *pr = &e->probes[i];
-  if (miss) feed(e, a, pr->vpn, pr->weight, 0);
+  if (miss) {
+    feed(e, a, pr->vpn, pr->weight, 0);
+    window_resolve(e, a, pr->win, 0);
+  }
   unlink_app(e, a, i);
   release(e, i);
   iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
@@ -123,8 +151,10 @@ void iosr_probe_drop(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int miss) {
 
 /* A probe page that a thread was already waiting for when its read
  * completed: mapped at once, and a hit. */
-void iosr_probe_used(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, int trigger, uint64_t next) {
+void iosr_probe_used(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, uint32_t win, int trigger,
+                     uint64_t next) {
   feed(e, a, vpn, weight, 1);
+  window_resolve(e, a, win, 1);
   if (trigger) iosr_swapin_continue(e, a, next);
 }
 
@@ -137,7 +167,7 @@ void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, in
   if (r == -EAGAIN) return;
   *copied = 1;
   a->st.probe_faults++;
-  uint32_t weight = pr->weight;
+  uint32_t weight = pr->weight, win = pr->win;
   int trig = pr->trigger;
   uint64_t next = pr->next_slot;
   unlink_app(e, a, i);
@@ -149,6 +179,7 @@ void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, in
     p->flags = 0;
     p->age = (uint32_t)e->tick;
     feed(e, a, vpn, weight, 1);
+    window_resolve(e, a, win, 1);
     if (trig) iosr_swapin_continue(e, a, next);
   } else {
     /* ENOENT: unmapped meanwhile; keep the slot, the UNMAP event frees it */
@@ -156,14 +187,31 @@ void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, in
   }
 }
 
+/* A probe untouched after H more major faults of its app is a miss, H =
+ * max(ra_probe_horizon, swapped pages / 32): an app touching a large swapped
+ * hot set in random order reaches a probe only after a good part of the set
+ * came in, and must be given that long (design note section 6). */
 void iosr_probe_expire(iosr_engine_s *e, iosr_app *a) {
+  uint64_t h = e->set.ra_probe_horizon, h2 = (a->swapped + a->nprobes) / 32;
+  if (h2 > h) h = h2;
   while (a->probe_head >= 0) {
     int32_t i = a->probe_head;
     iosr_probe *pr = &e->probes[i];
-    if (pr->issued_major + e->set.ra_probe_horizon > a->majors) break;
+    if (pr->issued_major + h > a->majors) break;
     iosr_pte *p = iosr_pt_lookup(&a->pt, pr->vpn, NULL);
     if (p && p->state == IOSR_PTE_CACHED && p->aux == (uint16_t)i) {
+      /* a miss for the window rule, but the data was read: map it rather
+       * than read it again should the app want it after all (as Linux keeps
+       * read-ahead pages in its swap cache) */
+      uint64_t done, vpn = pr->vpn;
+      int r = iosr_uffd_copy(a->uffd, vpn << 12, pr->data, 4096, 1, &done);
       iosr_probe_drop(e, a, p, 1);
+      if (r == 0 || r == -EEXIST) {
+        iosr_slot_put(&e->slots, p->slot);
+        iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+        p->flags = 0;
+        p->age = (uint32_t)e->tick;
+      }
     } else {
       unlink_app(e, a, i);
       release(e, i);

@@ -70,7 +70,7 @@ int main(void) {
   for (uint64_t i = 0; i < N; i++)
     CHECKF(i < N / 2 ? iosr_is_zero(p + i * 4096) : iosr_check(p + i * 4096, 21, i, 0), "page %llu after discard",
            (unsigned long long)i);
-  printf("discard during swap-out: discarded pages read zero, the rest intact\n");
+  fprintf(stderr, "discard during swap-out: discarded pages read zero, the rest intact\n");
 
   /* 2. munmap of the middle of a swapped-out region */
   for (uint64_t i = 0; i < N; i++) iosr_fill(p + i * 4096, 22, i, 0);
@@ -80,7 +80,7 @@ int main(void) {
   CHECKF(slots_used(ctl) == N - 256, "slots used %llu after munmap", (unsigned long long)slots_used(ctl));
   for (uint64_t i = 0; i < N; i++)
     if (i < 256 || i >= 512) CHECK(iosr_check(p + i * 4096, 22, i, 0));
-  printf("munmap: the unmapped part's slots freed, the rest intact\n");
+  fprintf(stderr, "munmap: the unmapped part's slots freed, the rest intact\n");
 
   /* 3. mremap of swapped pages: they follow the move */
   iosr_region *r2 = iosr_region_create(ctx, 256 * 4096);
@@ -95,7 +95,7 @@ int main(void) {
   CHECK(iosr_ctl_reclaim(ctl, "ev", 0, &got) == 0);
   CHECK(mremap(dst, 256 * 4096, 256 * 4096, MREMAP_MAYMOVE | MREMAP_FIXED, q) == q); /* back home */
   for (uint64_t i = 0; i < 256; i++) CHECKF(iosr_check(q + i * 4096, 23, i, 0), "page %llu moved back", (unsigned long long)i);
-  printf("mremap: swapped pages read correctly at the new address and back\n");
+  fprintf(stderr, "mremap: swapped pages read correctly at the new address and back\n");
   CHECK(iosr_region_destroy(r2) == 0);
 
   /* 4. fork with pages swapped out: the child reads them from the shared
@@ -126,7 +126,7 @@ int main(void) {
   }
   CHECKF(!strstr(js, "\"forked\":true"), "forked child not reaped: %s", js);
   free(js);
-  printf("fork: the child read every swapped page, its writes stayed its own, it was reaped\n");
+  fprintf(stderr, "fork: the child read every swapped page, its writes stayed its own, it was reaped\n");
 
   CHECK(iosr_region_destroy(r) == 0);
   CHECK(slots_used(ctl) == 0);
