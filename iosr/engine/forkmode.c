@@ -23,7 +23,7 @@ struct iosr_fork_buf {
   struct {
     uint32_t app;
     struct uffd_msg m;
-  } msg[IOSR_IOSR_FORK_BUF];
+  } msg[IOSR_FORK_BUF];
 };
 
 /* Allocated when the engine starts: fork mode itself must not allocate. */
