@@ -89,7 +89,8 @@ run() { # label settings
     printf '%-9s %-7s %-6s %10s %12s %8s %9s %9s\n' "$label" "app$a" \
       "$([ $a = 1 ] && echo seq || echo random)" "$ms" "$mbps" "$reads" "$avg" "$verified" | tee -a "$TMP/table"
   done
-  printf '%-9s reclaim of %d background apps took %.2f s\n' "$label" $((APPS - 1)) "$(echo "$t1 - $t0" | bc -l)" >>"$TMP/notes"
+  printf '%-9s reclaim of %d background apps (%s each) took %s s\n' "$label" $((APPS - 1)) "$SIZE" \
+    "$(python3 -c "print(f'{$t1 - $t0:.2f}')")" >>"$TMP/notes"
   for p in "${PIDS[@]:1}"; do kill "$p" 2>/dev/null || true; done
   wait "${PIDS[@]:1}" 2>/dev/null || true
   kill "$d" 2>/dev/null || true
