@@ -214,11 +214,17 @@ static int try_resume(iosr_ctx *ctx) {
     h.drop_len = ctx->cur.len;
   }
   pthread_mutex_unlock(&ctx->mu);
-  int fds[2] = {ctx->uffd, ctx->ptfd};
+  /* our userfaultfd, our page table, and the forked children's descriptors
+   * we kept (they cannot be served from a page table, but fail loudly) */
+  int fds[IOSR_MAX_FDS] = {ctx->uffd, ctx->ptfd};
+  int nfds = 2;
+  pthread_mutex_lock(&ctx->mu);
+  for (unsigned i = 0; i < ctx->nchildren && nfds < IOSR_MAX_FDS; i++) fds[nfds++] = ctx->children[i];
+  pthread_mutex_unlock(&ctx->mu);
   iosr_m_reply r;
   uint16_t rt;
   memset(&r, 0, sizeof r);
-  if (direct_rpc(fd, 1, IOSR_M_HELLO, &h, sizeof h, fds, 2, &r, sizeof r, &rt, NULL) || r.err) {
+  if (direct_rpc(fd, 1, IOSR_M_HELLO, &h, sizeof h, fds, nfds, &r, sizeof r, &rt, NULL) || r.err) {
     if (r.err) iosr_err("resume refused: %s", r.msg);
     close(fd);
     errno = r.err ? r.err : errno;

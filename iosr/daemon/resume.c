@@ -170,3 +170,17 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
            (unsigned long long)conflicts);
   return 0;
 }
+
+/* A forked child of a resumed app: its page table died with the old daemon,
+ * so which of its pages were swapped is unknown. Its present pages stay; any
+ * page it faults on gets SIGBUS (poisoned) rather than zero: loud, never
+ * silent. */
+void iosr_resume_orphan(iosr_engine_s *e, uint32_t parent, int uffd) {
+  iosr_app *p = iosr_eng_app(e, parent);
+  iosr_app *c = p ? iosr_app_new_child(e, p, uffd, "orphan") : NULL;
+  if (!p) close(uffd);
+  if (!c) return;
+  c->orphan = 1;
+  iosr_warn("%s: a forked child of %s lost its page table with the old daemon; pages it faults on give SIGBUS",
+            c->name, p->name);
+}

@@ -227,13 +227,19 @@ static void do_hello(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_
     return;
   }
   if (h->role == IOSR_ROLE_RESUME) {
-    if (nfds != 2) return malformed(e, c, seq, "resume needs a userfaultfd and a page table");
+    if (nfds < 2) return malformed(e, c, seq, "resume needs a userfaultfd and a page table");
     char msg[160] = "";
     c->role = IOSR_ROLE_APP;
     c->hello_done = 1;
     int err = iosr_resume_app(e, c, h, fds[0], fds[1], msg, sizeof msg);
     if (err) c->hello_done = 0;
-    else fds[0] = fds[1] = -1; /* taken */
+    else {
+      fds[0] = fds[1] = -1; /* taken */
+      for (int i = 2; i < nfds; i++) {
+        iosr_resume_orphan(e, c->app, fds[i]);
+        fds[i] = -1;
+      }
+    }
     iosr_app *a = iosr_eng_app(e, c->app);
     iosr_srv_reply(e, c, seq, err, a ? a->token : 0, msg);
     if (err) {
@@ -404,7 +410,7 @@ static void do_reclaim(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_
 static const char *const runtime_keys[] = {
     "slot", "readahead", "sched", "page_cluster", "ra_init", "ra_max", "ra_probe_stride", "queue_depth",
     "write_hold_max", "write_hold_ms", "write_ioprio", "budget", "budget_low", "zero_window", "reclaim_batch",
-    "reclaim_inflight", "max_io", NULL};
+    "reclaim_inflight", "max_io", "ra_probe_horizon", NULL};
 
 static void do_set(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_set *m) {
   if (iosr_field_str(m->key, sizeof m->key) || iosr_field_str(m->value, sizeof m->value))

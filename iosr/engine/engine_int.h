@@ -161,6 +161,7 @@ struct iosr_app {
   uint64_t uffd_features;
   int user_mode_only;
   int forked;
+  int orphan;                /* a forked child whose page table died with a daemon */
   uint32_t parent;
   uint64_t token;
   iosr_conn *conn;           /* NULL while detached */
@@ -298,6 +299,7 @@ void iosr_event_remove(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t e
 void iosr_event_unmap(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end);
 void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t len);
 void iosr_event_fork(iosr_engine_s *e, iosr_app *a, int child_uffd);
+iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const char *kind);
 void iosr_pte_release(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p);
 
 /* readahead/probe.c */
@@ -346,6 +348,7 @@ void iosr_srv_idle_check(iosr_engine_s *e);
 /* daemon/resume.c */
 int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int uffd, int ptfd,
                     char *msg, size_t cap);
+void iosr_resume_orphan(iosr_engine_s *e, uint32_t parent, int uffd);
 
 /* engine tags for epoll */
 enum { IOSR_TAG_LISTEN = 1, IOSR_TAG_IO, IOSR_TAG_TIMER, IOSR_TAG_WAKE, IOSR_TAG_CONN, IOSR_TAG_UFFD,

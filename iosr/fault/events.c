@@ -130,31 +130,42 @@ void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to,
   iosr_probe_rekey(e, a, f, t, n);
 }
 
-/* fork: the child's descriptor arrives in the event. The child shares every
- * swapped slot of the parent (a reference each); its faults are served like
- * any app's; it has no agent, so it is never reclaimed. */
-void iosr_event_fork(iosr_engine_s *e, iosr_app *a, int child_uffd) {
+/* A forked child of app `parent` served through `uffd`: registered with the
+ * engine, with an empty page table. kind names it ("fork", "orphan"). NULL
+ * (descriptor closed) when it cannot be tracked. */
+iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const char *kind) {
   uint32_t id = iosr_eng_new_app_id(e);
   iosr_app *c = id ? calloc(1, sizeof *c) : NULL;
-  if (!c || iosr_pt_create(&c->pt, 0, a->name)) {
+  if (!c || iosr_pt_create(&c->pt, 0, parent->name)) {
     iosr_err("app %s forked but the child cannot be tracked (out of memory or apps); its swapped pages "
-             "are unreachable", a->name);
+             "are unreachable", parent->name);
     free(c);
-    close(child_uffd);
-    return;
+    close(uffd);
+    return NULL;
   }
   c->id = id;
   c->state = IOSR_APP_ACTIVE;
   c->forked = 1;
-  c->parent = a->id;
+  c->parent = parent->id;
   c->pid = -1;
   c->pidfd = -1;
-  c->uffd = child_uffd;
-  c->uffd_features = a->uffd_features;
+  c->uffd = uffd;
+  c->uffd_features = parent->uffd_features;
   c->probe_head = c->probe_tail = -1;
-  snprintf(c->name, sizeof c->name, "%.30s/fork%u", a->name, id % 100000u);
+  snprintf(c->name, sizeof c->name, "%.30s/%.6s%u", parent->name, kind, id % 100000u);
   iosr_ra_adaptive_init(&c->ra, e->set.ra_init, e->set.ra_max);
   iosr_extmap_init(&c->ext);
+  e->apps[id] = c;
+  iosr_eng_watch(e, uffd, iosr_tag(IOSR_TAG_UFFD, id));
+  return c;
+}
+
+/* fork: the child's descriptor arrives in the event. The child shares every
+ * swapped slot of the parent (a reference each); its faults are served like
+ * any app's; it has no agent, so it is never reclaimed. */
+void iosr_event_fork(iosr_engine_s *e, iosr_app *a, int child_uffd) {
+  iosr_app *c = iosr_app_new_child(e, a, child_uffd, "fork");
+  if (!c) return;
   for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
     iosr_span *ps = &a->pt.spans[i];
     iosr_span *cs = iosr_pt_add(&c->pt, ps->start, ps->n, ps->region);
@@ -183,12 +194,10 @@ void iosr_event_fork(iosr_engine_s *e, iosr_app *a, int child_uffd) {
       }
     }
   }
-  e->apps[id] = c;
-  iosr_eng_watch(e, c->uffd, iosr_tag(IOSR_TAG_UFFD, id));
   /* the parent client keeps a copy so that the child's regions stay
    * registered (faults block, never read zero) even if this daemon dies */
   if (a->conn) {
-    iosr_m_child m = {id};
+    iosr_m_child m = {c->id};
     iosr_srv_send(e, a->conn, IOSR_M_CHILD_UFFD, 0, 0, &m, sizeof m, &child_uffd, 1);
   }
   iosr_info("app %s forked: child tracked as %s", a->name, c->name);

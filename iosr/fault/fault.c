@@ -179,6 +179,10 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
   a->st.faults++;
   int wp = (flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
   int write = (flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
+  if (!p && a->orphan && !wp) {
+    poison_page(e, a, vpn, tid);
+    return;
+  }
   if (!p) {
     /* A registered page outside every span (mremap with MREMAP_DONTUNMAP
      * leaves such ranges): serve zero, as the kernel would. */

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/mix.h"
 #include "common/opts.h"
 #include "iosr.h"
 
@@ -37,28 +38,20 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
 
 static void fill_page(uint64_t *p, uint64_t seed, uint64_t page) {
-  uint64_t x = mix(seed ^ (page * 0x9e3779b97f4a7c15ull));
+  uint64_t x = iosr_mix(seed ^ (page * 0x9e3779b97f4a7c15ull));
   for (int i = 0; i < 512; i++) {
     x += 0x9e3779b97f4a7c15ull;
-    p[i] = mix(x);
+    p[i] = iosr_mix(x);
   }
 }
 
 static int check_page(const uint64_t *p, uint64_t seed, uint64_t page) {
-  uint64_t x = mix(seed ^ (page * 0x9e3779b97f4a7c15ull));
+  uint64_t x = iosr_mix(seed ^ (page * 0x9e3779b97f4a7c15ull));
   for (int i = 0; i < 512; i++) {
     x += 0x9e3779b97f4a7c15ull;
-    if (p[i] != mix(x)) return 0;
+    if (p[i] != iosr_mix(x)) return 0;
   }
   return 1;
 }
@@ -134,16 +127,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   uint8_t *base = iosr_region_base(r);
-  uint64_t npages = size / 4096, seed = mix((uint64_t)(uintptr_t)(name ? name[0] : 0) * 131 + npages);
+  uint64_t npages = size / 4096, seed = iosr_mix((uint64_t)(uintptr_t)(name ? name[0] : 0) * 131 + npages);
   if (name)
-    for (const char *c = name; *c; c++) seed = mix(seed ^ (uint64_t)(unsigned char)*c);
+    for (const char *c = name; *c; c++) seed = iosr_mix(seed ^ (uint64_t)(unsigned char)*c);
   for (uint64_t p = 0; p < npages; p++) fill_page((uint64_t *)(base + p * 4096), seed, p);
   uint64_t nhot = npages * hot / 100;
   uint64_t *order = malloc(sizeof *order * (nhot ? nhot : 1));
   for (uint64_t i = 0; i < nhot; i++) order[i] = i;
   if (!strcmp(pattern, "random"))
     for (uint64_t i = nhot; i > 1; i--) {
-      uint64_t j = mix(seed + i) % i, t = order[i - 1];
+      uint64_t j = iosr_mix(seed + i) % i, t = order[i - 1];
       order[i - 1] = order[j];
       order[j] = t;
     }

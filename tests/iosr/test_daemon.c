@@ -18,19 +18,11 @@ static int json_u64(const char *js, const char *key, uint64_t *out) {
 
 /* An app process: fill, then obey the parent: v = verify, q = quit. */
 static pid_t app(const char *name, uint64_t seed, int *to, int *from) {
-  int a[2], b[2];
-  CHECK(pipe(a) == 0 && pipe(b) == 0);
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid) {
-    close(a[0]);
-    close(b[1]);
-    *to = a[1];
-    *from = b[0];
-    return pid;
-  }
-  close(a[1]);
-  close(b[0]);
+  int in, out;
+  pid_t pid = iosr_test_fork(to, from);
+  if (pid) return pid;
+  in = *from;
+  out = *to;
   iosr_connect_opts o = {.app_name = name, .socket_path = sock};
   iosr_ctx *ctx = iosr_connect(&o);
   CHECK(ctx);
@@ -38,13 +30,13 @@ static pid_t app(const char *name, uint64_t seed, int *to, int *from) {
   CHECK(r);
   uint8_t *p = iosr_region_base(r);
   for (uint64_t i = 0; i < NPAGES; i++) iosr_fill(p + i * 4096, seed, i, 0);
-  chan_send(b[1], 'r');
+  chan_send(out, 'r');
   for (;;) {
-    char c = chan_recv(a[0]);
+    char c = chan_recv(in);
     if (c == 'v') {
       int ok = 1;
       for (uint64_t i = 0; i < NPAGES; i++) ok &= iosr_check(p + i * 4096, seed, i, 0);
-      chan_send(b[1], ok ? 'o' : 'x');
+      chan_send(out, ok ? 'o' : 'x');
     } else {
       break;
     }

@@ -13,19 +13,11 @@
 static char sock[300], swap[256];
 
 static pid_t app(const char *name, const char *log, const char *reconnect_ms, int *to, int *from) {
-  int a[2], b[2];
-  CHECK(pipe(a) == 0 && pipe(b) == 0);
-  pid_t pid = fork();
-  CHECK(pid >= 0);
-  if (pid) {
-    close(a[0]);
-    close(b[1]);
-    *to = a[1];
-    *from = b[0];
-    return pid;
-  }
-  close(a[1]);
-  close(b[0]);
+  int in, out;
+  pid_t pid = iosr_test_fork(to, from);
+  if (pid) return pid;
+  in = *from;
+  out = *to;
   int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   dup2(fd, 2);
   if (reconnect_ms) setenv("IOSR_RECONNECT_MS", reconnect_ms, 1);
@@ -36,15 +28,15 @@ static pid_t app(const char *name, const char *log, const char *reconnect_ms, in
   CHECK(r);
   uint8_t *p = iosr_region_base(r);
   for (uint64_t i = 0; i < NPAGES; i++) iosr_fill(p + i * 4096, 9, i, 0);
-  chan_send(b[1], 'r');
+  chan_send(out, 'r');
   for (;;) {
-    char c = chan_recv(a[0]);
+    char c = chan_recv(in);
     if (c == 't') { /* touch one swapped page */
-      chan_send(b[1], iosr_check(p + 100 * 4096, 9, 100, 0) ? 'o' : 'x');
+      chan_send(out, iosr_check(p + 100 * 4096, 9, 100, 0) ? 'o' : 'x');
     } else if (c == 'v') {
       int ok = 1;
       for (uint64_t i = 0; i < NPAGES; i++) ok &= iosr_check(p + i * 4096, 9, i, 0);
-      chan_send(b[1], ok ? 'o' : 'x');
+      chan_send(out, ok ? 'o' : 'x');
     } else {
       break;
     }

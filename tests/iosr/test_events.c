@@ -20,32 +20,15 @@ static void *reclaim_thread(void *arg) {
   return NULL;
 }
 
-static uint64_t slots_used(iosr_ctl *ctl) {
-  char *js = iosr_ctl_stat_json(ctl);
-  CHECK(js);
-  uint64_t u = strtoull(strstr(js, "\"used\":") + 7, NULL, 10);
-  free(js);
-  return u;
-}
-
-static unsigned queued(iosr_ctl *ctl) {
-  char *js = iosr_ctl_stat_json(ctl);
-  CHECK(js);
-  unsigned n = (unsigned)atoi(strstr(js, "\"queued\":") + 9);
-  free(js);
-  return n;
-}
+static uint64_t slots_used(iosr_ctl *ctl) { return iosr_test_stat(ctl, "\"used\":"); }
 
 int main(void) {
   iosr_test_require();
-  char swap[256];
-  iosr_test_swap(swap, sizeof swap, 32u << 20);
-  eng = iosr_engine_start(swap, "test_hooks=1");
-  CHECK(eng);
-  iosr_connect_opts o = {.app_name = "ev", .engine = eng};
-  iosr_ctx *ctx = iosr_connect(&o);
-  iosr_ctl *ctl = iosr_ctl_open_engine(eng);
-  CHECK(ctx && ctl);
+  iosr_test_env env;
+  iosr_test_inproc(&env, 32u << 20, "test_hooks=1", "ev");
+  eng = env.eng;
+  iosr_ctx *ctx = env.ctx;
+  iosr_ctl *ctl = env.ctl;
   const uint64_t N = 1024;
   iosr_region *r = iosr_region_create(ctx, N * 4096);
   CHECK(r);
@@ -57,8 +40,7 @@ int main(void) {
   pthread_t t;
   atomic_store(&done, 0);
   CHECK(pthread_create(&t, NULL, reclaim_thread, "ev") == 0);
-  for (int i = 0; i < 5000 && queued(ctl) < 4; i++) usleep(1000);
-  CHECK(queued(ctl) >= 4);
+  iosr_test_wait_queued(ctl, 4);
   CHECK(madvise(p, N / 2 * 4096, MADV_DONTNEED) == 0); /* pages write-protected, writes queued */
   CHECK(iosr_ctl_test(ctl, IOSR_TEST_PAUSE, 0) == 0);
   pthread_join(t, NULL);
@@ -130,9 +112,7 @@ int main(void) {
 
   CHECK(iosr_region_destroy(r) == 0);
   CHECK(slots_used(ctl) == 0);
-  CHECK(iosr_disconnect(ctx) == 0);
-  iosr_ctl_close(ctl);
-  CHECK(iosr_engine_stop(eng) == 0);
+  iosr_test_inproc_end(&env);
   iosr_test_cleanup();
   return 0;
 }

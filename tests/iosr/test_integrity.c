@@ -48,17 +48,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   iosr_test_require();
-  char swap[256], settings[256];
-  iosr_test_swap(swap, sizeof swap, 48u << 20);
+  char settings[256];
   snprintf(settings, sizeof settings, "slot=%s,readahead=%s,sched=%s%s%s", argv[1], argv[2], argv[3],
            argc == 5 ? "," : "", argc == 5 ? argv[4] : "");
-  iosr_engine *eng = iosr_engine_start(swap, settings);
-  CHECK(eng);
-  iosr_connect_opts o = {.app_name = "integrity", .engine = eng};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_ctl *ctl = iosr_ctl_open_engine(eng);
-  CHECK(ctl);
+  iosr_test_env t;
+  iosr_test_inproc(&t, 48u << 20, settings, "integrity");
+  iosr_ctx *ctx = t.ctx;
+  iosr_ctl *ctl = t.ctl;
   iosr_region *r = iosr_region_create(ctx, NPAGES * 4096);
   CHECK(r);
   base = iosr_region_base(r);
@@ -102,9 +98,7 @@ int main(int argc, char **argv) {
          (unsigned long long)total_swapped, CYCLES);
   CHECK(st.major_faults > 0 && st.read_reqs > 0 && st.write_reqs > 0);
   CHECK(iosr_region_destroy(r) == 0);
-  iosr_ctl_close(ctl);
-  CHECK(iosr_disconnect(ctx) == 0);
-  CHECK(iosr_engine_stop(eng) == 0);
+  iosr_test_inproc_end(&t);
   iosr_test_cleanup();
   printf("integrity [%s]: %u cycles, %llu pages swapped out, %llu write faults during swap-out, %llu writes, "
          "%llu reads (%llu pages read ahead)\n",

@@ -42,15 +42,10 @@ static iosr_app_stats run(iosr_ctl *ctl, const char *ra, const char *slot) {
 
 int main(void) {
   iosr_test_require();
-  char swap[256];
-  iosr_test_swap(swap, sizeof swap, 64u << 20);
-  iosr_engine *eng = iosr_engine_start(swap, "sched=fifo");
-  CHECK(eng);
-  iosr_connect_opts o = {.app_name = "ra", .engine = eng};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_ctl *ctl = iosr_ctl_open_engine(eng);
-  CHECK(ctl);
+  iosr_test_env t;
+  iosr_test_inproc(&t, 64u << 20, "sched=fifo", "ra");
+  iosr_ctx *ctx = t.ctx;
+  iosr_ctl *ctl = t.ctl;
   iosr_region *r = iosr_region_create(ctx, NPAGES * 4096);
   CHECK(r);
   base = iosr_region_base(r);
@@ -67,9 +62,7 @@ int main(void) {
   CHECKF(ad.ra_hits > 0 && ad.ra_misses * 10 <= ad.ra_hits, "adaptive hits %llu misses %llu",
          (unsigned long long)ad.ra_hits, (unsigned long long)ad.ra_misses);
   CHECK(iosr_region_destroy(r) == 0);
-  iosr_ctl_close(ctl);
-  CHECK(iosr_disconnect(ctx) == 0);
-  CHECK(iosr_engine_stop(eng) == 0);
+  iosr_test_inproc_end(&t);
   iosr_test_cleanup();
   printf("readahead: adaptive %llu reads vs cluster %llu (%.1fx fewer)\n", (unsigned long long)ad.read_reqs,
          (unsigned long long)cl.read_reqs, (double)cl.read_reqs / (double)(ad.read_reqs ? ad.read_reqs : 1));

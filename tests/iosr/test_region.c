@@ -5,15 +5,10 @@
 
 int main(void) {
   iosr_test_require();
-  char swap[256];
-  iosr_test_swap(swap, sizeof swap, 64u << 20);
-  iosr_engine *eng = iosr_engine_start(swap, NULL);
-  CHECK(eng);
-  iosr_connect_opts o = {.app_name = "region", .engine = eng};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_ctl *ctl = iosr_ctl_open_engine(eng);
-  CHECK(ctl);
+  iosr_test_env t;
+  iosr_test_inproc(&t, 64u << 20, NULL, "region");
+  iosr_ctx *ctx = t.ctx;
+  iosr_ctl *ctl = t.ctl;
   const size_t npages = 2048;
   iosr_region *r = iosr_region_create(ctx, npages * 4096);
   CHECK(r);
@@ -57,9 +52,7 @@ int main(void) {
   char *js = iosr_ctl_stat_json(ctl);
   CHECK(js && strstr(js, "\"used\":0,"));
   free(js);
-  iosr_ctl_close(ctl);
-  CHECK(iosr_disconnect(ctx) == 0);
-  CHECK(iosr_engine_stop(eng) == 0);
+  iosr_test_inproc_end(&t);
   iosr_test_cleanup();
   printf("region: ok\n");
   return 0;

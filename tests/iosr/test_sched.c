@@ -3,19 +3,12 @@
  * queued writes, checked on the dispatch order, deterministically). The
  * scheduler is a pure data structure: no I/O, no clock except the one given. */
 #include <assert.h>
-#include <stdio.h>
+#include "util.h"
 #include <string.h>
 
 #include "common/opts.h"
 #include "sched/sched.h"
 
-#define CHECK(c)                                                               \
-  do {                                                                         \
-    if (!(c)) {                                                                \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);   \
-      return 1;                                                                \
-    }                                                                          \
-  } while (0)
 
 static iosr_sreq reqs[512];
 static unsigned nreq;

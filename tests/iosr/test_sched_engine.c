@@ -33,14 +33,7 @@ static void *touch_f(void *arg) {
   return NULL;
 }
 
-static unsigned queued(iosr_ctl *ctl) {
-  char *js = iosr_ctl_stat_json(ctl);
-  CHECK(js);
-  char *q = strstr(js, "\"queued\":");
-  unsigned n = q ? (unsigned)atoi(q + 9) : 0;
-  free(js);
-  return n;
-}
+static unsigned queued(iosr_ctl *ctl) { return (unsigned)iosr_test_stat(ctl, "\"queued\":"); }
 
 static void run(const char *sched, int *fg_pos, int *writes_before, int *writes_total) {
   char swap[256], settings[128];
@@ -71,9 +64,7 @@ static void run(const char *sched, int *fg_pos, int *writes_before, int *writes_
   atomic_store(&f_done, 0);
   pthread_t tw, tf;
   CHECK(pthread_create(&tw, NULL, reclaim_w, NULL) == 0);
-  unsigned q0 = 0;
-  for (int i = 0; i < 5000 && (q0 = queued(ctl)) < 8; i++) usleep(1000);
-  CHECKF(q0 >= 8, "only %u writes queued", q0);
+  unsigned q0 = iosr_test_wait_queued(ctl, 8);
   CHECK(pthread_create(&tf, NULL, touch_f, NULL) == 0);
   for (int i = 0; i < 5000 && queued(ctl) == q0; i++) usleep(1000);
   CHECK(queued(ctl) > q0);

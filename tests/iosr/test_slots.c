@@ -3,17 +3,10 @@
  * pages to its own 512-slot extents, taking the next extent when free; a slot
  * with I/O in flight is never reused before the I/O ends; bad slots are never
  * handed out; a full area says so. */
-#include <stdio.h>
+#include "util.h"
 
 #include "slots/slotmap.h"
 
-#define CHECK(c)                                                             \
-  do {                                                                       \
-    if (!(c)) {                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-      return 1;                                                              \
-    }                                                                        \
-  } while (0)
 
 int main(void) {
   iosr_slotmap m;

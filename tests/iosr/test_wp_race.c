@@ -22,14 +22,11 @@ static void *reclaimer(void *arg) {
 
 int main(void) {
   iosr_test_require();
-  char swap[256];
-  iosr_test_swap(swap, sizeof swap, 16u << 20);
-  eng = iosr_engine_start(swap, "test_hooks=1");
-  CHECK(eng);
-  iosr_connect_opts o = {.app_name = "racer", .engine = eng};
-  iosr_ctx *ctx = iosr_connect(&o);
-  iosr_ctl *ctl = iosr_ctl_open_engine(eng);
-  CHECK(ctx && ctl);
+  iosr_test_env env;
+  iosr_test_inproc(&env, 16u << 20, "test_hooks=1", "racer");
+  eng = env.eng;
+  iosr_ctx *ctx = env.ctx;
+  iosr_ctl *ctl = env.ctl;
   iosr_region *r = iosr_region_create(ctx, N * 4096);
   uint8_t *p = iosr_region_base(r);
   for (uint64_t i = 0; i < N; i++) iosr_fill(p + i * 4096, 41, i, 0);
@@ -37,13 +34,7 @@ int main(void) {
   pthread_t t;
   CHECK(pthread_create(&t, NULL, reclaimer, NULL) == 0);
   /* wait until the writes are queued: the pages are write-protected, copied out */
-  for (int i = 0; i < 5000; i++) {
-    char *js = iosr_ctl_stat_json(ctl);
-    int q = atoi(strstr(js, "\"queued\":") + 9);
-    free(js);
-    if (q >= 2) break;
-    usleep(1000);
-  }
+  iosr_test_wait_queued(ctl, 2);
   /* the app writes every 8th page now: each write faults on write protection */
   for (uint64_t i = 0; i < N; i += 8) iosr_fill(p + i * 4096, 41, i, 1);
   CHECK(iosr_ctl_test(ctl, IOSR_TEST_PAUSE, 0) == 0);
@@ -58,9 +49,7 @@ int main(void) {
   for (uint64_t i = 0; i < N; i++)
     CHECKF(iosr_check(p + i * 4096, 41, i, i % 8 == 0), "page %llu lost %s", (unsigned long long)i,
            i % 8 ? "its content" : "the write made during swap-out");
-  CHECK(iosr_disconnect(ctx) == 0);
-  iosr_ctl_close(ctl);
-  CHECK(iosr_engine_stop(eng) == 0);
+  iosr_test_inproc_end(&env);
   iosr_test_cleanup();
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/mix.h"
 #include "iosr.h"
 
 #define CHECK(c)                                                                   \
@@ -94,14 +95,6 @@ static inline void iosr_test_cleanup(void) {
   }
 }
 
-static inline uint64_t iosr_mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
 
 /* Page contents derived from (seed, page index, version). */
 static inline void iosr_fill(void *page, uint64_t seed, uint64_t idx, uint64_t ver) {
@@ -124,7 +117,54 @@ static inline int iosr_is_zero(const void *page) {
   return 1;
 }
 
-#endif
+
+/* ---- an in-process engine with one app and a control connection ---- */
+typedef struct iosr_test_env {
+  iosr_engine *eng;
+  iosr_ctx *ctx;
+  iosr_ctl *ctl;
+} iosr_test_env;
+
+static inline void iosr_test_inproc(iosr_test_env *t, uint64_t swap_bytes, const char *settings, const char *app) {
+  char swap[256];
+  iosr_test_swap(swap, sizeof swap, swap_bytes);
+  t->eng = iosr_engine_start(swap, settings);
+  CHECK(t->eng);
+  iosr_connect_opts o = {.app_name = app, .engine = t->eng};
+  t->ctx = iosr_connect(&o);
+  CHECK(t->ctx);
+  t->ctl = iosr_ctl_open_engine(t->eng);
+  CHECK(t->ctl);
+}
+
+static inline void iosr_test_inproc_end(iosr_test_env *t) {
+  iosr_ctl_close(t->ctl);
+  CHECK(iosr_disconnect(t->ctx) == 0);
+  CHECK(iosr_engine_stop(t->eng) == 0);
+}
+
+/* Forks a test process connected to this one by two pipes. In the parent,
+ * to and from reach the child; in the child (0 returned) they reach the
+ * parent. */
+static inline pid_t iosr_test_fork(int *to, int *from) {
+  int a[2], b[2];
+  CHECK(pipe(a) == 0 && pipe(b) == 0);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid) {
+    close(a[0]);
+    close(b[1]);
+    *to = a[1];
+    *from = b[0];
+  } else {
+    close(a[1]);
+    close(b[0]);
+    *to = b[1];
+    *from = a[0];
+  }
+  return pid;
+}
+
 
 /* ---- daemon helpers ---- */
 #include <signal.h>
@@ -214,3 +254,24 @@ static inline char chan_recv(int fd) {
   char c = 0;
   return read(fd, &c, 1) == 1 ? c : 0;
 }
+
+/* A number from the engine's JSON statistics ("\"queued\":", ...). */
+static inline uint64_t iosr_test_stat(iosr_ctl *ctl, const char *key) {
+  char *js = iosr_ctl_stat_json(ctl);
+  CHECK(js);
+  const char *p = strstr(js, key);
+  CHECKF(p, "%s not in the statistics", key);
+  uint64_t v = strtoull(p + strlen(key), NULL, 10);
+  free(js);
+  return v;
+}
+
+/* Waits until at least n requests are queued (the dispatcher held). */
+static inline unsigned iosr_test_wait_queued(iosr_ctl *ctl, unsigned n) {
+  unsigned q = 0;
+  for (int i = 0; i < 5000 && (q = (unsigned)iosr_test_stat(ctl, "\"queued\":")) < n; i++) usleep(1000);
+  CHECKF(q >= n, "only %u requests queued", q);
+  return q;
+}
+
+#endif
