@@ -101,7 +101,9 @@ void iosr_srv_close_conn(iosr_engine_s *e, iosr_conn *c) {
       alive = poll(&pf, 1, 0) == 0; /* a pidfd is readable once the process terminated */
     }
     if (!alive || a->pid == getpid() || a->uffd < 0) iosr_eng_app_gone(e, a, "disconnected");
-    else {
+    else if (e->stop) {
+      /* shutting down: the app carries on without us */
+    } else {
       a->state = IOSR_APP_ACTIVE;
       iosr_warn("app %s (pid %d) lost its connection; keeping its pages until it resumes or exits", a->name,
                 (int)a->pid);
