@@ -48,6 +48,9 @@ iosr_region *iosr_region_create_aligned(iosr_ctx *ctx, size_t bytes, size_t alig
   if (base + size < m + span) munmap(base + size, (size_t)(m + span - (base + size)));
   /* 4 KiB pages only: every copy, protect and drop is per page */
   madvise(base, size, MADV_NOHUGEPAGE);
+  /* without the FORK event (no CAP_SYS_PTRACE) a child would read swapped
+   * pages as zero: it gets no copy of the region instead (touching it faults) */
+  if (!(ctx->features & UFFD_FEATURE_EVENT_FORK)) madvise(base, size, MADV_DONTFORK);
   int r = iosr_uffd_register(ctx->uffd, (uint64_t)(uintptr_t)base, size);
   if (r) {
     munmap(base, size);

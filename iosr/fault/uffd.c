@@ -15,11 +15,27 @@ static int xioctl(int fd, unsigned long req, void *arg) {
   }
 }
 
+/* Negotiates `want`. *got: with want 0, what the kernel offers; otherwise
+ * what was asked for (the kernel reports everything it supports, not what
+ * the descriptor was granted). */
 static int api(int fd, uint64_t want, uint64_t *got) {
   struct uffdio_api a = {.api = UFFD_API, .features = want};
   if (ioctl(fd, UFFDIO_API, &a)) return -errno;
-  *got = a.features;
+  *got = want ? want : a.features;
   return 0;
+}
+
+static int reopen(int user_mode_only) {
+  if (user_mode_only) return (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+  int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+    if (dev >= 0) {
+      fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+      close(dev);
+    }
+  }
+  return fd;
 }
 
 int iosr_uffd_open(uint64_t *features, int *user_mode_only) {
@@ -46,24 +62,18 @@ int iosr_uffd_open(uint64_t *features, int *user_mode_only) {
   if (r) return r;
   if ((avail & IOSR_UFFD_REQUIRED) != IOSR_UFFD_REQUIRED) return -ENOTSUP;
   uint64_t want = IOSR_UFFD_REQUIRED | (avail & IOSR_UFFD_OPTIONAL);
-  if (*user_mode_only) fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
-  else {
-    fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-      int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-      if (dev >= 0) {
-        fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-        close(dev);
-      }
-    }
-  }
-  if (fd < 0) return -EPERM;
-  r = api(fd, want, features);
-  if (r) {
+  for (int attempt = 0; attempt < 2; attempt++) {
+    fd = reopen(*user_mode_only);
+    if (fd < 0) return -EPERM;
+    r = api(fd, want, features);
+    if (r == 0) return fd;
     close(fd);
-    return r;
+    /* EVENT_FORK needs CAP_SYS_PTRACE: without it, regions are not inherited
+     * by fork children at all (MADV_DONTFORK) rather than read as zero there */
+    if (r != -EPERM || !(want & UFFD_FEATURE_EVENT_FORK)) return r;
+    want &= ~(uint64_t)UFFD_FEATURE_EVENT_FORK;
   }
-  return fd;
+  return -EPERM;
 }
 
 int iosr_uffd_register(int uffd, uint64_t addr, uint64_t len) {
