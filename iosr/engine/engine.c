@@ -407,6 +407,8 @@ int iosr_eng_run(iosr_engine_s *e) {
     iosr_swapin_run_install_retries(e);
     iosr_reclaim_pump(e);
     iosr_reclaim_check_budget(e);
+    /* everything queued in this turn (all faults read, all completions
+     * handled) goes to the kernel in one submission */
     iosr_eng_pump(e);
     iosr_srv_idle_check(e);
     arm_timer(e);

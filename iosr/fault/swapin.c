@@ -256,7 +256,6 @@ void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vp
   iosr_fault_lat_start(e, a, vpn);
   issue(e, a, &ps, a->id == e->fg_app ? IOSR_CLS_FG_FAULT : IOSR_CLS_BG_FAULT);
   free(ps.v);
-  iosr_eng_pump(e);
 }
 
 /* Asynchronous read-ahead after a trigger probe hit: the next window of the
@@ -270,8 +269,7 @@ void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t next_slot) {
     qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
     place_probes(e, a, &ps, 1);
     issue(e, a, &ps, IOSR_CLS_READAHEAD);
-    iosr_eng_pump(e);
-  }
+    }
   free(ps.v);
 }
 
@@ -506,7 +504,6 @@ void iosr_swapin_all(iosr_engine_s *e, iosr_app *a) {
   if (ps.n) {
     qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
     issue(e, a, &ps, IOSR_CLS_READAHEAD);
-    iosr_eng_pump(e);
-  }
+    }
   free(ps.v);
 }

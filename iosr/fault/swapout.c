@@ -523,7 +523,6 @@ int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
      * zero pages (zero == 1) and unreadable ones (2) are skipped */
     queue_writes(e, b);
   }
-  iosr_eng_pump(e);
   /* 0 when nothing started (all pages gone, or write-protect must wait for
    * an event to be read): the loop goes back to epoll before trying again */
   return nb > 0;
