@@ -129,6 +129,7 @@ typedef struct iosr_probe {
  * probes was used halves the app's window. */
 #define IOSR_WINDOWS 8192u
 typedef struct iosr_window {
+  uint32_t id;     /* the full id (a sequence number): a stale reference does not match */
   uint32_t app;
   uint16_t probes, hits, resolved;
   uint16_t live;
@@ -173,6 +174,7 @@ struct iosr_app {
   int fg;
   uint64_t fg_since_ns, bg_since_ns;
   uint64_t resident, swapped;
+  uint64_t swapped_peak;     /* most pages swapped since the app last had none (probe horizon) */
   uint64_t majors;           /* major faults so far (probe expiry clock) */
   uint32_t faults_waiting;   /* major faults waiting for a read */
   uint64_t busy_since;

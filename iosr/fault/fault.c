@@ -35,8 +35,11 @@ void iosr_app_set_state(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int state) {
     a->resident++;
     if (!a->forked) e->resident_total++;
   }
-  if (was_sw && !is_sw) a->swapped--;
-  else if (!was_sw && is_sw) a->swapped++;
+  if (was_sw && !is_sw) {
+    if (--a->swapped == 0) a->swapped_peak = 0;
+  } else if (!was_sw && is_sw) {
+    if (++a->swapped > a->swapped_peak) a->swapped_peak = a->swapped;
+  }
   p->state = (uint8_t)state;
 }
 

@@ -51,29 +51,37 @@ static void release(iosr_engine_s *e, int32_t i) {
   e->probe_free = i;
 }
 
-/* A record for a window of `probes` probes (adaptive); 0 when none is kept. */
+/* A record for a window of `probes` probes; its id (never 0) names it. */
 uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes) {
   if (!probes) return 0;
-  uint32_t i = 1 + e->next_window++ % (IOSR_WINDOWS - 1);
-  iosr_window *w = &e->windows[i];
+  uint32_t id = ++e->next_window;
+  if (!id) id = ++e->next_window;
+  iosr_window *w = &e->windows[id % IOSR_WINDOWS];
+  w->id = id;
   w->app = app;
   w->probes = (uint16_t)(probes > 65535 ? 65535 : probes);
   w->hits = w->resolved = 0;
   w->live = 1;
-  return i;
+  return id;
 }
 
-/* One probe of window `win` resolved. Growth is immediate (every hit
- * doubles); shrinking waits for the window: only a window none of whose
- * probes was used halves the window. */
+/* One probe of window `win` resolved: hit, miss, or (hit < 0) no verdict
+ * (evicted for room: not evidence either way). Growth is immediate (every hit
+ * doubles, see feed); shrinking waits for the window: only a window none of
+ * whose probes was used halves the app's window. */
 static void window_resolve(iosr_engine_s *e, iosr_app *a, uint32_t win, int hit) {
-  if (!win || win >= IOSR_WINDOWS) return;
-  iosr_window *w = &e->windows[win];
-  if (!w->live || w->app != a->id) return;
-  w->hits += hit != 0;
-  if (++w->resolved < w->probes) return;
+  if (!win) return;
+  iosr_window *w = &e->windows[win % IOSR_WINDOWS];
+  if (!w->live || w->id != win || w->app != a->id) return;
+  if (hit < 0) {
+    if (w->probes) w->probes--;
+  } else {
+    w->hits += hit != 0;
+    w->resolved++;
+  }
+  if (w->resolved < w->probes) return;
   w->live = 0;
-  if (!w->hits && e->set.readahead == IOSR_RA_ADAPTIVE) iosr_ra_adaptive_miss(&a->ra);
+  if (w->resolved && !w->hits && e->set.readahead == IOSR_RA_ADAPTIVE) iosr_ra_adaptive_miss(&a->ra);
 }
 
 static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, int hit) {
@@ -97,13 +105,32 @@ static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, i
   }
 }
 
+/* Maps probe i's page into the app (verdict: 0 miss, -1 none) and frees the
+ * probe; the page stays SWAPPED if the copy cannot be made now. */
+static void install(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int32_t i, int verdict) {
+  iosr_probe *pr = &e->probes[i];
+  uint64_t done, vpn = pr->vpn;
+  int r = iosr_uffd_copy(a->uffd, vpn << 12, pr->data, 4096, 1, &done);
+  if (verdict == 0) feed(e, a, vpn, pr->weight, 0);
+  window_resolve(e, a, pr->win, verdict);
+  unlink_app(e, a, i);
+  release(e, i);
+  iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+  if (r == 0 || r == -EEXIST) {
+    iosr_slot_put(&e->slots, p->slot);
+    iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+    p->flags = 0;
+    p->age = (uint32_t)e->tick;
+  }
+}
+
 int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight, uint32_t win,
                    const uint8_t *data, int trigger, uint64_t next_slot) {
   if (e->probe_free < 0 && a->probe_head >= 0) {
-    /* full: this app's oldest probe becomes a miss */
+    /* full: this app's oldest probe is mapped and leaves without a verdict */
     int32_t old = a->probe_head;
     iosr_pte *p = iosr_pt_lookup(&a->pt, e->probes[old].vpn, NULL);
-    if (p && p->state == IOSR_PTE_CACHED && p->aux == (uint16_t)old) iosr_probe_drop(e, a, p, 1);
+    if (p && p->state == IOSR_PTE_CACHED && p->aux == (uint16_t)old) install(e, a, p, old, -1);
     else {
       unlink_app(e, a, old);
       release(e, old);
@@ -188,11 +215,12 @@ void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, in
 }
 
 /* A probe untouched after H more major faults of its app is a miss, H =
- * max(ra_probe_horizon, swapped pages / 32): an app touching a large swapped
+ * max(ra_probe_horizon, swapped pages / 32), counting the swapped pages the
+ * app had when its swap-in began: an app touching a large swapped
  * hot set in random order reaches a probe only after a good part of the set
  * came in, and must be given that long (design note section 6). */
 void iosr_probe_expire(iosr_engine_s *e, iosr_app *a) {
-  uint64_t h = e->set.ra_probe_horizon, h2 = (a->swapped + a->nprobes) / 32;
+  uint64_t h = e->set.ra_probe_horizon, h2 = a->swapped_peak / 32;
   if (h2 > h) h = h2;
   while (a->probe_head >= 0) {
     int32_t i = a->probe_head;
@@ -203,15 +231,7 @@ void iosr_probe_expire(iosr_engine_s *e, iosr_app *a) {
       /* a miss for the window rule, but the data was read: map it rather
        * than read it again should the app want it after all (as Linux keeps
        * read-ahead pages in its swap cache) */
-      uint64_t done, vpn = pr->vpn;
-      int r = iosr_uffd_copy(a->uffd, vpn << 12, pr->data, 4096, 1, &done);
-      iosr_probe_drop(e, a, p, 1);
-      if (r == 0 || r == -EEXIST) {
-        iosr_slot_put(&e->slots, p->slot);
-        iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
-        p->flags = 0;
-        p->age = (uint32_t)e->tick;
-      }
+      install(e, a, p, i, 0);
     } else {
       unlink_app(e, a, i);
       release(e, i);
