@@ -153,6 +153,7 @@ void iosr_eng_maybe_finish_app(iosr_engine_s *e, iosr_app *a) {
   if (a->state != IOSR_APP_DEAD || a->inflight) return;
   for (iosr_batch *b = e->batches; b; b = b->next)
     if (b->app == a->id) return;
+  if (a->forked) e->nforked--;
   iosr_pt_destroy(&a->pt);
   iosr_extmap_destroy(&a->ext);
   e->apps[a->id] = NULL;
@@ -267,9 +268,7 @@ static void arm_timer(iosr_engine_s *e) {
   int t = iosr_sched_timeout_ms(&e->sched, now);
   if (t >= 0) due = now + (uint64_t)(t ? t : 1) * 1000000u;
   if (e->grace_until_ns > now && (!due || e->grace_until_ns < due)) due = e->grace_until_ns;
-  int forked = 0;
-  for (uint32_t i = 1; i < IOSR_MAX_APPS && !forked; i++) forked = e->apps[i] && e->apps[i]->forked;
-  if (forked) {
+  if (e->nforked) {
     if (!e->next_reap_ns) e->next_reap_ns = now + 1000000000ull;
     if (!due || e->next_reap_ns < due) due = e->next_reap_ns;
   } else {

@@ -249,6 +249,7 @@ struct iosr_engine_s {
   uint64_t full_warned;
   uint64_t budget_backoff_ns; /* no budget job before this (after one failed) */
   uint64_t next_reap_ns;      /* next check for exited forked children */
+  uint32_t nforked;           /* forked children tracked (dead ones until freed) */
   /* engine-wide counters */
   uint64_t reads, writes, read_bytes, write_bytes, io_errors;
   uint64_t zero_fill_pages;

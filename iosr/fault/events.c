@@ -156,6 +156,7 @@ iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const
   iosr_ra_adaptive_init(&c->ra, e->set.ra_init, e->set.ra_max);
   iosr_extmap_init(&c->ext);
   e->apps[id] = c;
+  e->nforked++;
   iosr_eng_watch(e, uffd, iosr_tag(IOSR_TAG_UFFD, id));
   return c;
 }
