@@ -53,7 +53,9 @@ typedef struct iosr_connect_opts {
   const char *socket_path; /* NULL: IOSR_SOCKET, else the default socket (README) */
   iosr_engine *engine;     /* non-NULL: attach to this in-process engine instead */
   /* Called on the agent thread when the daemon makes this app the foreground
-   * app (is_foreground=1) or moves it to the background (0). May be NULL. */
+   * app (is_foreground=1) or moves it to the background (0). May be NULL.
+   * Must return quickly and must not call libiosr: the agent thread also
+   * carries the daemon's drop requests and the replies to this app's calls. */
   void (*on_foreground)(iosr_ctx *ctx, int is_foreground, void *arg);
   void *arg;
 } iosr_connect_opts;
@@ -77,8 +79,14 @@ int iosr_set_foreground(iosr_ctx *ctx);
 /* Creates a region of `bytes` (rounded up to 4 KiB) of swappable memory,
  * aligned to `align` (a power of two >= 4 KiB; iosr_region_create uses
  * 2 MiB). Nothing is committed before it is touched; untouched pages read as
- * zero. Returns NULL with errno: EINVAL (size 0 or bad alignment), ENOMEM,
- * ENOTCONN (daemon gone), EPROTO. Thread-safe; never calls malloc. */
+ * zero. A fork child inherits a copy (its swapped pages are served from the
+ * parent's slots), except without CAP_SYS_PTRACE, where the region is not
+ * inherited (MADV_DONTFORK). Release memory with iosr_region_discard or
+ * madvise(MADV_DONTNEED); do not munmap or mremap parts of a region behind
+ * libiosr's back while it is being reclaimed, and do not pin it for DMA.
+ * Returns NULL with errno: EINVAL (size 0 or bad alignment), ENOMEM, ENOTCONN
+ * (daemon gone), ECHILD (ctx belongs to the parent of a fork), EPROTO.
+ * Thread-safe; never calls malloc. */
 iosr_region *iosr_region_create(iosr_ctx *ctx, size_t bytes);
 iosr_region *iosr_region_create_aligned(iosr_ctx *ctx, size_t bytes, size_t align);
 
