@@ -1,4 +1,7 @@
 /* See os_mem.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* mremap */
+#endif
 #include "os_mem.h"
 
 #include <errno.h>
@@ -74,6 +77,14 @@ int jw_os_release(void *p, size_t size) {
   return madvise(p, size, MADV_DONTNEED);
 }
 
+void *jw_os_remap(void *p, size_t old, size_t size) {
+  jw_fetch_add(&n_mmap, 1, JW_RELAXED); /* counted as a mapping call */
+  void *q = mremap(p, old, size, MREMAP_MAYMOVE);
+  if (q == MAP_FAILED) return NULL;
+  account_mapped((int64_t)size - (int64_t)old);
+  return q;
+}
+
 void jw_os_get_counts(jw_os_counts *out) {
   out->mmap_calls = jw_load(&n_mmap, JW_RELAXED);
   out->munmap_calls = jw_load(&n_munmap, JW_RELAXED);
@@ -97,4 +108,25 @@ uint64_t jw_os_resident_bytes(void) {
   uint64_t pages = 0;
   while (*s >= '0' && *s <= '9') pages = pages * 10 + (uint64_t)(*s++ - '0');
   return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+uint64_t jw_os_peak_resident_bytes(void) {
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  for (const char *s = buf; *s; s++) {
+    if ((s == buf || s[-1] == '\n') && s[0] == 'V' && s[1] == 'm' && s[2] == 'H' && s[3] == 'W' && s[4] == 'M' &&
+        s[5] == ':') {
+      s += 6;
+      while (*s == ' ' || *s == '\t') s++;
+      uint64_t kib = 0;
+      while (*s >= '0' && *s <= '9') kib = kib * 10 + (uint64_t)(*s++ - '0');
+      return kib << 10;
+    }
+  }
+  return 0;
 }

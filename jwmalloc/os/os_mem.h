@@ -22,6 +22,11 @@ int jw_os_unmap(void *p, size_t size);
  * mapped and reads as zero afterwards (MADV_DONTNEED). Returns 0 or -1. */
 int jw_os_release(void *p, size_t size);
 
+/* Resizes the mapping [p, p+old) to `size` bytes (multiples of 4 KiB) with
+ * mremap, moving it if needed; the new address, or NULL with errno (the old
+ * mapping intact). */
+void *jw_os_remap(void *p, size_t old, size_t size);
+
 /* System calls made so far (relaxed counters, for statistics and tests). */
 typedef struct jw_os_counts {
   uint64_t mmap_calls, munmap_calls, madvise_calls;
@@ -32,5 +37,9 @@ void jw_os_get_counts(jw_os_counts *out);
 /* Resident bytes of the whole process (VmRSS) read from /proc without
  * allocating; 0 if unavailable. */
 uint64_t jw_os_resident_bytes(void);
+
+/* Peak resident bytes of the whole process (VmHWM from /proc/self/status),
+ * without allocating; 0 if unavailable. */
+uint64_t jw_os_peak_resident_bytes(void);
 
 #endif
