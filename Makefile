@@ -28,3 +28,8 @@ install: build
 
 clean:
 	rm -rf $(BUILD) build-*
+
+# jwmalloc: instructions per warm malloc+free pair, jwmalloc vs mimalloc (callgrind).
+.PHONY: bench-fastpath
+bench-fastpath: build
+	@tests/jwmalloc/fastpath_bench.sh $(BUILD)

@@ -6,6 +6,7 @@
 
 #include "../common/config.h"
 #include "../common/counter.h"
+#include "../common/log.h"
 #include "../frontend/page_pool.h"
 #include "../midend/midend.h"
 #include "core.h"
@@ -145,6 +146,17 @@ static ptr_kind classify(const void *p, jw_range_info *info, const char *op, boo
   } else if (jw_huge_usable(p)) {
     return PTR_HUGE;
   }
+#ifdef JW_DEBUG
+  {
+    jw_range_info i2;
+    bool f = jw_pages_lookup(p, &i2);
+    jw_slab *sl = jw_slab_of(p);
+    jw_dprintf(2, "debug: lookup %d kind %d start %p granules %u; header cls %u cap %u where %u live %u tag %llx remote %llx\n",
+               f, f ? (int)i2.kind : -1, f ? i2.start : NULL, f ? i2.granules : 0, sl->cls, sl->capacity, sl->where,
+               sl->live, (unsigned long long)jw_load(&sl->tag, JW_RELAXED),
+               (unsigned long long)jw_load(&sl->remote, JW_RELAXED));
+  }
+#endif
   jw_report_bad(op, "invalid pointer", p);
   return PTR_BAD;
 }
@@ -160,7 +172,7 @@ void jw_free_slow(void *p) {
       jw_poison(p, jw_class_size[s->cls]);
       if (tc && t->key && (jw_fast_tag(s) & ~(uint64_t)1) == t->key) t->n_free++;
       else if (tc == NULL) jw_counter_add(&jw_api_counters.small_frees_no_cache, 1);
-      jw_tc_free(t, tc, s, p);
+      if (!jw_tc_free(t, tc, s, p)) jw_report_bad("free", "double free detected", p);
       break;
     }
     case PTR_MID: {

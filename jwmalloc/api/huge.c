@@ -95,7 +95,7 @@ void *jw_huge_alloc(size_t n, size_t align) {
     return NULL;
   }
   size_t size = jw_align_up(n ? n : 1, JW_PAGE);
-  void *p = jw_os_map(size, align > JW_PAGE ? align : JW_PAGE);
+  void *p = jw_os_map_committed(size, align > JW_PAGE ? align : JW_PAGE);
   if (p == NULL) {
     errno = ENOMEM;
     return NULL;

@@ -5,7 +5,8 @@
  *
  * Free-block links are read and written only through jw_block_* below, which
  * unpoison the two words around the access and poison them again. Their
- * precondition: the block is free, or being freed by the caller.
+ * precondition: the block is free, or being freed by the caller (except
+ * jw_block_key, which only reads).
  */
 #ifndef JW_COMMON_ASAN_H
 #define JW_COMMON_ASAN_H
@@ -47,12 +48,9 @@ static inline void jw_block_set_next(jw_block *b, jw_block *n) {
   jw_poison(b, sizeof *b);
 }
 
-static inline uint64_t jw_block_key(jw_block *b) {
-  jw_unpoison(b, sizeof *b);
-  uint64_t k = b->key;
-  jw_poison(b, sizeof *b);
-  return k;
-}
+/* The key word of a block that may be free (poisoned) or live: read
+ * without touching its poisoning. */
+static inline JW_NO_ASAN uint64_t jw_block_key(const jw_block *b) { return b->key; }
 
 /* Marks b free: key and link in one go. */
 static inline void jw_block_set_free(jw_block *b, jw_block *n, uint64_t key) {

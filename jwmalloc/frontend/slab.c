@@ -97,6 +97,8 @@ jw_remote_result jw_slab_remote_free(jw_slab *s, jw_block *b) {
 }
 
 jw_abandon_result jw_slab_abandon(jw_slab *s) {
+  /* Read once: abandoned_live shares live's storage and is written below. */
+  uint32_t live = s->live;
   /* Acquire: the pushed blocks' links are read below. */
   uintptr_t old = jw_load(&s->remote, JW_ACQUIRE);
   for (;;) {
@@ -104,7 +106,7 @@ jw_abandon_result jw_slab_abandon(jw_slab *s) {
     if (st == JW_RS_NOTIFIED) return JW_ABANDON_BUSY;
     unsigned pending = 0;
     for (jw_block *b = list_of(old); b; b = jw_block_next(b)) pending++;
-    uint32_t outstanding = s->live - pending;
+    uint32_t outstanding = live - pending;
     if (outstanding == 0) {
       /* Everything is free: take the list back, the slab stays ours. */
       if (jw_cas(&s->remote, &old, (uintptr_t)JW_RS_ACTIVE, JW_ACQUIRE, JW_ACQUIRE)) {

@@ -93,6 +93,23 @@ void jw_tc_totals_get(jw_tc_totals *o) {
   }
 }
 
+#ifdef JW_DEBUG
+#include "../common/log.h"
+static unsigned local_len(jw_slab *s) {
+  unsigned n = 0;
+  for (jw_block *b = s->local; b; b = jw_block_next(b)) n++;
+  return n;
+}
+#define JW_CHECK_LOCAL(s, want, what)                                                                        \
+  do {                                                                                                       \
+    unsigned got_ = local_len(s);                                                                            \
+    if (got_ != (want)) jw_fatal("%s: slab %p class %u local %u want %u live %u", what, (void *)(s), (s)->cls, \
+                                 got_, (unsigned)(want), (s)->live);                                         \
+  } while (0)
+#else
+#define JW_CHECK_LOCAL(s, want, what) ((void)0)
+#endif
+
 /* ---- slab movements (owner) ---- */
 
 /* An empty slab leaves its class: current slabs stay (see frontend.md),
@@ -100,6 +117,7 @@ void jw_tc_totals_get(jw_tc_totals *o) {
 void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s) {
   if (s->where == JW_WHERE_CURRENT) return;
   if (s->where == JW_WHERE_FULL && (jw_load(&s->remote, JW_RELAXED) & JW_RS_MASK) == JW_RS_NOTIFIED) return;
+  JW_CHECK_LOCAL(s, s->capacity, "emptied");
   list_remove(list_of(tc, s), s);
   tc->nslabs--;
   jw_pool_put(tc, s);
@@ -139,6 +157,7 @@ static void drain_ready(jw_tcache *tc, bool move) {
 
 /* Moves the local list of s into the bin and pops one block. */
 static jw_block *take_local(jw_tls *t, jw_slab *s) {
+  JW_CHECK_LOCAL(s, s->capacity - s->live, "take_local");
   jw_block *b = s->local;
   s->local = NULL;
   s->live = s->capacity;
@@ -214,7 +233,7 @@ static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
   }
 }
 
-void jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
+bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
   uint64_t fkey = jw_load(&jw_free_key, JW_RELAXED);
   uint64_t tag = jw_load(&s->tag, JW_RELAXED); /* own key: written by us */
   if (tc && t->key && (tag == t->key || tag == (t->key | 1))) {
@@ -230,7 +249,7 @@ void jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
       if ((w & JW_RS_MASK) == JW_RS_FULL) slab_unpark(tc, s);
     }
     if (s->live == 0) jw_tc_slab_emptied(tc, s);
-    return;
+    return true;
   }
   jw_block_set_free(b, NULL, fkey);
   if (tc) jw_counter_add_owner(&tc->n_remote_free, 1);
@@ -241,9 +260,12 @@ void jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
     case JW_REMOTE_LAST:
       adopt_empty_page(tc, s);
       break;
+    case JW_REMOTE_INVALID:
+      return false;
     default:
       break;
   }
+  return true;
 }
 
 /* Bin blocks go back to the local list of their (current) slab. */

@@ -60,8 +60,9 @@ void jw_tc_attach(jw_tls *t, jw_tcache *tc);
 jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls);
 
 /* Free slow path for block b of slab s (validated: a block start, not
- * already free). tc may be NULL (thread without a cache). Marks b free. */
-void jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b);
+ * already free). tc may be NULL (thread without a cache). Marks b free.
+ * Returns false when s turns out to be a pooled page (b was not live). */
+bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b);
 
 /* Owner: slab s of tc reached live == 0 (every block free): unless it is
  * current or waiting on the ready stack, it leaves for the pool. */

@@ -21,9 +21,9 @@ static void account_mapped(int64_t delta) {
   }
 }
 
-static void *raw_map(size_t size) {
+static void *raw_map(size_t size, int extra) {
   jw_fetch_add(&n_mmap, 1, JW_RELAXED);
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
@@ -32,12 +32,12 @@ static void raw_unmap(void *p, size_t size) {
   munmap(p, size);
 }
 
-void *jw_os_map(size_t size, size_t align) {
+static void *map_aligned(size_t size, size_t align, int extra) {
   if (size == 0 || (size & 4095) != 0 || align < 4096 || (align & (align - 1)) != 0) {
     errno = EINVAL;
     return NULL;
   }
-  void *p = raw_map(size);
+  void *p = raw_map(size, extra);
   if (p == NULL) {
     errno = ENOMEM;
     return NULL;
@@ -50,7 +50,7 @@ void *jw_os_map(size_t size, size_t align) {
       errno = ENOMEM;
       return NULL;
     }
-    char *q = raw_map(size + align);
+    char *q = raw_map(size + align, extra);
     if (q == NULL) {
       errno = ENOMEM;
       return NULL;
@@ -64,6 +64,10 @@ void *jw_os_map(size_t size, size_t align) {
   account_mapped((int64_t)size);
   return p;
 }
+
+void *jw_os_map(size_t size, size_t align) { return map_aligned(size, align, MAP_NORESERVE); }
+
+void *jw_os_map_committed(size_t size, size_t align) { return map_aligned(size, align, 0); }
 
 int jw_os_unmap(void *p, size_t size) {
   jw_fetch_add(&n_munmap, 1, JW_RELAXED);

@@ -15,6 +15,12 @@
  * (a power of two, at least 4 KiB). NULL with errno=ENOMEM on failure. */
 void *jw_os_map(size_t size, size_t align);
 
+/* Like jw_os_map, but the mapping is charged to the kernel's overcommit
+ * accounting (no MAP_NORESERVE), so an absurd size fails with ENOMEM at
+ * once instead of succeeding and faulting later: used for blocks handed to
+ * the program whole (direct mappings). */
+void *jw_os_map_committed(size_t size, size_t align);
+
 /* Unmaps [p, p+size). Returns 0, or -1 with errno. */
 int jw_os_unmap(void *p, size_t size);
 

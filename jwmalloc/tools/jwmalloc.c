@@ -54,9 +54,13 @@ static int find_library(const char *opt, char *out) {
   if (slash) *slash = 0;
   const char *rel[] = {JW_REL_LIBDIR, "../lib"};
   for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-    char cand[PATH_MAX * 2];
-    snprintf(cand, sizeof cand, "%s/%s/libjwmalloc.so", self, rel[i]);
-    if (realpath(cand, out) && readable(out)) return 0;
+    char dir[PATH_MAX * 2], real[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/%s", self, rel[i]);
+    if (realpath(dir, real) == NULL) continue;
+    if (strlen(real) + sizeof "/libjwmalloc.so" > PATH_MAX) continue;
+    memcpy(out, real, strlen(real));
+    memcpy(out + strlen(real), "/libjwmalloc.so", sizeof "/libjwmalloc.so");
+    if (readable(out)) return 0;
   }
   fprintf(stderr, "jwmalloc: cannot find libjwmalloc.so near %s (use --lib PATH)\n", self);
   return -1;
@@ -88,7 +92,9 @@ static int parse_line(char *line, proc *p) {
   if (exe) {
     *exe = 0;
     char *base = strrchr(exe + 5, '/');
-    snprintf(p->exe, sizeof p->exe, "%s", base ? base + 1 : exe + 5);
+    base = base ? base + 1 : exe + 5;
+    char *triplet = strstr(base, "-linux-gnu-"); /* x86_64-linux-gnu-as: as */
+    snprintf(p->exe, sizeof p->exe, "%s", triplet ? triplet + 11 : base);
     p->exe[strcspn(p->exe, "\n")] = 0;
   }
   for (char *tok = strtok(line + 18, " \n"); tok; tok = strtok(NULL, " \n")) {
