@@ -120,45 +120,31 @@ typedef enum { PTR_BAD, PTR_SMALL, PTR_MID, PTR_LARGE, PTR_HUGE } ptr_kind;
 
 /* op names the call in reports ("free", "realloc", ...). */
 static ptr_kind classify(const void *p, jw_range_info *info, const char *op, bool check_free) {
+  ptr_kind k = PTR_BAD;
   if (jw_pages_lookup(p, info)) {
-    uint64_t fkey = jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
-    switch (info->kind) {
-      case JW_KIND_SMALL_SLAB:
-        if (!jw_slab_is_block(jw_slab_of(p), p)) break;
-        if (check_free && jw_block_key((jw_block *)p) == fkey) {
-          jw_report_bad(op, "double free detected", p);
-          return PTR_BAD;
-        }
-        return PTR_SMALL;
-      case JW_KIND_MID_SLAB:
-        if (!jw_mid_is_block(info, p)) break;
-        if (check_free && jw_block_key((jw_block *)p) == fkey) {
-          jw_report_bad(op, "double free detected", p);
-          return PTR_BAD;
-        }
-        return PTR_MID;
-      case JW_KIND_LARGE:
-        if (!jw_large_is_block(info, p)) break;
-        return PTR_LARGE;
-      default:
-        break;
-    }
+    if (info->kind == JW_KIND_SMALL_SLAB && jw_slab_is_block(jw_slab_of(p), p)) k = PTR_SMALL;
+    else if (info->kind == JW_KIND_MID_SLAB && jw_mid_is_block(info, p)) k = PTR_MID;
+    else if (info->kind == JW_KIND_LARGE && jw_large_is_block(info, p)) k = PTR_LARGE;
   } else if (jw_huge_usable(p)) {
-    return PTR_HUGE;
+    k = PTR_HUGE;
   }
+  if (k == PTR_BAD) {
 #ifdef JW_DEBUG
-  {
-    jw_range_info i2;
-    bool f = jw_pages_lookup(p, &i2);
     jw_slab *sl = jw_slab_of(p);
-    jw_dprintf(2, "debug: lookup %d kind %d start %p granules %u; header cls %u cap %u where %u live %u tag %llx remote %llx\n",
-               f, f ? (int)i2.kind : -1, f ? i2.start : NULL, f ? i2.granules : 0, sl->cls, sl->capacity, sl->where,
-               sl->live, (unsigned long long)jw_load(&sl->tag, JW_RELAXED),
+    jw_dprintf(2, "debug: header cls %u cap %u where %u live %u tag %llx remote %llx\n", sl->cls, sl->capacity,
+               sl->where, sl->live, (unsigned long long)jw_load(&sl->tag, JW_RELAXED),
                (unsigned long long)jw_load(&sl->remote, JW_RELAXED));
-  }
 #endif
-  jw_report_bad(op, "invalid pointer", p);
-  return PTR_BAD;
+    jw_report_bad(op, "invalid pointer", p);
+    return PTR_BAD;
+  }
+  /* Slab blocks carry FREE_KEY while free (set once at init: relaxed). */
+  if (check_free && (k == PTR_SMALL || k == PTR_MID) &&
+      jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED)) {
+    jw_report_bad(op, "double free detected", p);
+    return PTR_BAD;
+  }
+  return k;
 }
 
 void jw_free_slow(void *p) {

@@ -103,39 +103,21 @@ JW_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t al) { return new_retry(n, 
 JW_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t al) { return new_retry(n, al, 0); }
 JW_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, NOTHROW) { return new_retry(n, al, 1); }
 JW_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, NOTHROW) { return new_retry(n, al, 1); }
-JW_EXPORT void _ZdlPv(void *p) { cxx_delete(p); }
-JW_EXPORT void _ZdaPv(void *p) { cxx_delete(p); }
-JW_EXPORT void _ZdlPvm(void *p, size_t n) {
-  (void)n;
-  cxx_delete(p);
-}
-JW_EXPORT void _ZdaPvm(void *p, size_t n) {
-  (void)n;
-  cxx_delete(p);
-}
-JW_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, NOTHROW) { cxx_delete(p); }
-JW_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, NOTHROW) { cxx_delete(p); }
-JW_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al) {
-  (void)al;
-  cxx_delete(p);
-}
-JW_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al) {
-  (void)al;
-  cxx_delete(p);
-}
-JW_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al) {
-  (void)n, (void)al;
-  cxx_delete(p);
-}
-JW_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al) {
-  (void)n, (void)al;
-  cxx_delete(p);
-}
-JW_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, NOTHROW) {
-  (void)al;
-  cxx_delete(p);
-}
-JW_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, NOTHROW) {
-  (void)al;
-  cxx_delete(p);
-}
+/* Every delete form frees; the size and alignment arguments are not needed
+ * (the pointer says where the block lives). */
+#define JW_DELETE(name, ...)                \
+  JW_EXPORT void name(void *p, ##__VA_ARGS__) { cxx_delete(p); }
+#define UNUSED_SZ size_t n __attribute__((unused))
+#define UNUSED_AL size_t al __attribute__((unused))
+JW_DELETE(_ZdlPv)
+JW_DELETE(_ZdaPv)
+JW_DELETE(_ZdlPvm, UNUSED_SZ)
+JW_DELETE(_ZdaPvm, UNUSED_SZ)
+JW_DELETE(_ZdlPvRKSt9nothrow_t, NOTHROW)
+JW_DELETE(_ZdaPvRKSt9nothrow_t, NOTHROW)
+JW_DELETE(_ZdlPvSt11align_val_t, UNUSED_AL)
+JW_DELETE(_ZdaPvSt11align_val_t, UNUSED_AL)
+JW_DELETE(_ZdlPvmSt11align_val_t, UNUSED_SZ, UNUSED_AL)
+JW_DELETE(_ZdaPvmSt11align_val_t, UNUSED_SZ, UNUSED_AL)
+JW_DELETE(_ZdlPvSt11align_val_tRKSt9nothrow_t, UNUSED_AL, NOTHROW)
+JW_DELETE(_ZdaPvSt11align_val_tRKSt9nothrow_t, UNUSED_AL, NOTHROW)

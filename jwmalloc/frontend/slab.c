@@ -40,15 +40,7 @@ bool jw_slab_is_block(jw_slab *s, const void *p) {
   return off % size == 0 && off / size < JW_SLAB_USABLE / size;
 }
 
-unsigned jw_slab_collect(jw_slab *s) {
-  /* Relaxed peek: an empty list needs no synchronization. */
-  uintptr_t old = jw_load(&s->remote, JW_RELAXED);
-  if (list_of(old) == NULL) return 0;
-  /* Acquire: the pushers' writes of links and keys are visible. The state
-   * bits are kept. */
-  while (!jw_cas_weak(&s->remote, &old, old & JW_RS_MASK, JW_ACQUIRE, JW_RELAXED)) {
-  }
-  jw_block *list = list_of(old);
+unsigned jw_slab_give_back(jw_slab *s, jw_block *list) {
   if (list == NULL) return 0;
   unsigned n = 1;
   jw_block *tail = list;
@@ -57,6 +49,17 @@ unsigned jw_slab_collect(jw_slab *s) {
   s->local = list;
   s->live -= n;
   return n;
+}
+
+unsigned jw_slab_collect(jw_slab *s) {
+  /* Relaxed peek: an empty list needs no synchronization. */
+  uintptr_t old = jw_load(&s->remote, JW_RELAXED);
+  if (list_of(old) == NULL) return 0;
+  /* Acquire: the pushers' writes of links and keys are visible. The state
+   * bits are kept. */
+  while (!jw_cas_weak(&s->remote, &old, old & JW_RS_MASK, JW_ACQUIRE, JW_RELAXED)) {
+  }
+  return jw_slab_give_back(s, list_of(old));
 }
 
 bool jw_slab_park(jw_slab *s, uint64_t key) {
@@ -110,15 +113,8 @@ jw_abandon_result jw_slab_abandon(jw_slab *s) {
     if (outstanding == 0) {
       /* Everything is free: take the list back, the slab stays ours. */
       if (jw_cas(&s->remote, &old, (uintptr_t)JW_RS_ACTIVE, JW_ACQUIRE, JW_ACQUIRE)) {
-        jw_block *list = list_of(old);
-        if (list) {
-          jw_block *tail = list;
-          for (jw_block *nx; (nx = jw_block_next(tail)) != NULL; tail = nx) {
-          }
-          jw_block_set_next(tail, s->local);
-          s->local = list;
-        }
-        s->live = 0;
+        s->live = live; /* abandoned_live (same storage) may hold a failed attempt's value */
+        jw_slab_give_back(s, list_of(old));
         return JW_ABANDON_EMPTY;
       }
       continue;

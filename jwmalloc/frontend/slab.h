@@ -66,6 +66,10 @@ void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t ta
  * boundary, below capacity). Reads only owner-stable fields. */
 bool jw_slab_is_block(jw_slab *s, const void *p);
 
+/* Owner: appends `list` (free blocks of s, NULL-terminated) to the local
+ * list and lowers live by its length, which it returns. */
+unsigned jw_slab_give_back(jw_slab *s, jw_block *list);
+
 /* Owner: takes the remote list (keeping the state), appends it to the local
  * list and lowers live by its length. Returns the number of blocks taken. */
 unsigned jw_slab_collect(jw_slab *s);

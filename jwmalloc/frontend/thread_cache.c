@@ -270,15 +270,8 @@ bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
 
 /* Bin blocks go back to the local list of their (current) slab. */
 static void flush_bin(jw_tls *t, jw_tcache *tc, unsigned c) {
-  jw_block *b = t->bin[c];
-  if (b == NULL) return;
-  jw_slab *s = tc->current[c];
-  unsigned n = 1;
-  jw_block *tail = b;
-  for (jw_block *nx; (nx = jw_block_next(tail)) != NULL; tail = nx) n++;
-  jw_block_set_next(tail, s->local);
-  s->local = b;
-  s->live -= n;
+  if (t->bin[c] == NULL) return;
+  jw_slab_give_back(tc->current[c], t->bin[c]);
   t->bin[c] = NULL;
 }
 

@@ -97,39 +97,43 @@ void jw_os_get_counts(jw_os_counts *out) {
   out->peak_mapped_bytes = jw_load(&peak_mapped, JW_RELAXED);
 }
 
-uint64_t jw_os_resident_bytes(void) {
-  /* /proc/self/statm field 2 is resident pages; parsed by hand (no stdio). */
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[128];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
+/* Reads a small /proc file into buf (NUL-terminated) without stdio; length
+ * or -1. */
+static ssize_t read_proc(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, cap - 1);
   close(fd);
-  if (n <= 0) return 0;
+  if (n <= 0) return -1;
   buf[n] = 0;
+  return n;
+}
+
+static uint64_t parse_u64(const char *s) {
+  uint64_t v = 0;
+  while (*s >= '0' && *s <= '9') v = v * 10 + (uint64_t)(*s++ - '0');
+  return v;
+}
+
+uint64_t jw_os_resident_bytes(void) {
+  /* /proc/self/statm field 2 is resident pages. */
+  char buf[128];
+  if (read_proc("/proc/self/statm", buf, sizeof buf) < 0) return 0;
   const char *s = buf;
   while (*s && *s != ' ') s++;
   while (*s == ' ') s++;
-  uint64_t pages = 0;
-  while (*s >= '0' && *s <= '9') pages = pages * 10 + (uint64_t)(*s++ - '0');
-  return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+  return parse_u64(s) * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
 uint64_t jw_os_peak_resident_bytes(void) {
-  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
   char buf[4096];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
+  if (read_proc("/proc/self/status", buf, sizeof buf) < 0) return 0;
   for (const char *s = buf; *s; s++) {
     if ((s == buf || s[-1] == '\n') && s[0] == 'V' && s[1] == 'm' && s[2] == 'H' && s[3] == 'W' && s[4] == 'M' &&
         s[5] == ':') {
       s += 6;
       while (*s == ' ' || *s == '\t') s++;
-      uint64_t kib = 0;
-      while (*s >= '0' && *s <= '9') kib = kib * 10 + (uint64_t)(*s++ - '0');
-      return kib << 10;
+      return parse_u64(s) << 10; /* kB */
     }
   }
   return 0;

@@ -28,16 +28,7 @@
 #define M(x) jw_##x
 #endif
 
-static int failures;
-#define CHECK(cond, ...)                                                     \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond);             \
-      fprintf(stderr, __VA_ARGS__);                                          \
-      fputc('\n', stderr);                                                   \
-      if (++failures > 20) exit(1);                                          \
-    }                                                                        \
-  } while (0)
+#include "check.h"
 
 static unsigned char pat(size_t n, size_t i) { return (unsigned char)(n * 31 + i * 7 + 1); }
 

@@ -11,16 +11,7 @@
 #include "backend/page_source.h"
 #include "jwmalloc.h"
 
-static int failures;
-#define CHECK(c, ...)                                              \
-  do {                                                             \
-    if (!(c)) {                                                    \
-      fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #c);      \
-      fprintf(stderr, __VA_ARGS__);                                \
-      fputc('\n', stderr);                                         \
-      failures++;                                                  \
-    }                                                              \
-  } while (0)
+#include "check.h"
 
 static uintptr_t page(const void *p) { return (uintptr_t)p & ~(uintptr_t)4095; }
 
