@@ -10,8 +10,10 @@
 
 const uint16_t jw_mid_class_size[JW_MID_NCLASSES] = {2048, 2560, 3072, 3584, 4096, 5120, 6144,
                                                       7168, 8192, 10240, 12288, 14336, 16384};
-/* Smallest slab (granules) with waste <= 1/16 and at least four blocks. */
-const uint8_t jw_mid_class_granules[JW_MID_NCLASSES] = {8, 4, 4, 8, 16, 8, 8, 9, 17, 13, 16, 18, 17};
+/* Smallest slab (granules) with waste <= 1/16 and at least four blocks,
+ * among the backend's range size classes (at most three significant bits,
+ * brief "Backend"), so the backend serves it without rounding up. */
+const uint8_t jw_mid_class_granules[JW_MID_NCLASSES] = {8, 4, 4, 8, 16, 8, 8, 16, 32, 16, 16, 32, 64};
 const uint8_t jw_mid_class_of_table[32] = {0, 0, 0, 0, 1, 2,  3,  4,  5,  5,  6,  6,  7,  7,  8,  8,
                                            9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12};
 
@@ -56,17 +58,20 @@ static void partial_remove(mid_class *k, jw_mid_slab *s) {
 }
 
 static jw_mid_slab *slab_new(unsigned mc) {
-  jw_mid_slab *s = jw_tier_take_pages(jw_mid_class_granules[mc], JW_KIND_MID_SLAB, NULL, NULL);
+  uint32_t granules = 0;
+  jw_mid_slab *s = jw_tier_take_pages(jw_mid_class_granules[mc], JW_KIND_MID_SLAB, &granules, NULL);
   if (s == NULL) return NULL;
+  s->granules = granules;
   jw_store(&s->zero, 0, JW_RELAXED); /* read racily by frontend fast paths */
   s->free = NULL;
   s->next = s->prev = NULL;
   jw_store(&s->bump, 0, JW_RELAXED); /* read by validation; written under the lock */
-  s->capacity = jw_mid_class_blocks(mc);
+  /* A page source that rounds the range up gives us more blocks. */
+  s->capacity = ((uint32_t)granules * 4096u - JW_MID_HEADER) / jw_mid_class_size[mc];
   s->nfree = s->capacity;
   s->cls = (uint8_t)mc;
   s->on_partial = 0;
-  jw_poison(slab_blocks(s), (size_t)jw_mid_class_granules[mc] * 4096 - JW_MID_HEADER);
+  jw_poison(slab_blocks(s), (size_t)granules * 4096 - JW_MID_HEADER);
   return s;
 }
 
@@ -100,7 +105,7 @@ static void slab_put(mid_class *k, jw_mid_slab *s, jw_block *b) {
     if (k->spare == NULL) {
       k->spare = s;
     } else {
-      jw_tier_release_pages(s, jw_mid_class_granules[s->cls]);
+      jw_tier_release_pages(s, s->granules);
     }
   }
 }
@@ -163,7 +168,7 @@ jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
 
 bool jw_mid_is_block(const jw_range_info *info, const void *p) {
   jw_mid_slab *s = info->start;
-  if (s->cls >= JW_MID_NCLASSES || info->granules != jw_mid_class_granules[s->cls]) return false;
+  if (s->cls >= JW_MID_NCLASSES || info->granules != s->granules) return false;
   uintptr_t base = (uintptr_t)slab_blocks(s), a = (uintptr_t)p;
   if (a < base) return false;
   size_t size = jw_mid_class_size[s->cls];
@@ -204,7 +209,7 @@ bool jw_mid_trim(void) {
     jw_block *b;
     while ((b = jw_ptr_cache_take(&k->cache)) != NULL) slab_put(k, slab_of(b), b);
     if (k->spare) {
-      jw_tier_release_pages(k->spare, jw_mid_class_granules[mc]);
+      jw_tier_release_pages(k->spare, k->spare->granules);
       k->spare = NULL;
       released = true;
     }

@@ -45,9 +45,12 @@ typedef struct jw_mid_slab {
   jw_atomic_u32 bump;            /* blocks [bump, capacity) never handed out; written under the class lock */
   uint32_t nfree;                /* class lock: free blocks (list + never used) */
   uint32_t capacity;
+  uint32_t granules; /* the range as the page source gave it (it may round up) */
   uint8_t cls;
   uint8_t on_partial; /* class lock */
 } jw_mid_slab;
+
+_Static_assert(sizeof(jw_mid_slab) <= JW_MID_HEADER, "midend slab header fits its 64 bytes");
 
 /* One block of class mc, or NULL: *fallback is set when the class lock was
  * busy and no larger cached block was found (the caller serves the request

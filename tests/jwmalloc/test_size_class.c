@@ -42,6 +42,10 @@ int main(void) {
     if (blocks < 4) FAIL("midend class %u: %u blocks", m, blocks);
     if (waste * JW_MID_WASTE_DIV > slab) FAIL("midend class %u: waste %u of %u", m, waste, slab);
     if (jw_mid_class_size[m] % 64) FAIL("midend class %u: blocks not 64-aligned", m);
+    unsigned g = jw_mid_class_granules[m];
+    while (g % 2 == 0) g /= 2;
+    if (g > 7) FAIL("midend class %u: %u granules is not a backend range class (> 3 significant bits)", m,
+                    jw_mid_class_granules[m]);
     unsigned per_mille = waste * 1000 / slab;
     if (per_mille > worst_mid) worst_mid = per_mille;
   }
