@@ -13,9 +13,9 @@ static size_t granules_for(size_t n, size_t align) {
   if (n > JW_LARGE_MAX) return 0;
   if (align == JW_ROOT) return JW_ROOT_GRANULES; /* a whole root is root-aligned */
   if (align > JW_ROOT) return 0;
+  if (n == 0) n = 1; /* the aligned block must lie inside the range */
   size_t extra = align > JW_GRANULE ? align - JW_GRANULE : 0;
   size_t g = (n + extra + JW_GRANULE - 1) >> JW_GRANULE_SHIFT;
-  if (g == 0) g = 1;
   return g <= JW_ROOT_GRANULES ? g : 0;
 }
 

@@ -24,6 +24,7 @@
 
 #include "../common/atomic.h"
 #include "../common/lock.h"
+#include "../common/log.h"
 #include "../os/os_mem.h"
 #include "page_source.h"
 #include "root_map.h"
@@ -247,11 +248,13 @@ bool jw_pages_lookup(const void *p, jw_range_info *info) {
 
 void jw_pages_mark_interior(void *start, const void *p) {
   root *r = jw_root_map_get(start);
-  if (r == NULL) return;
+  if (r == NULL) jw_fatal("page source: mark_interior(%p): no such range", start);
   unsigned i = (unsigned)(((uintptr_t)start - r->base) >> JW_GRANULE_SHIFT);
   unsigned j = (unsigned)(((uintptr_t)p - r->base) >> JW_GRANULE_SHIFT);
   /* Relaxed load: the caller allocated this range itself. */
   uint32_t rec = jw_load(&r->rec[i], JW_RELAXED);
+  if (REC_KIND(rec) != JW_KIND_LARGE || REC_START(rec) != i || (uintptr_t)p < (uintptr_t)start || j >= i + REC_LEN(rec))
+    jw_fatal("page source: mark_interior(%p, %p): not inside a live large range", start, p);
   /* Release: like the start record; the flag tells free to clear the range. */
   jw_fetch_or(&r->rec[i], REC_INTERIOR, JW_RELEASE);
   jw_store(&r->rec[j], rec & ~REC_INTERIOR, JW_RELEASE);
