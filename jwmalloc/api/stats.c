@@ -105,7 +105,7 @@ JW_EXPORT void jw_stats_print(int fd) {
   jw_dprintf(fd, "  mapped: %llu KiB now, %llu KiB peak; process resident: %llu KiB now, %llu KiB peak\n",
              (unsigned long long)(s.mapped_bytes >> 10), (unsigned long long)(s.peak_mapped_bytes >> 10),
              (unsigned long long)(s.resident_bytes >> 10), (unsigned long long)(s.peak_resident_bytes >> 10));
-  jw_dprintf(fd, "  page source (simple, temporary): %llu roots, %llu KiB in live ranges; direct: %llu KiB\n",
+  jw_dprintf(fd, "  page source (backend): %llu roots, %llu KiB in live ranges; direct: %llu KiB\n",
              (unsigned long long)s.page_source_roots, (unsigned long long)(s.page_source_live_bytes >> 10),
              (unsigned long long)(s.huge_bytes >> 10));
   jw_dprintf(fd, "  threads: %llu started, %llu exited; %llu abandoned slabs; %llu midend fallbacks; %llu bad frees\n",
