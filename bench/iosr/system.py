@@ -1,0 +1,385 @@
+"""The two swap systems under test (docs/design/iosr-eval.md, "Swap systems").
+
+KernelSwap: Linux's own swap. A swap file on the disk under test (swapon, our
+own name, highest priority), the apps in a memory cgroup v1 whose limit makes
+the kernel reclaim them. IosrSwap: an IOSR swap area on the same disk and an
+iosrd with a budget.
+
+Swap areas, cgroups and trace instances are machine-global state: every one is
+named iosr-bench-<pid>, registered with `cleanup` the moment it exists, and
+removed on every exit path (normal end, exception, SIGINT/SIGTERM/SIGHUP); a
+later run also removes those of runs that died (`sweep_stale`). Nothing else's
+swap areas or cgroups are touched."""
+import atexit
+import os
+import re
+import signal
+import subprocess
+import time
+
+CGROOT = "/sys/fs/cgroup/memory"
+PREFIX = "iosr-bench-"
+TAG = PREFIX + str(os.getpid())
+
+
+class Cleanup:
+    """Undo actions, run newest first, exactly once, on every way out."""
+
+    def __init__(self):
+        self.actions = []
+        self.ran = False
+        atexit.register(self.run)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, self._signal)
+
+    def _signal(self, signum, frame):
+        # unwind through the callers' finally blocks, then exit
+        raise KeyboardInterrupt("signal %d" % signum)
+
+    def push(self, what, fn):
+        self.actions.append((what, fn))
+        return len(self.actions) - 1
+
+    def pop(self, what):
+        """Runs and forgets the newest action named `what`."""
+        for i in range(len(self.actions) - 1, -1, -1):
+            if self.actions[i][0] == what:
+                _, fn = self.actions.pop(i)
+                _quiet(what, fn)
+                return
+
+    def run(self):
+        while self.actions:
+            what, fn = self.actions.pop()
+            _quiet(what, fn)
+
+
+def _quiet(what, fn):
+    try:
+        fn()
+    except Exception as e:  # cleanup must go on
+        print("iosr-bench: cleanup of %s failed: %s" % (what, e), flush=True)
+
+
+cleanup = Cleanup()
+
+
+def sh(cmd, check=True, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if check and p.returncode != 0:
+        raise RuntimeError("%s: %s" % (" ".join(cmd), (p.stderr or p.stdout).strip()))
+    return p
+
+
+def read(path, default=None):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        if default is None:
+            raise
+        return default
+
+
+def write(path, value):
+    with open(path, "w") as f:
+        f.write(str(value))
+
+
+def vmstat():
+    d = {}
+    for line in read("/proc/vmstat").splitlines():
+        k, v = line.split()
+        d[k] = int(v)
+    return d
+
+
+def loadavg():
+    return float(read("/proc/loadavg").split()[0])
+
+
+def active_swaps():
+    """[(path, size KiB, used KiB, priority)] from /proc/swaps."""
+    out = []
+    for line in read("/proc/swaps").splitlines()[1:]:
+        f = line.split()
+        if len(f) >= 5:
+            out.append((f[0].replace("\\040", " "), int(f[2]), int(f[3]), int(f[4])))
+    return out
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def sweep_stale(log):
+    """Removes swap areas, cgroups and trace instances left by dead runs."""
+    rx = re.compile(re.escape(PREFIX) + r"(\d+)")
+    for path, _, _, _ in active_swaps():
+        m = rx.search(os.path.basename(path))
+        if m and not _pid_alive(int(m.group(1))):
+            log("removing the swap file of a dead run: %s" % path)
+            sh(["swapoff", path], check=False)
+            _unlink(path)
+    if os.path.isdir(CGROOT):
+        for d in os.listdir(CGROOT):
+            m = rx.fullmatch(d)
+            if m and not _pid_alive(int(m.group(1))):
+                log("removing the cgroup of a dead run: %s" % d)
+                _remove_cgroup(os.path.join(CGROOT, d))
+    inst = "/sys/kernel/tracing/instances"
+    if os.path.isdir(inst):
+        for d in os.listdir(inst):
+            m = rx.fullmatch(d)
+            if m and not _pid_alive(int(m.group(1))):
+                _rmdir(os.path.join(inst, d))
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _rmdir(path):
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+
+
+def _remove_cgroup(path):
+    """Kills what is left in the cgroup (only our apps are ever put there) and removes it."""
+    for _ in range(100):
+        pids = [int(p) for p in read(os.path.join(path, "cgroup.procs"), "").split()]
+        if not pids:
+            break
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+    for _ in range(100):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.05)
+    os.rmdir(path)
+
+
+def preflight_kernel():
+    """None if kernel swap can be measured here, else the reason."""
+    if os.geteuid() != 0:
+        return "needs root (swapon, memory cgroups)"
+    if not os.path.exists(os.path.join(CGROOT, "memory.limit_in_bytes")):
+        return "no memory cgroup v1 at %s" % CGROOT
+    if not os.path.exists("/proc/swaps"):
+        return "kernel without swap support (/proc/swaps missing)"
+    for tool in ("swapon", "swapoff", "mkswap", "fallocate"):
+        if subprocess.run(["sh", "-c", "command -v " + tool], capture_output=True).returncode != 0:
+            return "%s not installed" % tool
+    return None
+
+
+def block_device_of(path):
+    """(disk name, partition start in 512-byte sectors, dev_t as the block
+    tracepoints print it) of the file system holding path."""
+    st = os.stat(path)
+    maj, mino = os.major(st.st_dev), os.minor(st.st_dev)
+    sysdir = os.path.realpath("/sys/dev/block/%d:%d" % (maj, mino))
+    start = 0
+    if os.path.exists(os.path.join(sysdir, "partition")):
+        start = int(read(os.path.join(sysdir, "start")))
+        disk = os.path.basename(os.path.dirname(sysdir))
+        maj, mino = [int(x) for x in read("/sys/block/%s/dev" % disk).split(":")]
+    else:
+        disk = os.path.basename(sysdir)
+    return disk, start, (maj << 20) | mino
+
+
+class KernelSwap:
+    """A swap file on the disk under test and a memory cgroup for the apps."""
+
+    kind = "kernel"
+
+    def __init__(self, directory, size, nonrot, log):
+        self.path = os.path.join(directory, TAG + ".swap")
+        self.size = size
+        self.nonrot = nonrot
+        self.log = log
+        self.cg = os.path.join(CGROOT, TAG)
+        self.info = {}
+
+    def start(self):
+        disk, _, _ = block_device_of(os.path.dirname(self.path))
+        self.info["other_swaps"] = [s[0] for s in active_swaps()]
+        _unlink(self.path)
+        cleanup.push("swap file", lambda: _unlink(self.path))
+        sh(["fallocate", "-l", str(self.size), self.path])
+        os.chmod(self.path, 0o600)
+        sh(["mkswap", "-L", TAG, self.path])
+        rot_path = "/sys/block/%s/queue/rotational" % disk
+        rot = read(rot_path, "?").strip()
+        self.info["disk"] = disk
+        self.info["disk_rotational"] = rot
+        flip = self.nonrot and rot == "1"
+        # Linux reads the flag once, at swapon: a flash device is swapped to as
+        # an SSD (per-CPU clusters, VMA read-ahead). The disk reports
+        # rotational=1, so the flag is cleared for the swapon only.
+        if flip:
+            write(rot_path, "0")
+        try:
+            sh(["swapon", "-p", "32767", self.path])
+        finally:
+            if flip:
+                write(rot_path, rot)
+        cleanup.push("swapon", self._swapoff)
+        self.info["swapped_as"] = "ssd (non-rotational)" if (flip or rot == "0") else "rotational"
+        if not any(s[0] == self.path for s in active_swaps()):
+            raise RuntimeError("swapon did not list %s in /proc/swaps" % self.path)
+        os.mkdir(self.cg)
+        cleanup.push("cgroup", lambda: _remove_cgroup(self.cg))
+        self.info["swappiness"] = int(read(os.path.join(self.cg, "memory.swappiness")).strip())
+        self.info["page_cluster"] = int(read("/proc/sys/vm/page-cluster").strip())
+        self.info["vma_ra_enabled"] = read("/sys/kernel/mm/swap/vma_ra_enabled", "?").strip()
+
+    def _swapoff(self):
+        sh(["swapoff", self.path], check=False)
+        _unlink(self.path)
+
+    def stop(self):
+        cleanup.pop("cgroup")
+        cleanup.pop("swapon")
+        cleanup.pop("swap file")
+
+    def preexec(self):
+        """For subprocess: puts the child in the cgroup before it runs."""
+        procs = os.path.join(self.cg, "cgroup.procs")
+
+        def enter():
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+        return enter
+
+    def usage(self):
+        return int(read(os.path.join(self.cg, "memory.usage_in_bytes")))
+
+    def set_limit(self, nbytes):
+        write(os.path.join(self.cg, "memory.limit_in_bytes"), nbytes)
+        self.info["limit"] = nbytes
+
+    def stat(self):
+        d = {}
+        for line in read(os.path.join(self.cg, "memory.stat")).splitlines():
+            k, v = line.split()
+            d[k] = int(v)
+        return d
+
+    def wait_idle(self, timeout=20.0):
+        """Waits until no swap write of the cgroup is in flight."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.stat().get("writeback", 0) == 0:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def used_kib(self):
+        for p, _, used, _ in active_swaps():
+            if p == self.path:
+                return used
+        return 0
+
+
+class IosrSwap:
+    """An IOSR swap area on the disk under test and iosrd with a budget."""
+
+    kind = "iosr"
+
+    def __init__(self, build, directory, size, settings, budget, log, log_path):
+        self.bin = os.path.join(build, "bin")
+        self.log_path = log_path
+        self.path = os.path.join(directory, TAG + ".iosr")
+        self.sock = "/tmp/%s.sock" % TAG
+        self.size = size
+        self.settings = settings
+        self.budget = budget
+        self.log = log
+        self.proc = None
+        self.info = {}
+
+    def start(self):
+        cleanup.push("iosr area", lambda: _unlink(self.path))
+        sh([os.path.join(self.bin, "iosr"), "mkswap", self.path, "--size", str(self.size), "--force",
+            "--label", TAG])
+        settings = "%s,budget=%d" % (self.settings, self.budget)
+        self.errlog = open(self.log_path, "w")
+        self.proc = subprocess.Popen([os.path.join(self.bin, "iosrd"), "--swap", self.path, "--socket", self.sock,
+                                      "--set", settings, "--log", "2"], stdout=self.errlog, stderr=subprocess.STDOUT)
+        cleanup.push("iosrd", self._kill)
+        for _ in range(200):
+            if self.ctl("stat", check=False).returncode == 0:
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError("iosrd exited: %s" % read(self.log_path, "").strip()[-500:])
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("iosrd did not come up")
+        self.info["settings"] = settings
+
+    def ctl(self, *args, check=True, timeout=None):
+        return sh([os.path.join(self.bin, "iosr"), "--socket", self.sock] + list(args), check=check, timeout=timeout)
+
+    def _kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        _unlink(self.sock)
+
+    def stop(self):
+        cleanup.pop("iosrd")
+        self.errlog.close()
+        cleanup.pop("iosr area")
+
+    def preexec(self):
+        return None
+
+    def wait_idle(self, timeout=20.0):
+        """Waits until iosrd has no swap I/O or reclaim pending; False (and the
+        engine's figures in the daemon's log) if that did not happen in time."""
+        try:
+            return self.ctl("idle", check=False, timeout=timeout).returncode == 0
+        except subprocess.TimeoutExpired:
+            p = self.ctl("stat", "--json", check=False, timeout=10)
+            self.errlog.write("iosr-bench: not idle after %.0f s; stat: %s\n" % (timeout, p.stdout))
+            pids = [self.proc.pid] + [int(x) for x in os.listdir("/proc") if x.isdigit() and
+                                      read("/proc/%s/comm" % x, "").strip() == "iosr-bench-app"]
+            for pid in pids:
+                for t in os.listdir("/proc/%d/task" % pid):
+                    d = "/proc/%d/task/%s/" % (pid, t)
+                    self.errlog.write("iosr-bench: pid %d thread %s %s in %s\n" % (
+                        pid, t, read(d + "comm", "?").strip(), read(d + "wchan", "?").strip()))
+            disk, _, _ = block_device_of(os.path.dirname(self.path))
+            self.errlog.write("iosr-bench: %s inflight %s\n" % (disk, read("/sys/block/%s/inflight" % disk, "?")))
+            self.errlog.flush()
+            self.log("iosrd not idle after %.0f s (its figures are in its log)" % timeout)
+            return False
+
+    def stat_json(self):
+        import json
+        return json.loads(self.ctl("stat", "--json").stdout)
