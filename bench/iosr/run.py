@@ -142,6 +142,7 @@ def run_config(a, ctx, idx, total, cfg):
             settings += "," + a.iosr_set
         sysobj = system.IosrSwap(a.build, a.dir, swap_size, settings, budget, log,
                                  os.path.join(logdir, "%s-iosrd.log" % label.replace("/", "-")))
+        sysobj.log_level = a.iosrd_log
     res = {"config": label, "name": name, "kind": kind, "policies": pol, "interference": interf,
            "budget": budget, "swap_size": swap_size, "switches": [], "builds": []}
     apps, writer = [], None
@@ -223,6 +224,7 @@ def run_config(a, ctx, idx, total, cfg):
             ap.close()
         sysobj.stop()
         res["system"] = sysobj.info
+        res["kicks"] = sysobj.kicks
     vm_end = system.vmstat()
     res["vmstat"] = {k: vm_end[k] - vm_start.get(k, 0) for k in ("pswpin", "pswpout", "swap_ra", "swap_ra_hit",
                                                                "pgmajfault") if k in vm_end}
@@ -252,8 +254,11 @@ def switch(a, ctx, sysobj, ap, k, warm):
     tr = ctx["tracer"]
     if tr:
         tr.settle(0.05)
-        s = blktrace.summarize(tr.window(t0 / 1e9, r["t1"] / 1e9))
-        rec.update(s)
+        reqs = tr.window(t0 / 1e9, r["t1"] / 1e9)
+        rec.update(blktrace.summarize(reqs))
+        if a.keep_requests:
+            rec["requests"] = [(round(x[0] - t0 / 1e9, 6), x[1], x[2], x[3],
+                                None if x[4] is None else round(x[4] - t0 / 1e9, 6)) for x in reqs]
         rec["traced"] = True
     else:
         rec["traced"] = False
@@ -314,7 +319,10 @@ def parse_args(argv):
     p.add_argument("--no-trace", action="store_true", help="no block trace (request sizes from IOSR only)")
     p.add_argument("--only", help="comma-separated configuration names to run")
     p.add_argument("--iosr-set", help="extra iosrd settings for every IOSR run (k=v,...)")
+    p.add_argument("--keep-requests", action="store_true",
+                   help="keep every traced request of every switch in results.json (large)")
     p.add_argument("--verify", action="store_true", help="check every word of every hot object at the end")
+    p.add_argument("--iosrd-log", type=int, default=2, help="iosrd's log level (0-3, default 2)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-report", action="store_true")
     a = p.parse_args(argv)

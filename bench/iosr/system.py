@@ -178,6 +178,20 @@ def _remove_cgroup(path):
     os.rmdir(path)
 
 
+def kick(path):
+    """One 4 KiB O_DIRECT read of the file's first block. On this project's
+    virtual machine the disk now and then leaves queued requests unserved
+    until another request arrives (docs/design/iosr-eval.md, "Device
+    stalls"); waiting for idle, the harness nudges it this way."""
+    import mmap
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+    try:
+        buf = mmap.mmap(-1, 4096)
+        os.preadv(fd, [buf], 0)
+    finally:
+        os.close(fd)
+
+
 def preflight_kernel():
     """None if kernel swap can be measured here, else the reason."""
     if os.geteuid() != 0:
@@ -220,6 +234,7 @@ class KernelSwap:
         self.log = log
         self.cg = os.path.join(CGROOT, TAG)
         self.info = {}
+        self.kicks = 0
 
     def start(self):
         disk, _, _ = block_device_of(os.path.dirname(self.path))
@@ -287,11 +302,17 @@ class KernelSwap:
         return d
 
     def wait_idle(self, timeout=20.0):
-        """Waits until no swap write of the cgroup is in flight."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
+        """Waits until no swap write of the cgroup is in flight; after a
+        second, nudges the disk (kick) every half second."""
+        t0 = time.monotonic()
+        nudge = t0 + 1.0
+        while time.monotonic() < t0 + timeout:
             if self.stat().get("writeback", 0) == 0:
                 return True
+            if time.monotonic() > nudge:
+                kick(self.path)
+                self.kicks += 1
+                nudge = time.monotonic() + 0.5
             time.sleep(0.02)
         return False
 
@@ -310,6 +331,7 @@ class IosrSwap:
     def __init__(self, build, directory, size, settings, budget, log, log_path):
         self.bin = os.path.join(build, "bin")
         self.log_path = log_path
+        self.log_level = 2
         self.path = os.path.join(directory, TAG + ".iosr")
         self.sock = "/tmp/%s.sock" % TAG
         self.size = size
@@ -318,6 +340,7 @@ class IosrSwap:
         self.log = log
         self.proc = None
         self.info = {}
+        self.kicks = 0
 
     def start(self):
         cleanup.push("iosr area", lambda: _unlink(self.path))
@@ -326,7 +349,7 @@ class IosrSwap:
         settings = "%s,budget=%d" % (self.settings, self.budget)
         self.errlog = open(self.log_path, "w")
         self.proc = subprocess.Popen([os.path.join(self.bin, "iosrd"), "--swap", self.path, "--socket", self.sock,
-                                      "--set", settings, "--log", "2"], stdout=self.errlog, stderr=subprocess.STDOUT)
+                                      "--set", settings, "--log", str(self.log_level)], stdout=self.errlog, stderr=subprocess.STDOUT)
         cleanup.push("iosrd", self._kill)
         for _ in range(200):
             if self.ctl("stat", check=False).returncode == 0:
@@ -362,8 +385,17 @@ class IosrSwap:
     def wait_idle(self, timeout=20.0):
         """Waits until iosrd has no swap I/O or reclaim pending; False (and the
         engine's figures in the daemon's log) if that did not happen in time."""
+        t0 = time.monotonic()
         try:
-            return self.ctl("idle", check=False, timeout=timeout).returncode == 0
+            while True:
+                left = t0 + timeout - time.monotonic()
+                try:
+                    return self.ctl("idle", check=False, timeout=max(0.1, min(1.0, left))).returncode == 0
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= t0 + timeout:
+                        raise
+                    kick(self.path)
+                    self.kicks += 1
         except subprocess.TimeoutExpired:
             p = self.ctl("stat", "--json", check=False, timeout=10)
             self.errlog.write("iosr-bench: not idle after %.0f s; stat: %s\n" % (timeout, p.stdout))
@@ -372,8 +404,24 @@ class IosrSwap:
             for pid in pids:
                 for t in os.listdir("/proc/%d/task" % pid):
                     d = "/proc/%d/task/%s/" % (pid, t)
-                    self.errlog.write("iosr-bench: pid %d thread %s %s in %s\n" % (
-                        pid, t, read(d + "comm", "?").strip(), read(d + "wchan", "?").strip()))
+                    self.errlog.write("iosr-bench: pid %d thread %s %s in %s\n%s" % (
+                        pid, t, read(d + "comm", "?").strip(), read(d + "wchan", "?").strip(), read(d + "stack", "")))
+            fdd = "/proc/%d/fdinfo/" % self.proc.pid
+            for fd in sorted(os.listdir(fdd), key=int):
+                target = ""
+                try:
+                    target = os.readlink("/proc/%d/fd/%s" % (self.proc.pid, fd))
+                except OSError:
+                    pass
+                if "userfaultfd" in target or "eventpoll" in target or "io_uring" in target or "eventfd" in target:
+                    self.errlog.write("iosr-bench: iosrd fd %s %s\n%s" % (fd, target, read(fdd + fd, "")))
+            ss = subprocess.run(["ss", "-xp"], capture_output=True, text=True).stdout
+            self.errlog.write("iosr-bench: sockets\n" + "\n".join(
+                ln for ln in ss.splitlines() if "iosrd" in ln or "iosr-bench-app" in ln) + "\n")
+            for pid in pids[1:]:
+                for t in os.listdir("/proc/%d/task" % pid):
+                    self.errlog.write("iosr-bench: pid %d thread %s syscall %s" % (
+                        pid, t, read("/proc/%d/task/%s/syscall" % (pid, t), "?\n")))
             disk, _, _ = block_device_of(os.path.dirname(self.path))
             self.errlog.write("iosr-bench: %s inflight %s\n" % (disk, read("/sys/block/%s/inflight" % disk, "?")))
             self.errlog.flush()

@@ -74,10 +74,10 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   (int)getpid(), (unsigned long long)((iosr_now_ns() - e->started_ns) / 1000000));
   iosr_buf_json_str(b, e->area.path);
   iosr_buf_printf(b,
-                  ",\"slots\":%llu,\"used\":%llu,\"bad\":%llu,\"spills\":%llu,\"direct\":%s,\"io\":\"%s\"},"
+                  ",\"slots\":%llu,\"used\":%llu,\"bad\":%llu,\"spills\":%llu,\"holes\":%llu,\"direct\":%s,\"io\":\"%s\"},"
                   "\"policy\":{\"slot\":\"%s\",\"readahead\":\"%s\",\"sched\":\"%s\"},\"foreground\":",
                   (unsigned long long)e->slots.nslots, (unsigned long long)e->slots.used,
-                  (unsigned long long)e->slots.bad, (unsigned long long)e->slots.spills,
+                  (unsigned long long)e->slots.bad, (unsigned long long)e->slots.spills, (unsigned long long)e->slots.holes,
                   e->area.direct ? "true" : "false", iosr_io_backend_name(e->io), iosr_slot_name(e->set.slot),
                   iosr_ra_name(e->set.readahead), iosr_sched_name(e->set.sched));
   if (fg) iosr_buf_json_str(b, fg->name);
