@@ -102,7 +102,7 @@ def kernel_validity(sw):
     traced = sum(s.get("read_bytes", 0) for s in sw) // 4096
     need = absent + cached
     share = cached / need if need else 0.0
-    ok = need > 0 and share <= 0.10 and pswpin >= 0.95 * absent
+    ok = need > 0 and share <= 0.20 and pswpin >= 0.95 * absent
     return {"absent": absent, "swapcache": cached, "pswpin": pswpin, "traced_pages": traced,
             "cache_share": share, "valid": ok,
             "swap_ra": sum(s["vm"].get("swap_ra", 0) for s in sw),
@@ -210,7 +210,7 @@ def generate(out_dir, publish=None):
     w("")
     w("Before each switch the app counts its hot pages that are mapped, in the swap cache (not mapped, but "
       "`mincore` reports them) or on the device only; `/proc/vmstat` gives the pages Linux read from swap "
-      "(`pswpin`) during the switch. A run is **void** when more than 10% of the needed pages came from the swap "
+      "(`pswpin`) during the switch. A run is **void** when more than 20% of the needed pages came from the swap "
       "cache, or pswpin is below the pages that had to come from the device.")
     w("")
     w("| run | hot pages needed | of them in swap cache | pswpin | traced swap reads (pages) | read-ahead pages (hits) | verdict |")
@@ -316,27 +316,35 @@ def generate(out_dir, publish=None):
 
     # ---- ablation
     w("")
-    w("## Ablation: one policy changed at a time from the baseline")
+    w("## Ablation: each policy's contribution")
     w("")
-    w("| configuration | changed | switch median | vs baseline | vs Linux | swap-in MB/s | vs baseline | read requests | avg request |")
-    w("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    w("One policy changed at a time from the baseline (Linux's decisions inside IOSR), and one policy reverted "
+      "at a time from IOSR:")
+    w("")
+    w("| configuration | changed | switch median | vs baseline | vs IOSR | vs Linux | swap-in MB/s | vs baseline | "
+      "read requests | avg request | written during switch |")
+    w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     base = BASELINE.split("/")
-    for n in quiet:
-        s = S[n]
-        if s["kind"] != "iosr" or not s.get("n"):
-            continue
-        parts = n.split("/")
-        diff = [p for p, q in zip(parts, base) if p != q]
-        if len(diff) > 1 and n != IOSR:
-            continue
-        w("| %s | %s | %s ms | %s | %s | %s | %s | %s | %s KiB |" % (
-            label(n), ", ".join(diff) or "(baseline)", f(s["ms_med"]), ratio(s["ms_med"], B.get("ms_med")),
-            ratio(s["ms_med"], K.get("ms_med")), f(s["bw_med"]), ratio(s["bw_med"], B.get("bw_med"), "%.1fx"),
-            f(s["reqs"]), f(s["req_kib"], "%.1f")))
-    if any(n.count("/") == 2 and n not in (BASELINE, IOSR) and sum(
-            p != q for p, q in zip(n.split("/"), base)) == 2 for n in quiet):
+    full = IOSR.split("/")
+    for ref, refname in ((base, "baseline"), (full, "IOSR")):
+        for n in quiet:
+            s = S[n]
+            if s["kind"] != "iosr" or not s.get("n"):
+                continue
+            parts = n.split("/")
+            diff = [p for p, q in zip(parts, ref) if p != q]
+            if len(diff) != 1 and not (not diff and refname == "baseline"):
+                continue
+            what = "(baseline)" if not diff else ("%s from the baseline" % diff[0] if refname == "baseline" else
+                                                  "%s instead of IOSR's %s" % (diff[0], [q for p, q in zip(parts, ref)
+                                                                                        if p != q][0]))
+            w("| %s | %s | %s ms | %s | %s | %s | %s | %s | %s | %s KiB | %s MB |" % (
+                label(n), what, f(s["ms_med"]), ratio(s["ms_med"], B.get("ms_med")), ratio(s["ms_med"], I.get("ms_med")),
+                ratio(s["ms_med"], K.get("ms_med")), f(s["bw_med"]), ratio(s["bw_med"], B.get("bw_med"), "%.1fx"),
+                f(s["reqs"]), f(s["req_kib"], "%.1f"), f(s["write_mb"], "%.1f")))
+    if sum(1 for n in quiet if S[n]["kind"] == "iosr") >= 12:
         w("")
-        w("Every other combination is in the table above (the full matrix).")
+        w("Every combination (2 slot x 3 read-ahead x 2 scheduling policies) is in the first table.")
 
     # ---- interference
     wr = [n for n in S if n.endswith(WRITER)]

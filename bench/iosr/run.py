@@ -105,9 +105,10 @@ def plan(a):
         cfgs.append((KERNEL_ROT, "kernel", None, False))
     if a.matrix:
         combos = [(s, r, q) for s in SLOTS for r in READAHEADS for q in SCHEDS]
-    else:  # the baseline, each policy changed alone from it, and IOSR
+    else:  # the baseline, each policy changed alone from it, IOSR, and each policy reverted alone from IOSR
         combos = [BASELINE, ("process", "cluster", "fifo"), ("global", "vma", "fifo"), ("global", "adaptive", "fifo"),
-                  ("global", "cluster", "sios"), IOSR]
+                  ("global", "cluster", "sios"), IOSR, ("global", "adaptive", "sios"), ("process", "cluster", "sios"),
+                  ("process", "adaptive", "fifo")]
     for c in combos:
         cfgs.append((iosr_name(*c), "iosr", c, False))
     if a.interference:
@@ -118,7 +119,10 @@ def plan(a):
         cfgs.append((iosr_name(*IOSR), "iosr", IOSR, True))
     if a.only:
         keep = set(a.only.split(","))
-        cfgs = [c for c in cfgs if c[0] in keep or (c[0] + ("+writer" if c[3] else "")) in keep]
+        cfgs = [c for c in cfgs if c[0] + ("+writer" if c[3] else "") in keep]
+        if len(cfgs) != len(keep):
+            known = set(c[0] + ("+writer" if c[3] else "") for c in cfgs)
+            raise SystemExit("iosr-bench: --only: unknown or not planned: %s" % ", ".join(sorted(keep - known)))
     return cfgs
 
 
@@ -297,11 +301,11 @@ def parse_args(argv):
     p.add_argument("--out", help="results directory (default bench/out/iosr/quick or full)")
     p.add_argument("--publish", help="copy report.md and the plots here (make bench-iosr: bench/results/iosr)")
     p.add_argument("--dir", default="/var/tmp", help="where swap areas and fio files go: the disk under test")
-    p.add_argument("--apps", type=int, help="app processes (default 6; quick 4)")
+    p.add_argument("--apps", type=int, help="app processes (default 6; quick 5)")
     p.add_argument("--heap", help="heap per app (default 256M; quick 96M)")
-    p.add_argument("--budget", type=float, default=0.3,
-                   help="memory for all heaps together, as a share of their size (default 0.3: fewer hot sets "
-                        "fit than there are apps)")
+    p.add_argument("--budget", type=float, default=0.25,
+                   help="memory for all heaps together, as a share of their size (default 0.25: fewer hot sets "
+                        "fit than there are background apps, more than one whole heap)")
     p.add_argument("--rounds", type=int, help="measured rounds through all apps (default 3; quick 2)")
     p.add_argument("--warmup", type=int, default=1, help="warm-up rounds, not counted (default 1)")
     p.add_argument("--dwell", type=float, default=0.3, help="seconds an app stays in the foreground (default 0.3)")
@@ -313,11 +317,14 @@ def parse_args(argv):
                    help="also Linux swapping to the disk as rotational (default: on, off with --quick)")
     p.add_argument("--interference", action=argparse.BooleanOptionalAction, default=True,
                    help="runs with a background writer (default on)")
-    p.add_argument("--writer-rate", default="64M", help="background writer bytes/s (default 64M; 0: unthrottled)")
+    p.add_argument("--writer-rate", default="0",
+                   help="background writer bytes/s (default 0: as fast as the disk takes them, an app install)")
     p.add_argument("--writer-fsync", type=int, default=4, help="writer: fsync every N 256 KiB writes (default 4)")
     p.add_argument("--fio-seconds", type=float, help="seconds per fio job (default 5; quick 2)")
+    p.add_argument("--fio-size", default="1G", help="fio's test file (default 1G)")
     p.add_argument("--no-trace", action="store_true", help="no block trace (request sizes from IOSR only)")
-    p.add_argument("--only", help="comma-separated configuration names to run")
+    p.add_argument("--only", help="comma-separated configurations to run, by name: linux, linux-rot, SLOT/READAHEAD/SCHED "
+                                  "(e.g. process/adaptive/sios); NAME+writer for the runs with the background writer")
     p.add_argument("--iosr-set", help="extra iosrd settings for every IOSR run (k=v,...)")
     p.add_argument("--keep-requests", action="store_true",
                    help="keep every traced request of every switch in results.json (large)")
@@ -327,7 +334,7 @@ def parse_args(argv):
     p.add_argument("--no-report", action="store_true")
     a = p.parse_args(argv)
     q = a.quick
-    a.apps = a.apps or (4 if q else 6)
+    a.apps = a.apps or (5 if q else 6)
     a.heap = parse_size(a.heap or ("96M" if q else "256M"))
     a.rounds = a.rounds if a.rounds is not None else (2 if q else 3)
     a.matrix = (not q) if a.matrix is None else a.matrix
@@ -385,7 +392,7 @@ def main(argv=None):
     results = {"meta": meta, "runs": []}
     out_json = os.path.join(a.out, "raw", "results.json")
     try:
-        meta["fio"] = fiorun.disk(a.dir, a.fio_seconds, log=t_print)
+        meta["fio"] = fiorun.disk(a.dir, a.fio_seconds, size=a.fio_size, log=t_print)
         t_print("fio: " + ", ".join("%s %.0f MB/s" % (k, v["mb_s"]) for k, v in meta["fio"].items()))
         for i, cfg in enumerate(cfgs, 1):
             results["runs"].append(run_config(a, ctx, i, len(cfgs), cfg))

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""CTest `bench.iosr.pieces`: the IOSR evaluation's pieces, run briefly for
+correctness (not for figures): Linux swap (swap file + memory cgroup), IOSR
+under the baseline and the IOSR policies, and Linux swap with the background
+writer, four small apps each, every hot object checked word by word at the
+end. Checks that
+
+  - every switch brought back intact data and the apps' full checks pass;
+  - memory really was short: Linux read from its swap device during the
+    switches (/proc/vmstat pswpin) and IOSR read from its swap area;
+  - the block trace agrees with the systems' own counters (pswpin for
+    Linux, IOSR's per-app read bytes);
+  - the report and its plots are written, with the validity table and the
+    targets;
+  - nothing is left behind: no swap area, cgroup, trace instance or file.
+
+Skips (77) with a message where root, swapon, memory cgroup v1, userfaultfd
+or fio is missing.
+
+  selftest.py BUILD_DIR"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import system  # noqa: E402
+
+SKIP = 77
+
+
+def skip(why):
+    print("SKIP: %s" % why)
+    sys.exit(SKIP)
+
+
+def fail(why):
+    print("FAIL: %s" % why)
+    sys.exit(1)
+
+
+def check_uffd(build, tmp):
+    """Starts iosrd on a small area and one app: skips when the kernel refuses
+    what IOSR needs (userfaultfd with write-protect and events)."""
+    sysobj = system.IosrSwap(build, tmp, 64 << 20, "slot=process", 32 << 20, print,
+                             os.path.join(tmp, "probe-iosrd.log"))
+    try:
+        sysobj.start()
+        p = subprocess.run([os.path.join(build, "bin", "iosr-bench-app"), "--name", "probe", "--mem", "iosr",
+                            "--heap", "16M", "--socket", sysobj.sock], input="quit\n", capture_output=True,
+                           text=True, timeout=60)
+        if p.returncode != 0:
+            err = p.stderr.strip()
+            if "not supported" in err or "not permitted" in err or "Function not implemented" in err:
+                skip("userfaultfd is not usable here: %s" % err)
+            fail("the probe app failed: %s" % err)
+    finally:
+        sysobj.stop()
+
+
+def leftovers(directory):
+    out = [s[0] for s in system.active_swaps() if system.TAG in s[0]]
+    if os.path.isdir(os.path.join(system.CGROOT, system.TAG)):
+        out.append("cgroup " + system.TAG)
+    if os.path.isdir(os.path.join("/sys/kernel/tracing/instances", system.TAG)):
+        out.append("trace instance " + system.TAG)
+    out += [f for f in os.listdir(directory) if f.startswith(system.TAG)]
+    return out
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    build = os.path.abspath(sys.argv[1])
+    why = system.preflight_kernel()
+    if why:
+        skip(why)
+    if not shutil.which("fio"):
+        skip("fio not installed (scripts/install-deps.sh)")
+    for b in ("iosrd", "iosr", "iosr-bench-app"):
+        if not os.access(os.path.join(build, "bin", b), os.X_OK):
+            fail("%s not built" % b)
+    tmp = tempfile.mkdtemp(prefix="iosr-bench-test.", dir="/var/tmp")
+    try:
+        check_uffd(build, tmp)
+        out = os.path.join(tmp, "out")
+        args = ["--build", build, "--out", out, "--dir", tmp, "--apps", "4", "--heap", "32M", "--budget", "0.3",
+                "--warmup", "1", "--rounds", "1", "--dwell", "0.05", "--fio-seconds", "0.3", "--fio-size", "64M",
+                "--no-matrix", "--no-kernel-rot", "--verify", "--writer-rate", "32M",
+                "--only", "linux,global/cluster/fifo,process/adaptive/sios,linux+writer"]
+        import run
+        rc = run.main(args)
+        if rc == SKIP:
+            skip("the experiment cannot run here (see above)")
+        if rc != 0:
+            fail("run.py exited %d" % rc)
+        left = leftovers(tmp)
+        if left:
+            fail("left behind: %s" % ", ".join(left))
+        res = json.load(open(os.path.join(out, "raw", "results.json")))
+        runs = {r["config"]: r for r in res["runs"]}
+        want = ["linux", "global/cluster/fifo", "process/adaptive/sios", "linux+writer"]
+        for c in want:
+            if c not in runs:
+                fail("configuration %s did not run" % c)
+            r = runs[c]
+            if len(r["switches"]) != 4 * 2:
+                fail("%s: %d switches, expected 8" % (c, len(r["switches"])))
+            bad = sum(s["bad"] for s in r["switches"])
+            if bad or r.get("verify_bad", -1) != 0:
+                fail("%s: data mismatch (%d objects at switches, %s in the full check)" % (c, bad, r.get("verify_bad")))
+            if r["kind"] == "kernel":
+                pswpin = sum(s["vm"]["pswpin"] for s in r["switches"])
+                traced = sum(s.get("read_bytes", 0) for s in r["switches"]) // 4096
+                if pswpin <= 0:
+                    fail("%s: Linux read nothing from swap during the switches: memory was not short" % c)
+                if any(s.get("traced") for s in r["switches"]) and abs(traced - pswpin) > 0.02 * pswpin + 64:
+                    fail("%s: the block trace saw %d pages read from the swap file, pswpin %d" % (c, traced, pswpin))
+            else:
+                own = sum(s["iosr"]["read_bytes"] for s in r["switches"])
+                traced = sum(s.get("read_bytes", 0) for s in r["switches"])
+                if own <= 0:
+                    fail("%s: IOSR read nothing during the switches: memory was not short" % c)
+                if any(s.get("traced") for s in r["switches"]) and abs(traced - own) > 0.05 * own + (1 << 20):
+                    fail("%s: the block trace saw %d bytes read from the swap area, IOSR counted %d" % (c, traced, own))
+        if "error" in runs["linux+writer"].get("writer", {"error": "missing"}):
+            fail("the background writer reported nothing: %s" % runs["linux+writer"].get("writer"))
+        rep = open(os.path.join(out, "report.md")).read()
+        for part in ("## Linux swap: did the device serve the switches?", "## Targets (issue 6)",
+                     "## Interference", "## The disk (fio, same run)"):
+            if part not in rep:
+                fail("report lacks '%s'" % part)
+        if shutil.which("gnuplot"):
+            for png in ("switch_cdf.png", "swapin_bw.png", "request_sizes_requests.png"):
+                if not os.path.exists(os.path.join(out, png)):
+                    fail("plot %s missing" % png)
+        print("bench.iosr.pieces: ok (%d configurations, %d switches checked)" % (
+            len(want), sum(len(runs[c]["switches"]) for c in want)))
+        return 0
+    finally:
+        system.cleanup.run()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -412,7 +412,7 @@ static void do_reclaim(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_
 static const char *const runtime_keys[] = {
     "slot", "readahead", "sched", "page_cluster", "ra_init", "ra_max", "ra_probe_stride", "queue_depth",
     "write_hold_max", "write_hold_ms", "write_ioprio", "budget", "budget_low", "zero_window", "reclaim_batch",
-    "reclaim_inflight", "max_io", "ra_probe_horizon", NULL};
+    "reclaim_inflight", "max_io", "ra_probe_horizon", "ra_probes", NULL};
 
 static void do_set(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_set *m) {
   if (iosr_field_str(m->key, sizeof m->key) || iosr_field_str(m->value, sizeof m->value))
