@@ -216,11 +216,17 @@ def run_config(a, ctx, idx, total, cfg):
             res["cgroup_stat"] = sysobj.stat()
             res["swap_used_kib"] = sysobj.used_kib()
             res["cgroup_failcnt"] = int(system.read(os.path.join(sysobj.cg, "memory.failcnt")))
+            res["oom_kills"] = sysobj.oom_kills()
         else:
             try:
                 res["iosr_stat"] = sysobj.stat_json()
             except (RuntimeError, ValueError) as e:
                 res["iosr_stat_error"] = str(e)
+    except (RuntimeError, BrokenPipeError) as e:
+        if kind == "kernel" and sysobj.oom_kills():
+            raise RuntimeError("%s: the memory cgroup's OOM killer killed %d app(s): the limit is too tight for Linux "
+                               "to reclaim in time (raise --budget)" % (label, sysobj.oom_kills())) from e
+        raise
     finally:
         if writer:
             res["writer"] = writer.stop()

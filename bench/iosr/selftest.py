@@ -89,7 +89,7 @@ def main():
     try:
         check_uffd(build, tmp)
         out = os.path.join(tmp, "out")
-        args = ["--build", build, "--out", out, "--dir", tmp, "--apps", "4", "--heap", "32M", "--budget", "0.3",
+        args = ["--build", build, "--out", out, "--dir", tmp, "--apps", "4", "--heap", "32M", "--budget", "0.4",
                 "--warmup", "1", "--rounds", "1", "--dwell", "0.05", "--fio-seconds", "0.3", "--fio-size", "64M",
                 "--no-matrix", "--no-kernel-rot", "--verify", "--writer-rate", "32M",
                 "--only", "linux,global/cluster/fifo,process/adaptive/sios,linux+writer"]

@@ -316,6 +316,14 @@ class KernelSwap:
             time.sleep(0.02)
         return False
 
+    def oom_kills(self):
+        """Apps the memory cgroup's OOM killer killed (Linux gives up
+        reclaiming when the limit is too tight for the working set)."""
+        for line in read(os.path.join(self.cg, "memory.oom_control"), "").splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+        return 0
+
     def used_kib(self):
         for p, _, used, _ in active_swaps():
             if p == self.path:
