@@ -37,7 +37,7 @@ def disk(directory, seconds, size="1G", log=print):
         for name, rw, bs, qd in READ_JOBS:
             jobs += ["--name=" + name, "--rw=" + rw, "--bs=" + bs, "--iodepth=%d" % qd, "--stonewall"]
         log("fio: laying out a %s file and reading it (%d jobs of %g s)" % (size, len(READ_JOBS), seconds))
-        p = subprocess.run(args + jobs, capture_output=True, text=True)
+        p = subprocess.run(args + jobs, capture_output=True, text=True, preexec_fn=system.child_preexec())
         if p.returncode != 0:
             raise RuntimeError("fio failed: %s" % p.stderr.strip()[:300])
         out = {}
@@ -70,7 +70,8 @@ class Writer:
                 "--runtime=86400", "--output-format=json", "--output=" + self.out]
         if self.rate:
             args.append("--rate=%d" % self.rate)
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     preexec_fn=system.child_preexec())
 
     def _kill(self):
         if self.proc and self.proc.poll() is None:

@@ -370,6 +370,29 @@ def generate(out_dir, publish=None):
                 f(s["ms_p90"]), ratio(s["ms_med"], KW.get("ms_med")), f(wt.get("mb_s")),
                 f(wt.get("fsync_ms_mean"), "%.1f")))
 
+    # ---- notes
+    notes = []
+    kicks = {r["config"]: r.get("kicks", 0) for r in runs if r.get("kicks")}
+    if kicks:
+        notes.append("Waiting for swap I/O to finish before a switch took over a second; from then on the driver "
+                     "nudged the disk with a 4 KiB read every half second, in case it had stalled (docs/design/iosr-eval.md, "
+                     "\"Device stalls\"): %s." % ", ".join(
+                         "%s %d" % (k, v) for k, v in kicks.items()))
+    ooms = {r["config"]: r["oom_kills"] for r in runs if r.get("oom_kills")}
+    if ooms:
+        notes.append("Linux's memory cgroup OOM-killed apps: %s." % ", ".join("%s %d" % kv for kv in ooms.items()))
+    if meta.get("trace_lost"):
+        notes.append("The block trace lost %d events (buffer overrun): request counts may be low." % meta["trace_lost"])
+    notidle = [r["config"] for r in runs for s in r["switches"] if not s.get("idle_before", True)]
+    if notidle:
+        notes.append("Swap I/O was still pending before %d switch(es) (%s)." % (len(notidle), ", ".join(sorted(set(notidle)))))
+    if notes:
+        w("")
+        w("## Notes on this run")
+        w("")
+        for x in notes:
+            w("- " + x)
+
     # ---- plots
     pngs = []
     cdf = cdf_plot(out_dir, "switch_cdf", "Switch time CDF (quiet)",

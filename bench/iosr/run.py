@@ -54,7 +54,8 @@ class App:
     def __init__(self, cmd, name, errpath):
         self.name = name
         self.err = open(errpath, "w")
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                  preexec_fn=system.child_preexec())
         self.buf = b""
 
     def send(self, line):
@@ -295,8 +296,11 @@ def machine_info(a):
                        if ln.startswith("model name")][0]
     except IndexError:
         info["cpu"] = platform.machine()
-    fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", a.dir], capture_output=True, text=True)
-    info["fs"] = fs.stdout.strip()
+    try:
+        fs = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", a.dir], capture_output=True, text=True)
+        info["fs"] = fs.stdout.strip()
+    except OSError:
+        info["fs"] = "?"
     return info
 
 
@@ -380,7 +384,7 @@ def main(argv=None):
         t_print("iosr-bench: cannot run: %s" % why)
         return 77
     os.makedirs(os.path.join(a.out, "raw"), exist_ok=True)
-    system.sweep_stale(t_print)
+    system.sweep_stale(t_print, a.dir)
     cfgs = plan(a)
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "argv": sys.argv[1:], "quick": a.quick,
             "apps": a.apps, "heap": a.heap, "budget_frac": a.budget, "rounds": a.rounds, "warmup": a.warmup,

@@ -62,6 +62,19 @@ def check_uffd(build, tmp):
         sysobj.stop()
 
 
+def check_swapon(tmp):
+    """Skips when this file system cannot hold a swap file (tmpfs, some btrfs)."""
+    k = system.KernelSwap(tmp, 64 << 20, nonrot=False, log=print)
+    try:
+        k.start()
+    except RuntimeError as e:
+        if "swapon" in str(e) or "mkswap" in str(e) or "fallocate" in str(e):
+            skip("no swap file possible in %s: %s" % (tmp, e))
+        raise
+    finally:
+        k.stop()
+
+
 def leftovers(directory):
     out = [s[0] for s in system.active_swaps() if system.TAG in s[0]]
     if os.path.isdir(os.path.join(system.CGROOT, system.TAG)):
@@ -87,6 +100,7 @@ def main():
             fail("%s not built" % b)
     tmp = tempfile.mkdtemp(prefix="iosr-bench-test.", dir="/var/tmp")
     try:
+        check_swapon(tmp)
         check_uffd(build, tmp)
         out = os.path.join(tmp, "out")
         args = ["--build", build, "--out", out, "--dir", tmp, "--apps", "4", "--heap", "32M", "--budget", "0.4",

@@ -27,14 +27,28 @@ class Cleanup:
 
     def __init__(self):
         self.actions = []
-        self.ran = False
+        self.busy = 0          # > 0 while an undo action runs: a signal then waits for it
+        self.pending = None
         atexit.register(self.run)
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, self._signal)
 
     def _signal(self, signum, frame):
-        # unwind through the callers' finally blocks, then exit
+        if self.busy:  # never abandon an undo half done (a swapoff, a cgroup with apps in it)
+            self.pending = signum
+            return
+        # unwind through the callers' finally blocks (each runs its undo), then exit
         raise KeyboardInterrupt("signal %d" % signum)
+
+    def _undo(self, what, fn):
+        self.busy += 1
+        try:
+            _quiet(what, fn)
+        finally:
+            self.busy -= 1
+        if not self.busy and self.pending is not None:
+            signum, self.pending = self.pending, None
+            raise KeyboardInterrupt("signal %d" % signum)
 
     def push(self, what, fn):
         self.actions.append((what, fn))
@@ -45,13 +59,36 @@ class Cleanup:
         for i in range(len(self.actions) - 1, -1, -1):
             if self.actions[i][0] == what:
                 _, fn = self.actions.pop(i)
-                _quiet(what, fn)
+                self._undo(what, fn)
                 return
 
     def run(self):
-        while self.actions:
-            what, fn = self.actions.pop()
-            _quiet(what, fn)
+        """Runs every action left, newest first; signals wait until all ran."""
+        self.busy += 1
+        try:
+            while self.actions:
+                what, fn = self.actions.pop()
+                _quiet(what, fn)
+        finally:
+            self.busy -= 1
+            self.pending = None  # the run ends anyway: everything is undone
+
+
+def child_preexec(extra=None):
+    """preexec_fn for every process the harness starts (apps, iosrd, fio):
+    the child gets SIGTERM when the harness dies, even by SIGKILL, so no
+    daemon or app of a killed run lives on holding memory or a swap area."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    ppid = os.getppid()
+
+    def fn():
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != ppid:  # the harness died before the prctl
+            os._exit(1)
+        if extra:
+            extra()
+    return fn
 
 
 def _quiet(what, fn):
@@ -118,8 +155,9 @@ def _pid_alive(pid):
         return True
 
 
-def sweep_stale(log):
-    """Removes swap areas, cgroups and trace instances left by dead runs."""
+def sweep_stale(log, directory=None):
+    """Removes swap areas, cgroups, trace instances, daemons and files (in
+    `directory` and /tmp) left by dead runs."""
     rx = re.compile(re.escape(PREFIX) + r"(\d+)")
     for path, _, _, _ in active_swaps():
         m = rx.search(os.path.basename(path))
@@ -139,6 +177,30 @@ def sweep_stale(log):
             m = rx.fullmatch(d)
             if m and not _pid_alive(int(m.group(1))):
                 _rmdir(os.path.join(inst, d))
+    # daemons and apps of a dead run (they die with the harness, child_preexec;
+    # this catches those of older runs), then its files: swap area, fio files, socket
+    dead_tags = set()
+    for d in (directory, "/tmp"):
+        if d and os.path.isdir(d):
+            for f in os.listdir(d):
+                m = re.fullmatch(re.escape(PREFIX) + r"(\d+)\.(swap|iosr|fio|download|download\.json|sock)", f)
+                if m and not _pid_alive(int(m.group(1))):
+                    dead_tags.add(PREFIX + m.group(1))
+    for pid in [int(x) for x in os.listdir("/proc") if x.isdigit()]:
+        cmd = read("/proc/%d/cmdline" % pid, "").split("\0")
+        if any(t in arg for t in dead_tags for arg in cmd) and os.path.basename(cmd[0]) in ("iosrd", "fio"):
+            log("stopping %s of a dead run (pid %d)" % (os.path.basename(cmd[0]), pid))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for d in (directory, "/tmp"):
+        if d and os.path.isdir(d):
+            for f in os.listdir(d):
+                m = re.fullmatch(re.escape(PREFIX) + r"(\d+)\..*", f)
+                if m and PREFIX + m.group(1) in dead_tags:
+                    log("removing a file of a dead run: %s" % os.path.join(d, f))
+                    _unlink(os.path.join(d, f))
 
 
 def _unlink(path):
@@ -254,12 +316,12 @@ class KernelSwap:
         # rotational=1, so the flag is cleared for the swapon only.
         if flip:
             write(rot_path, "0")
+        cleanup.push("swapon", self._swapoff)  # swapoff of a file not swapped on is harmless
         try:
             sh(["swapon", "-p", "32767", self.path])
         finally:
             if flip:
                 write(rot_path, rot)
-        cleanup.push("swapon", self._swapoff)
         self.info["swapped_as"] = "ssd (non-rotational)" if (flip or rot == "0") else "rotational"
         if not any(s[0] == self.path for s in active_swaps()):
             raise RuntimeError("swapon did not list %s in /proc/swaps" % self.path)
@@ -357,7 +419,8 @@ class IosrSwap:
         settings = "%s,budget=%d" % (self.settings, self.budget)
         self.errlog = open(self.log_path, "w")
         self.proc = subprocess.Popen([os.path.join(self.bin, "iosrd"), "--swap", self.path, "--socket", self.sock,
-                                      "--set", settings, "--log", str(self.log_level)], stdout=self.errlog, stderr=subprocess.STDOUT)
+                                      "--set", settings, "--log", str(self.log_level)], stdout=self.errlog, stderr=subprocess.STDOUT,
+                                     preexec_fn=child_preexec())
         cleanup.push("iosrd", self._kill)
         for _ in range(200):
             if self.ctl("stat", check=False).returncode == 0:
@@ -384,7 +447,8 @@ class IosrSwap:
 
     def stop(self):
         cleanup.pop("iosrd")
-        self.errlog.close()
+        if getattr(self, "errlog", None):
+            self.errlog.close()
         cleanup.pop("iosr area")
 
     def preexec(self):
@@ -394,16 +458,18 @@ class IosrSwap:
         """Waits until iosrd has no swap I/O or reclaim pending; False (and the
         engine's figures in the daemon's log) if that did not happen in time."""
         t0 = time.monotonic()
+        step = 1.0  # then a nudge every half second, as for Linux
         try:
             while True:
                 left = t0 + timeout - time.monotonic()
                 try:
-                    return self.ctl("idle", check=False, timeout=max(0.1, min(1.0, left))).returncode == 0
+                    return self.ctl("idle", check=False, timeout=max(0.1, min(step, left))).returncode == 0
                 except subprocess.TimeoutExpired:
                     if time.monotonic() >= t0 + timeout:
                         raise
                     kick(self.path)
                     self.kicks += 1
+                    step = 0.5
         except subprocess.TimeoutExpired:
             p = self.ctl("stat", "--json", check=False, timeout=10)
             self.errlog.write("iosr-bench: not idle after %.0f s; stat: %s\n" % (timeout, p.stdout))
@@ -423,7 +489,10 @@ class IosrSwap:
                     pass
                 if "userfaultfd" in target or "eventpoll" in target or "io_uring" in target or "eventfd" in target:
                     self.errlog.write("iosr-bench: iosrd fd %s %s\n%s" % (fd, target, read(fdd + fd, "")))
-            ss = subprocess.run(["ss", "-xp"], capture_output=True, text=True).stdout
+            try:
+                ss = subprocess.run(["ss", "-xp"], capture_output=True, text=True).stdout
+            except OSError:
+                ss = ""
             self.errlog.write("iosr-bench: sockets\n" + "\n".join(
                 ln for ln in ss.splitlines() if "iosrd" in ln or "iosr-bench-app" in ln) + "\n")
             for pid in pids[1:]:

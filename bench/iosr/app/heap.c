@@ -131,12 +131,8 @@ static void fill(heap *h, heap_obj *o, uint64_t id, uint32_t size, uint32_t flag
 }
 
 void heap_params_default(heap_params *p, uint64_t seed) {
-  p->seed = seed;
-  p->epochs = 32;
-  p->hot_epoch_frac = 0.35;
-  p->hot_in_hot = 0.9;
-  p->hot_in_cold = 0.08;
-  p->die_frac = 0.4;
+  *p = (heap_params){.seed = seed, .epochs = 32, .hot_epoch_frac = 0.35, .hot_in_hot = 0.9, .hot_in_cold = 0.08,
+                     .die_frac = 0.4};
 }
 
 typedef struct rec {
