@@ -147,8 +147,31 @@ static ptr_kind classify(const void *p, jw_range_info *info, const char *op, boo
   return k;
 }
 
+/* A free into the caller's own parked (full) slab: its tag is the thread's
+ * key with the low bit set (frontend.md, "Refill"), which proves ownership
+ * as on the fast path, so the pointer needs no page-source lookup. The tag
+ * is read only where the fast path already read it. Returns false when p is
+ * not such a block (the general path then decides and reports). */
+static bool free_own_parked(void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if ((a & 0xfc0) == 0 || (a & 15) != 0) return false;
+  jw_tls *t = &jw_tls_state;
+  if (t->state != JW_TLS_ACTIVE || t->key == 0) return false;
+  jw_slab *s = jw_slab_of(p);
+  if (jw_fast_tag(s) != (t->key | 1) || !jw_slab_is_block(s, p)) return false;
+  if (jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED)) {
+    jw_report_bad("free", "double free detected", p);
+    return true;
+  }
+  jw_poison(p, jw_class_size[s->cls]);
+  t->n_free++;
+  if (!jw_tc_free(t, t->tc, s, p)) jw_report_bad("free", "double free detected", p);
+  return true;
+}
+
 void jw_free_slow(void *p) {
   if (p == NULL) return;
+  if (free_own_parked(p)) return;
   jw_range_info info;
   switch (classify(p, &info, "free", true)) {
     case PTR_SMALL: {
