@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../backend/backend.h"
 #include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/log.h"
@@ -118,6 +119,38 @@ void jw_fast_free_emptied(jw_tls *t, jw_slab *s) { jw_tc_slab_emptied(t->tc, s);
 /* What a pointer is, after validation (bad ones are reported). */
 typedef enum { PTR_BAD, PTR_SMALL, PTR_MID, PTR_LARGE, PTR_HUGE } ptr_kind;
 
+/* Reports p, which no tier accepts as a live block, in one line that says
+ * what the backend's metadata lookup found there (docs/design/api.md, "Bad
+ * input"): inside a range but not where a block starts, or in a free range
+ * (a double free or a pointer into freed memory), or outside jwmalloc. */
+static void report_invalid(const char *op, const void *p) {
+  jw_range_info info;
+  jw_ptr_class c = jw_backend_classify(p, &info);
+  char why[160];
+  size_t off = (size_t)((const char *)p - (const char *)info.start);
+  unsigned kib = (unsigned)(info.granules * (JW_GRANULE >> 10));
+  switch (c) {
+    case JW_PTR_INTERIOR:
+      jw_format(why, sizeof why, "invalid pointer: %zu bytes into the live %u KiB range at %p", off, kib,
+                info.start);
+      break;
+    case JW_PTR_RESOLVED:
+    case JW_PTR_RANGE_START:
+      jw_format(why, sizeof why, "invalid pointer: not a block start in the live %u KiB %s at %p", kib,
+                info.kind == JW_KIND_SMALL_SLAB ? "slab" : info.kind == JW_KIND_MID_SLAB ? "midend slab" : "range",
+                info.start);
+      break;
+    case JW_PTR_FREE:
+      jw_format(why, sizeof why, "invalid pointer: inside the free %u KiB range at %p (double free or freed memory)",
+                kib, info.start);
+      break;
+    default:
+      jw_format(why, sizeof why, "invalid pointer");
+      break;
+  }
+  jw_report_bad(op, why, p);
+}
+
 /* op names the call in reports ("free", "realloc", ...). */
 static ptr_kind classify(const void *p, jw_range_info *info, const char *op, bool check_free) {
   ptr_kind k = PTR_BAD;
@@ -135,7 +168,7 @@ static ptr_kind classify(const void *p, jw_range_info *info, const char *op, boo
                sl->where, sl->live, (unsigned long long)jw_load(&sl->tag, JW_RELAXED),
                (unsigned long long)jw_load(&sl->remote, JW_RELAXED));
 #endif
-    jw_report_bad(op, "invalid pointer", p);
+    report_invalid(op, p);
     return PTR_BAD;
   }
   /* Slab blocks carry FREE_KEY while free (set once at init: relaxed). */
