@@ -45,9 +45,9 @@ def reformat_rows(res):
 
 
 def trough_fields(r, what):
-    """(steady, peak, trough, kept-at-trough) of `what` ("mapped", "meta", "backed") from one run."""
+    """(steady, peak, trough, kept-at-trough) of `what` ("mapped", "meta", "backed", "live") from one run."""
     res = r.get("result", {})
-    kept_key = "kept" if what == "mapped" else "kept_meta" if what == "meta" else None
+    kept_key = {"mapped": "kept", "meta": "kept_meta"}.get(what)
 
     def g(k):
         v = res.get(k)
@@ -87,7 +87,9 @@ def section(res, doc, fmt):
           "roots) and root-map leaves, *backed* mapped minus free ranges whose pages were released, *kept* the "
           "entirely free 4 MiB roots it keeps on purpose (`JWMALLOC_RETAIN_ROOTS`); jemalloc *mapped* is "
           "`stats.mapped` (active extents: it leaves out free dirty pages), *metadata* `stats.metadata`, "
-          "*backed* `stats.resident`.")
+          "*backed* `stats.resident`. *In use*: jwmalloc's live ranges (slabs counted whole) and direct mappings, "
+          "jemalloc's `stats.active`: when in use falls back after the trough and mapped does not, the memory is "
+          "scattered (fragmentation), not leaked.")
     doc.p()
     if "reformat" in res.wl and res.meta.get("callgrind") and "reformat" in res.meta["callgrind"]:
         cgt = res.meta.get("callgrind_threads")
@@ -123,7 +125,7 @@ def section(res, doc, fmt):
             for a in fp:
                 st = res.allocs.get(a, {}).get("state", "ok")
                 if st != "ok":
-                    rows.append([a, st] + [""] * 9)
+                    rows.append([a, st] + [""] * 10)
                     continue
                 m = [median_runs(res, "peak-trough", a, t, (lambda i: lambda r: trough_fields(r, "mapped")[i])(i))
                      for i in range(4)]
@@ -131,13 +133,16 @@ def section(res, doc, fmt):
                       for i in range(4)]
                 b = [median_runs(res, "peak-trough", a, t, (lambda i: lambda r: trough_fields(r, "backed")[i])(i))
                      for i in range(3)]
-                if all(v is None for v in m + md + b):
-                    rows.append([a, "no figures"] + [""] * 9)
+                lv = [median_runs(res, "peak-trough", a, t, (lambda i: lambda r: trough_fields(r, "live")[i])(i))
+                      for i in range(3)]
+                if all(v is None for v in m + md + b + lv):
+                    rows.append([a, "no figures"] + [""] * 10)
                     continue
                 ratio = "%.2f" % (m[2] / m[0]) if m[0] and m[2] is not None else "-"
                 mratio = "%.2f" % (md[2] / md[0]) if md[0] and md[2] is not None else "-"
                 rows.append([a, mib(m[0]), mib(m[1]), mib(m[2]), ratio, kib(md[0]), kib(md[1]), kib(md[2]), mratio,
                              "%s / %s / %s" % (mib(b[0]), mib(b[1]), mib(b[2])),
+                             "%s / %s / %s" % (mib(lv[0]), mib(lv[1]), mib(lv[2])),
                              mib(m[3]) if m[3] is not None else "-"])
                 if a == JW:
                     for what, vals, unit, name in (("mapped", m, mib, "MiB"), ("metadata", md, kib, "KiB")):
@@ -151,7 +156,7 @@ def section(res, doc, fmt):
                             (vals[2] / vals[0])))
             doc.table(["allocator", "steady mapped", "peak mapped", "after trough mapped", "trough / steady",
                        "steady meta KiB", "peak meta KiB", "after trough meta KiB", "trough / steady",
-                       "backed steady / peak / trough", "kept after trough"], rows)
+                       "backed steady / peak / trough", "in use steady / peak / trough", "kept after trough"], rows)
             for n in notes:
                 doc.p(n)
             if notes:

@@ -21,6 +21,8 @@
 
 static size_t steady_total = 32 << 20;
 static uint64_t factor = 5, cycles = 3, hold_ms = 0, hold_ops = 20000;
+static const char *sizes = "mixed";
+static size_t size_lo, size_hi; /* --sizes other than mixed: log-uniform in [lo, hi] */
 static pthread_barrier_t gate;
 static atomic_ullong deadline_ns;
 
@@ -61,7 +63,7 @@ typedef struct set {
 
 /* Allocates into slot i (i == S->n appends). */
 static void put(jwb_thread *t, set *S, size_t i) {
-  jwb_item_alloc(t, &S->slot[i], jwb_size_mixed(&t->rng));
+  jwb_item_alloc(t, &S->slot[i], size_hi ? jwb_size_log_uniform(&t->rng, size_lo, size_hi) : jwb_size_mixed(&t->rng));
   S->bytes += S->slot[i].size;
   if (i == S->n) S->n++;
 }
@@ -123,9 +125,22 @@ int main(int argc, char **argv) {
       {"cycles", JWB_OPT_U64, &cycles, "peak-trough cycles (default 3)"},
       {"hold-ms", JWB_OPT_U64, &hold_ms, "hold time per phase, ms (default 0: use --hold-ops)"},
       {"hold-ops", JWB_OPT_U64, &hold_ops, "allocator calls per thread per hold when --hold-ms is 0 (default 20000)"},
+      {"sizes", JWB_OPT_STR, &sizes,
+       "mixed (default: 70% 16-512 B, 25% 513 B-8 KiB, 5% 16-128 KiB), or one part of it: small, mid, large"},
       {0},
   };
   jwb_init(argc, argv, "peak-trough: steady, burst to 5x, back to steady, with churn; phases marked", opts);
+  static const struct {
+    const char *name;
+    size_t lo, hi;
+  } parts[] = {{"mixed", 0, 0}, {"small", 16, 512}, {"mid", 513, 8192}, {"large", 16384, 131072}};
+  size_t np = sizeof parts / sizeof parts[0], k = 0;
+  while (k < np && strcmp(parts[k].name, sizes) != 0) k++;
+  if (k == np) {
+    fprintf(stderr, "%s: --sizes must be mixed, small, mid or large, not '%s'\n", jwb.name, sizes);
+    return 2;
+  }
+  size_lo = parts[k].lo, size_hi = parts[k].hi;
   if (factor < 1 || cycles < 1 || steady_total < 4096 * (size_t)jwb.threads) {
     fprintf(stderr, "%s: need factor >= 1, cycles >= 1 and steady >= 4 KiB per thread\n", jwb.name);
     return 2;
@@ -134,9 +149,9 @@ int main(int argc, char **argv) {
   jwb_run(jwb.threads, worker, -1);
   jwb_region_end();
   char extra[2048];
-  size_t len = (size_t)snprintf(extra, sizeof extra, "steady=%zu factor=%llu cycles=%llu hold_ms=%llu", steady_total,
-                                (unsigned long long)factor, (unsigned long long)cycles,
-                                (unsigned long long)hold_ms);
+  size_t len = (size_t)snprintf(extra, sizeof extra, "steady=%zu factor=%llu cycles=%llu hold_ms=%llu sizes=%s",
+                                steady_total, (unsigned long long)factor, (unsigned long long)cycles,
+                                (unsigned long long)hold_ms, sizes);
   if (n_steady && n_peak && n_trough) {
     jwb_astats mean = trough_sum;
     uint64_t *m = (uint64_t *)&mean;
