@@ -287,8 +287,11 @@ static void t2(void *a) {
   r2 = jw_cas_weak(&y, &e, 1, RLX, RLX);
 }
 static void finish(void) { out2(); }
-LITMUS("cas_strong_weak", "uncontended: a strong CAS always succeeds, a weak CAS may fail spuriously", "r1=1 r2=1",
-       "r1=1 r2=0");
+static const char *const allowed[] = {"r1=1 r2=1", "r1=1 r2=0", NULL};
+VRF_CLIENT(.name = "litmus_cas_strong_weak",
+           .about = "uncontended: a strong CAS always succeeds, a weak CAS may fail spuriously",
+           .bound = "the litmus program, exhaustive, 1 spurious failure", .threads = {t1, t2}, .finish = finish,
+           .outcomes = allowed, .spurious = 1);
 
 #elif defined(LITMUS_2P2W)
 static void t1(void *a) {

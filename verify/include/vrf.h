@@ -39,7 +39,10 @@ typedef struct vrf_client {
    * "assertion", "out of bounds", "no progress", "loop bound", "crash"). */
   const char *expect;
   unsigned max_events; /* per-thread bound on atomic operations; 0: 1000 */
-  int spurious;        /* weak-CAS spurious failures per thread; 0: 1, -1: none */
+  /* Spurious failures a jw_cas_weak may have, per thread (default none).
+   * atomic.h allows weak CAS only in retry loops, where a spurious failure
+   * is just another retry; clients of code that reacts to failures set it. */
+  int spurious;
 } vrf_client;
 
 /* Declares the client (exactly one per program). */

@@ -61,3 +61,22 @@ bool fp_dependent(const footprint_t *a, const footprint_t *b) {
         return true;
   return false;
 }
+
+/* Whether reversing a race (a executed before b) can produce new behaviour:
+ * only if a reads and b writes. A load that moves before a store can read only
+ * a subset of what it could read after it, and the store's own choices do not
+ * depend on the load, so such a reversal is dominated by the explored order. */
+bool fp_reversible(const footprint_t *a, const footprint_t *b) {
+  if (a->any) {
+    for (int i = 0; i < b->n; i++)
+      if (b->e[i].rw & FP_W) return true;
+    return false;
+  }
+  for (int i = 0; i < a->n; i++) {
+    if (!(a->e[i].rw & FP_R)) continue;
+    if (b->any) return false;
+    for (int j = 0; j < b->n; j++)
+      if (a->e[i].loc == b->e[j].loc && (b->e[j].rw & FP_W)) return true;
+  }
+  return false;
+}

@@ -14,8 +14,9 @@
 #include "rt.h"
 
 typedef struct node {
-  uint8_t tid, en, sleep, bt, done, created;
+  uint8_t tid, en, sleep, bt, done, created, imm, ready;
   uint16_t choice, nchoices;
+  int32_t rf;
   footprint_t fp;
 } node_t;
 
@@ -67,6 +68,17 @@ static uint8_t initials(int i, int j) {
   return init;
 }
 
+/* Event i (earlier) and j (later) must stay in this order: j writes what i
+ * read, or j read what i wrote. A load that read an older message than an
+ * earlier store would have read the same before it: no order between them. */
+static bool ordered(int i, int j) {
+  const footprint_t *a = &nd[i].fp, *b = &nd[j].fp;
+  if (!fp_dependent(a, b)) return false;
+  if (fp_reversible(a, b)) return true;
+  if (b->any || b->n != 1 || nd[j].rf == RF_UNKNOWN) return true;
+  return nd[j].rf == i;
+}
+
 static void analyze(int n) {
   int32_t ck[MAXT][MAXT];
   for (int t = 0; t < MAXT; t++)
@@ -75,7 +87,7 @@ static void analyze(int n) {
   for (int j = 0; j < n; j++) {
     int p = nd[j].tid, nd_ = 0;
     for (int i = 0; i < j; i++)
-      if (nd[i].tid != p && fp_dependent(&nd[i].fp, &nd[j].fp)) dep[nd_++] = i;
+      if (nd[i].tid != p && ordered(i, j)) dep[nd_++] = i;
     for (int x = 0; x < nd_; x++) {
       int i = dep[x], ti = nd[i].tid;
       if (i <= ck[p][ti]) continue; /* ordered through p's own past */
@@ -83,6 +95,7 @@ static void analyze(int n) {
       for (int y = x + 1; y < nd_ && !indirect; y++)
         if (evck[dep[y]][ti] >= i) indirect = true;
       if (indirect) continue;
+      if (!fp_reversible(&nd[i].fp, &nd[j].fp)) continue;
       /* a race: try to reverse it at node i */
       uint8_t in = initials(i, j) & nd[i].en;
       if (!in) {
@@ -114,6 +127,12 @@ static uint32_t backtrack(int n, uint8_t *div_sleep) {
     }
     x->done |= (uint8_t)(1u << x->tid);
     uint8_t cand = x->bt & x->en & (uint8_t)~x->done & (uint8_t)~x->sleep;
+    if (rt.canonical) { /* a thread may run only if no lower one is ready with an operation that reads nothing */
+      uint8_t ok = 0;
+      for (int p = 0; p < MAXT; p++)
+        if (!(x->en & x->imm & ((1u << p) - 1))) ok |= (uint8_t)(1u << p);
+      cand = x->en & x->ready & ok & (uint8_t)~x->done;
+    }
     if (cand) {
       x->tid = (uint8_t)__builtin_ctz(cand);
       x->choice = 0;
@@ -261,6 +280,35 @@ int parse_choices(shm_t *s, const char *str) {
   return 0;
 }
 
+static void add_graph(uint64_t sig) {
+  static uint64_t *set;
+  static size_t cap, n;
+  if (n * 2 >= cap) { /* open addressing, rebuilt when half full */
+    size_t nc = cap ? cap * 2 : 4096;
+    uint64_t *ns = calloc(nc, sizeof *ns);
+    for (size_t i = 0; i < cap; i++)
+      if (set[i])
+        for (size_t h = set[i] & (nc - 1);; h = (h + 1) & (nc - 1))
+          if (!ns[h]) {
+            ns[h] = set[i];
+            break;
+          }
+    free(set);
+    set = ns;
+    cap = nc;
+  }
+  if (!sig) sig = 1;
+  for (size_t h = sig & (cap - 1);; h = (h + 1) & (cap - 1)) {
+    if (set[h] == sig) return;
+    if (!set[h]) {
+      set[h] = sig;
+      n++;
+      xs.distinct++;
+      return;
+    }
+  }
+}
+
 static void add_outcome(const char *o) {
   for (int i = 0; i < xs.noutcomes; i++)
     if (strcmp(xs.outcomes[i], o) == 0) {
@@ -273,7 +321,7 @@ static void add_outcome(const char *o) {
   }
 }
 
-int explore(void) {
+static int explore_dpor(void) {
   shm_t *s = rt.shm;
   uint32_t L = 0;
   uint8_t div_sleep = 0;
@@ -302,8 +350,14 @@ int explore(void) {
     xs.executions++;
     uint32_t n = s->nev;
     if (n > xs.max_events) xs.max_events = n;
-    /* nodes from the divergence point on are new */
-    for (uint32_t k = L ? L - 1 : 0; k < n; k++) {
+    /* nodes from the divergence point on are new; an execution dropped inside
+     * an event still has that node, whose other alternatives remain */
+    uint32_t nn = n;
+    if (s->status != ST_OK && s->status != ST_FAIL && s->ndecided == n + 1) {
+      nn = n + 1;
+      s->ev[n].fp = (footprint_t){0};
+    }
+    for (uint32_t k = L ? L - 1 : 0; k < nn; k++) {
       node_t *x = &nd[k];
       ev_rec_t *e = &s->ev[k];
       if (k + 1 > L) {
@@ -316,15 +370,20 @@ int explore(void) {
       }
       x->nchoices = e->nchoices;
       x->created = e->created;
+      x->imm = e->imm;
+      x->ready = e->ready;
+      x->rf = e->rf;
       x->fp = e->fp;
     }
     switch (s->status) {
       case ST_OK:
         xs.complete++;
+        if (xs.count_graphs) add_graph(s->sig);
         if (s->outcome_len) add_outcome(s->outcome);
         break;
       case ST_PRUNED_STUTTER: xs.stutter++; break;
-      case ST_SLEEP_BLOCKED: xs.sleep_blocked++; break;
+      case ST_SLEEP_BLOCKED:
+      case ST_NONCANON: xs.sleep_blocked++; break;
       default: break;
     }
     if (s->status == ST_FAIL) {
@@ -344,8 +403,12 @@ int explore(void) {
       xs.seconds = now() - t0;
       return 1;
     }
-    analyze((int)n);
-    L = backtrack((int)n, &div_sleep);
+    if (xs.no_dpor || rt.canonical)
+      for (uint32_t k = 0; k < n; k++) nd[k].bt = nd[k].en, nd[k].sleep = 0;
+    else
+      analyze((int)n);
+    L = backtrack((int)nn, &div_sleep);
+    if (xs.no_dpor || rt.canonical) div_sleep = 0;
     double t = now();
     if (!xs.quiet && t - last >= 10) {
       fprintf(stderr, "vrf %s: %lu executions, %.0f s, %.0f/s\n", rt.client->name, (unsigned long)xs.executions,
@@ -360,4 +423,197 @@ int explore(void) {
   }
   xs.seconds = now() - t0;
   return 0;
+}
+
+/* ---- canonical (and exhaustive) exploration: a tree expanded from traces ----
+ * Which branches exist below a node does not depend on other branches, so
+ * several executions run at once in separate children. Each work item is a
+ * prefix of (thread, choice); a returned trace adds its unexplored siblings. */
+
+typedef struct item {
+  uint32_t len;
+  bool newthread; /* the last entry starts a thread's first data choice */
+  struct {
+    uint8_t tid;
+    uint16_t choice;
+  } p[];
+} item_t;
+
+static item_t **stack;
+static size_t nstack, capstack;
+
+static void push_item(const shm_t *s, uint32_t k, uint8_t tid, uint16_t choice, bool newthread) {
+  item_t *it = malloc(sizeof *it + (k + 1) * sizeof it->p[0]);
+  if (!it) {
+    perror("vrf");
+    exit(2);
+  }
+  for (uint32_t i = 0; i < k; i++) {
+    it->p[i].tid = s->ev[i].tid;
+    it->p[i].choice = s->ev[i].choice;
+  }
+  it->p[k].tid = tid;
+  it->p[k].choice = choice;
+  it->len = k + 1;
+  it->newthread = newthread;
+  if (nstack == capstack) {
+    capstack = capstack ? capstack * 2 : 1024;
+    stack = realloc(stack, capstack * sizeof *stack);
+  }
+  stack[nstack++] = it;
+}
+
+/* Threads that may run at node k besides the one that did (see decide()). */
+static uint8_t alternatives(const ev_rec_t *e) {
+  if (xs.no_dpor) return e->en;
+  uint8_t ok = 0;
+  for (int p = 0; p < MAXT; p++)
+    if (!(e->en & e->imm & ((1u << p) - 1))) ok |= (uint8_t)(1u << p);
+  return e->en & e->ready & ok;
+}
+
+static void expand(const shm_t *s, const item_t *it) {
+  uint32_t n = s->nev, nn = n;
+  if (s->status != ST_OK && s->status != ST_FAIL && s->ndecided == n + 1) nn = n + 1;
+  uint32_t L = it ? it->len : 0;
+  if (L > 0 && it->newthread && L - 1 < nn) {
+    const ev_rec_t *e = &s->ev[L - 1];
+    for (unsigned c = 1; c < e->nchoices; c++) push_item(s, L - 1, e->tid, (uint16_t)c, false);
+  }
+  for (uint32_t k = L; k < nn; k++) {
+    const ev_rec_t *e = &s->ev[k];
+    for (unsigned c = 1; c < e->nchoices; c++) push_item(s, k, e->tid, (uint16_t)c, false);
+    uint8_t alt = alternatives(e) & (uint8_t)~(1u << e->tid);
+    for (int q = 0; q < MAXT; q++)
+      if (alt >> q & 1) push_item(s, k, (uint8_t)q, 0, true);
+  }
+}
+
+static int explore_tree(int workers) {
+  shm_t *shms[16];
+  pid_t pids[16];
+  item_t *items[16];
+  for (int w = 0; w < workers; w++) {
+    shms[w] = w == 0 ? rt.shm : mmap(NULL, sizeof(shm_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shms[w] == MAP_FAILED) {
+      perror("vrf: shared memory");
+      return 2;
+    }
+    pids[w] = 0;
+    items[w] = NULL;
+  }
+  double t0 = now(), last = t0;
+  bool started = false, stop = false;
+  int running = 0, failed_w = -1;
+  for (;;) {
+    /* launch */
+    for (int w = 0; w < workers && !stop; w++) {
+      if (pids[w]) continue;
+      item_t *it = NULL;
+      if (!started) {
+        started = true;
+      } else if (nstack) {
+        it = stack[--nstack];
+      } else {
+        break;
+      }
+      shm_t *s = shms[w];
+      s->prefix_len = it ? it->len : 0;
+      for (uint32_t k = 0; it && k < it->len; k++) {
+        s->prefix[k].tid = it->p[k].tid;
+        s->prefix[k].choice = it->p[k].choice;
+      }
+      s->div_sleep = 0;
+      s->verbose = 0;
+      s->watch_len = 0;
+      s->status = ST_RUNNING;
+      s->ndecided = 0;
+      s->nev = 0;
+      rt.shm = s;
+      fflush(stdout);
+      fflush(stderr);
+      pid_t pid = fork();
+      if (pid < 0) {
+        perror("vrf: fork");
+        return 2;
+      }
+      if (pid == 0) run_execution();
+      pids[w] = pid;
+      items[w] = it;
+      running++;
+    }
+    if (running == 0) break;
+    int st;
+    pid_t pid = waitpid(-1, &st, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      perror("vrf: waitpid");
+      return 2;
+    }
+    int w = 0;
+    while (w < workers && pids[w] != pid) w++;
+    if (w == workers) continue;
+    pids[w] = 0;
+    running--;
+    shm_t *s = shms[w];
+    child_died(s, st);
+    xs.executions++;
+    if (s->nev > xs.max_events) xs.max_events = s->nev;
+    switch (s->status) {
+      case ST_OK:
+        xs.complete++;
+        if (xs.count_graphs) add_graph(s->sig);
+        if (s->outcome_len) add_outcome(s->outcome);
+        break;
+      case ST_PRUNED_STUTTER: xs.stutter++; break;
+      case ST_FAIL: break;
+      default: xs.sleep_blocked++; break;
+    }
+    if (s->status == ST_FAIL) {
+      if (failed_w < 0) {
+        failed_w = w;
+        stop = true;
+      }
+    } else if (!stop) {
+      expand(s, items[w]);
+    }
+    free(items[w]);
+    items[w] = NULL;
+    double t = now();
+    if (!xs.quiet && t - last >= 10) {
+      fprintf(stderr, "vrf %s: %lu executions, %zu branches pending, %.0f s, %.0f/s\n", rt.client->name,
+              (unsigned long)xs.executions, nstack, t - t0, xs.executions / (t - t0));
+      last = t;
+    }
+    if (xs.limit && xs.executions >= xs.limit && !stop) {
+      xs.partial = nstack > 0;
+      stop = true;
+    }
+  }
+  xs.seconds = now() - t0;
+  for (size_t i = 0; i < nstack; i++) free(stack[i]);
+  nstack = 0;
+  if (failed_w >= 0) {
+    shm_t *s = shms[failed_w];
+    xs.failed = true;
+    snprintf(xs.fail_kind, sizeof xs.fail_kind, "%s", s->fail_kind);
+    snprintf(xs.fail_msg, sizeof xs.fail_msg, "%s", s->fail_msg);
+    uint32_t len = s->ndecided;
+    for (uint32_t k = 0; k < len; k++) {
+      s->prefix[k].tid = s->ev[k].tid;
+      s->prefix[k].choice = s->ev[k].choice;
+    }
+    s->prefix_len = len;
+    s->div_sleep = 0;
+    s->watch_addr = s->fail_addr;
+    s->watch_len = s->fail_len;
+    rt.shm = s;
+    return 1;
+  }
+  return 0;
+}
+
+int explore(int workers) {
+  if (rt.canonical || xs.no_dpor) return explore_tree(workers < 1 ? 1 : workers > 16 ? 16 : workers);
+  return explore_dpor();
 }

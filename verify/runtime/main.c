@@ -20,6 +20,11 @@ static void usage(const char *argv0) {
          "  --replay CHOICES      run only the execution with these choices (printed on failure), traced\n"
          "  --max-executions N    stop after N executions (result marked partial)\n"
          "  --stutter N           identical spin-loop iterations allowed before a thread must wait\n"
+         "  --spurious N          weak-CAS spurious failures per thread (default: the client's, else 0)\n"
+         "  --jobs N              executions run in parallel (default: the number of CPUs)\n"
+         "  --dpor                source-DPOR with sleep sets instead of canonical schedules (sequential)\n"
+         "  --no-dpor             explore every interleaving (slow; cross-checks the reduction)\n"
+         "  --graphs              count distinct execution graphs (reads-from and mo)\n"
          "  --quiet               no progress lines\n",
          argv0, vrf_client_def.name);
 }
@@ -37,11 +42,17 @@ int main(int argc, char **argv) {
                                        {"max-executions", required_argument, 0, 'm'},
                                        {"stutter", required_argument, 0, 's'},
                                        {"quiet", no_argument, 0, 'q'},
+                                       {"spurious", required_argument, 0, 'p'},
+                                       {"no-dpor", no_argument, 0, 'n'},
+                                       {"dpor", no_argument, 0, 'd'},
+                                       {"graphs", no_argument, 0, 'g'},
+                                       {"jobs", required_argument, 0, 'j'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *replay = NULL;
   bool expect = false;
-  int stutter = -1;
+  int stutter = -1, spurious = -2, jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  bool dpor = false;
   rt.level = 1;
   rt.verbose_fd = -1;
   for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
@@ -59,6 +70,11 @@ int main(int argc, char **argv) {
       case 'm': xs.limit = strtoull(optarg, NULL, 10); break;
       case 's': stutter = atoi(optarg); break;
       case 'q': xs.quiet = true; break;
+      case 'p': spurious = atoi(optarg); break;
+      case 'n': xs.no_dpor = true; break;
+      case 'd': dpor = true; break;
+      case 'g': xs.count_graphs = true; break;
+      case 'j': jobs = atoi(optarg); break;
       case 'h': usage(argv[0]); return 0;
       default: usage(argv[0]); return 2;
     }
@@ -67,8 +83,9 @@ int main(int argc, char **argv) {
   const vrf_client *cl = &vrf_client_def;
   rt.client = cl;
   rt.max_events = cl->max_events ? cl->max_events : 1000;
-  rt.spurious = cl->spurious == 0 ? 1 : cl->spurious < 0 ? 0 : cl->spurious;
+  rt.spurious = spurious >= 0 ? spurious : cl->spurious < 0 ? 0 : cl->spurious;
   rt.stutter = stutter >= 0 ? stutter : 0;
+  rt.canonical = !dpor && !xs.no_dpor;
   rt.shm = mmap(NULL, sizeof(shm_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (rt.shm == MAP_FAILED) {
     perror("vrf: shared memory");
@@ -102,7 +119,7 @@ int main(int argc, char **argv) {
   }
 
   if (!xs.quiet) printf("vrf %s: %s\n  bound: %s\n", cl->name, cl->about ? cl->about : "", bound);
-  int r = explore();
+  int r = explore(jobs);
   if (r == 2) return 2;
 
   bool pass;
@@ -157,6 +174,7 @@ int main(int argc, char **argv) {
          "executions/s\n",
          cl->name, result, (unsigned long)xs.executions, (unsigned long)xs.complete,
          (unsigned long)(xs.stutter + xs.sleep_blocked), xs.max_events, xs.seconds, rate);
+  if (xs.count_graphs) printf("  distinct execution graphs: %lu\n", (unsigned long)xs.distinct);
   printf("VRF-SUMMARY\t%s\t%s\t%lu\t%s\t%.2f\t%.0f\n", cl->name, result, (unsigned long)xs.executions, bound,
          xs.seconds, rate);
   return pass ? 0 : 1;

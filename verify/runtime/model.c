@@ -6,6 +6,7 @@
  * the newest timestamp that any event happening before it wrote or read.
  * Loads choose any message not older than the view, stores choose any gap
  * after it, RMWs choose an unclaimed message and go right after it. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -228,6 +229,8 @@ static msg_t new_msg(vthread_t *t, uint64_t val, int mo, const op_t *o, uintptr_
   nm.val = val;
   nm.tid = (uint8_t)t->id;
   nm.ev = cur_ev();
+  nm.avail = cur_ev() + 1;
+  nm.wseq = t->nevents;
   nm.ep = t->vc.c[t->id];
   nm.mo = mo;
   nm.sc = mo == __ATOMIC_SEQ_CST;
@@ -364,9 +367,31 @@ void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok) {
       n = k;
     }
   }
+  if (rt.canonical && rt.in_child) {
+    /* Keep only the choices for which this schedule is the canonical one:
+     * no higher thread ran while this event could already have run. */
+    int32_t lh = last_higher(t->id);
+    if (lh >= 0) {
+      uint32_t k = 0;
+      for (uint32_t i = 0; i < n; i++) {
+        bool reads = cands[i].kind != C_STORE && o->kind != OP_UNLOCK;
+        if (reads && l->m[cands[i].idx].avail > lh) cands[k++] = cands[i];
+      }
+      n = k;
+      if (n == 0) child_end(ST_NONCANON);
+    }
+  }
   if (n == 0) fail("internal", a, o->size, "no consistent choice for an atomic access");
   unsigned c = exec_choice(n);
   cand_t ch = cands[c];
+  {
+    const msg_t *rm = &l->m[ch.idx];
+    exec_set_rf(ch.kind == C_STORE ? -1 : rm->plain ? -1 : rm->ev); /* for DPOR: which event this one read */
+    /* signature: what this event read, or where in mo it wrote */
+    uint64_t x = ((uint64_t)ch.kind << 56) ^ l->addr ^ ((uint64_t)(rm->ev < 0 ? 99u : rm->tid) << 40) ^
+                 ((uint64_t)rm->wseq << 20) ^ (rm->init ? 0xABCDu : 0);
+    t->sig = (t->sig ^ x) * 0x100000001b3ull;
+  }
   uint64_t key = cand_key(l, &ch);
   bool sc = cand_sc(o, &ch);
   char detail[700], md[400];
@@ -468,6 +493,42 @@ void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok) {
 
 /* ---- spin loops (jw_cpu_relax) ---- */
 
+/* Canonical exploration: could t's pending read run now without breaking
+ * canonicity, i.e. read something that appeared after step lh? */
+bool model_read_ready(vthread_t *t, int32_t lh) {
+  const op_t *o = &t->pending;
+  if (lh < 0) return true;
+  loc_t *l = loc_find((uintptr_t)o->addr);
+  if (!l || l->size != o->size) return false;
+  if (o->kind == OP_LOCK || o->kind == OP_TRYLOCK) return l->m[l->nm - 1].avail > lh;
+  uint64_t v = loc_view(t, l), mask = mask_of(o->size);
+  for (uint32_t j = l->nm; j-- > 0;) {
+    msg_t *m = &l->m[j];
+    if (m->ts < v) break;
+    if (m->avail <= lh) continue;
+    if (o->kind == OP_RMW && m->claimed) continue;
+    if (o->kind == OP_CAS && m->claimed && !o->weak && (m->val & mask) == (o->expected & mask)) continue;
+    return true;
+  }
+  return false;
+}
+
+/* The step from which the await could have run (canonical exploration). */
+int32_t model_relax_ready(vthread_t *t) {
+  int32_t best = INT32_MAX;
+  if (t->stutters < rt.stutter || t->iter.overflow) return 0;
+  for (uint32_t i = 0; i < t->iter.n; i++) {
+    loc_t *l = t->iter.r[i].loc;
+    uint64_t v = loc_view(t, l);
+    for (uint32_t j = l->nm; j-- > 0;) {
+      msg_t *m = &l->m[j];
+      if (m->ts <= t->iter.r[i].ts || m->ts < v) break;
+      if ((m->tid != t->id || m->ev < 0) && m->avail < best) best = m->avail;
+    }
+  }
+  return best == INT32_MAX ? 0 : best;
+}
+
 bool model_relax_enabled(vthread_t *t) {
   if (t->stutters < rt.stutter) return true;
   if (t->iter.overflow) return true;
@@ -545,6 +606,7 @@ void model_flush_plain(vthread_t *t) {
     m->ep = t->pend_plain_ep[i];
     m->plain = true;
     m->ev = cur_ev();
+    m->avail = cur_ev() < 0 ? 0 : cur_ev();
     record_seen(t, l, m->ts);
     if (tracing()) {
       char addr[200];

@@ -13,7 +13,9 @@ typedef struct msg {
   bool claimed; /* an RMW read it, so nothing can be placed right after it */
   bool sc, plain, init;
   uint8_t tid;
-  int32_t ev;  /* event that wrote it; -1: before this execution */
+  int32_t ev;    /* event that wrote it; -1: before this execution */
+  int32_t avail; /* first step at which it existed (canonical exploration) */
+  uint32_t wseq; /* writer's event count when written (execution signature) */
   uint32_t ep; /* writer's epoch */
   int mo;
   const vrf_site *site;

@@ -92,12 +92,14 @@ static int phdr_cb(struct dl_phdr_info *info, size_t size, void *data) {
 
 void regions_init(void) {
   dl_iterate_phdr(phdr_cb, NULL);
-  pthread_attr_t at;
-  void *sa;
-  size_t ss;
-  if (pthread_getattr_np(pthread_self(), &at) == 0 && pthread_attr_getstack(&at, &sa, &ss) == 0)
-    rs_add(&always, (uintptr_t)sa, (uintptr_t)sa + ss, "T0 stack");
-  pthread_attr_destroy(&at);
+  /* T0's stack: the whole [stack] mapping, which also holds argv and environ. */
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[512];
+  while (f && fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (strstr(line, "[stack]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2) rs_add(&always, lo, hi, "T0 stack");
+  }
+  if (f) fclose(f);
 }
 
 void regions_add_thread_stack(int tid, const void *p, size_t n) {

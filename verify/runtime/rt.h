@@ -69,18 +69,23 @@ typedef struct footprint {
 } footprint_t;
 
 bool fp_dependent(const footprint_t *a, const footprint_t *b);
+bool fp_reversible(const footprint_t *a, const footprint_t *b);
 
 /* Pseudo-locations for thread lifetime (finish/join) and mutexes. */
 #define FP_THREAD_LOC(t) ((uintptr_t)0x10 + (uintptr_t)(t))
 
 /* ---- shared memory between the parent (explorer) and the child ---- */
+#define RF_UNKNOWN (-3) /* event whose reads are not one message (await, join) */
 typedef struct ev_rec {
   uint8_t tid, en, sleep, created; /* created: mask of threads this event started */
+  uint8_t imm;   /* threads whose next operation reads nothing: ready as soon as enabled */
+  uint8_t ready; /* canonical exploration: threads that may run at this step */
   uint16_t choice, nchoices;
+  int32_t rf; /* event that wrote the message this event read; -1: none of this execution */
   footprint_t fp;
 } ev_rec_t;
 
-enum { ST_RUNNING, ST_OK, ST_FAIL, ST_PRUNED_STUTTER, ST_SLEEP_BLOCKED };
+enum { ST_RUNNING, ST_OK, ST_FAIL, ST_PRUNED_STUTTER, ST_SLEEP_BLOCKED, ST_NONCANON };
 
 typedef struct shm {
   /* input */
@@ -96,6 +101,7 @@ typedef struct shm {
   /* output */
   uint32_t nev;
   uint32_t ndecided; /* nodes whose thread was chosen */
+  uint64_t sig; /* execution graph signature (reads-from and mo of every event) */
   int status;
   char fail_kind[32];
   char fail_msg[2048];
@@ -145,7 +151,10 @@ typedef struct vthread {
   size_t stack_size;
   char *altstack;
   int creator;
+  uint32_t pend_since; /* step from which its pending operation was known */
+  int32_t finish_step;
   int stutters; /* identical spin iterations in a row */
+  uint64_t sig;
   /* plain writes to atomic locations, materialised at the next scheduling point */
   void *pend_plain[8];
   int npend_plain;
@@ -161,6 +170,7 @@ typedef struct rt {
   unsigned max_events;
   int spurious;
   int stutter; /* identical spin iterations allowed before a thread must wait */
+  bool canonical; /* explore canonical schedules only (else source-DPOR) */
   bool in_child;  /* executing an exploration child */
   bool started;   /* setup began: instrumentation is live */
   int nthreads;   /* model threads ever created (ids 0..nthreads-1) */
@@ -187,6 +197,7 @@ void sched_point(vthread_t *t, const op_t *o); /* announce o, return when chosen
 void sched_finish_current(void);
 void exec_begin_event(vthread_t *t);
 void exec_end_event(vthread_t *t, const footprint_t *fp, unsigned choice, unsigned n);
+void exec_set_rf(int32_t rf);
 unsigned exec_choice(unsigned n);         /* the data choice for the event being executed */
 void run_execution(void) __attribute__((noreturn));
 void child_end(int status) __attribute__((noreturn));
@@ -195,12 +206,15 @@ void thread_join(int id);
 bool thread_enabled(vthread_t *t);
 footprint_t op_footprint(vthread_t *t, const op_t *o);
 uint32_t event_index(void);
+int32_t last_higher(int tid);
 void stacks_init(void);
 
 /* model.c: locations, messages, views and the atomic operations */
 void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok);
 bool model_relax_enabled(vthread_t *t);
 bool model_mutex_free(vthread_t *t, void *addr);
+int32_t model_relax_ready(vthread_t *t);
+bool model_read_ready(vthread_t *t, int32_t lh);
 void model_relax_exec(vthread_t *t);
 void model_plain_overlap(vthread_t *t, uintptr_t a, unsigned n, bool write);
 void model_flush_plain(vthread_t *t);
@@ -245,7 +259,7 @@ void signals_install(void);
 uint64_t atomic_op(op_t *o, bool *ok);
 
 /* explore.c (parent) */
-int explore(void);
+int explore(int workers);
 
 
 

@@ -68,6 +68,7 @@ void sched_init_thread0(void) {
   t->state = TH_ALIVE;
   t->vc.c[0] = 1;
   t->spurious_left = rt.spurious;
+  t->pend_since = 0;
   rt.nthreads = 1;
   rt.cur = 0;
   rt_self = t;
@@ -159,6 +160,31 @@ static void no_progress(void) {
   fail("no progress", 0, 0, "no thread can make progress: %s", buf);
 }
 
+static int32_t last_higher_at(int tid, uint32_t upto);
+
+/* Canonical exploration: t may run now if the schedule stays the canonical
+ * one of every execution it leads to (docs/design/verification.md). */
+static bool canonical_ready(vthread_t *t) {
+  const op_t *o = &t->pending;
+  int32_t lh = last_higher_at(t->id, rt.shm->nev);
+  switch (o->kind) {
+    case OP_LOAD:
+    case OP_RMW:
+    case OP_CAS:
+    case OP_LOCK:
+    case OP_TRYLOCK: return model_read_ready(t, lh);
+    case OP_RELAX: return lh < model_relax_ready(t);
+    case OP_JOIN: return lh < rt.th[o->target].finish_step + 1;
+    case OP_JOIN_ALL: {
+      int32_t r = 0;
+      for (int i = 1; i < rt.nthreads; i++)
+        if (rt.th[i].finish_step + 1 > r) r = rt.th[i].finish_step + 1;
+      return lh < r;
+    }
+    default: return lh < 0;
+  }
+}
+
 /* Chooses the thread that executes event number shm->nev. */
 static int decide(void) {
   shm_t *s = rt.shm;
@@ -167,6 +193,13 @@ static int decide(void) {
   uint8_t en = 0;
   for (int i = 0; i < rt.nthreads; i++)
     if (thread_enabled(&rt.th[i])) en |= 1u << i;
+  uint8_t rd = en;
+  if (rt.canonical) {
+    rd = 0;
+    for (int i = 0; i < rt.nthreads; i++)
+      if ((en >> i & 1) && canonical_ready(&rt.th[i])) rd |= (uint8_t)(1u << i);
+  }
+  s->ev[k].ready = rd;
   int pick;
   if (k < s->prefix_len) {
     pick = s->prefix[k].tid;
@@ -177,16 +210,24 @@ static int decide(void) {
            k, pick);
   } else {
     if (en == 0) no_progress();
-    uint8_t c = en & (uint8_t)~rt.sleep;
-    if (c == 0) child_end(ST_SLEEP_BLOCKED);
+    uint8_t c = en & rd & (uint8_t)~rt.sleep;
+    if (c == 0) child_end(rt.canonical ? ST_NONCANON : ST_SLEEP_BLOCKED);
     pick = __builtin_ctz(c);
     s->ev[k].sleep = rt.sleep;
   }
+  uint8_t imm = 0;
+  for (int i = 0; i < rt.nthreads; i++) {
+    int kd = rt.th[i].pending.kind;
+    if (kd != OP_LOAD && kd != OP_RMW && kd != OP_CAS && kd != OP_LOCK && kd != OP_TRYLOCK && kd != OP_RELAX)
+      imm |= (uint8_t)(1u << i);
+  }
+  s->ev[k].imm = imm;
   s->ev[k].tid = (uint8_t)pick;
   s->ev[k].en = en;
   s->ev[k].choice = 0;
   s->ev[k].nchoices = 0;
   s->ev[k].created = 0;
+  s->ev[k].rf = RF_UNKNOWN;
   s->ndecided = k + 1;
   return pick;
 }
@@ -209,7 +250,44 @@ void sched_point(vthread_t *t, const op_t *o) {
   }
 }
 
+/* The last step since t's pending operation was known at which a thread with
+ * a higher id ran; -1 if none. */
+static int32_t last_higher_at(int tid, uint32_t upto) {
+  shm_t *s = rt.shm;
+  for (int32_t k = (int32_t)upto - 1; k >= (int32_t)rt.th[tid].pend_since; k--)
+    if (s->ev[k].tid > tid) return k;
+  return -1;
+}
+
+int32_t last_higher(int tid) { return last_higher_at(tid, rt.shm->nev); }
+
+/* Canonical exploration: an event that reads nothing was ready as soon as it
+ * was pending, so no higher thread may have run since; a join or an await
+ * was ready from the step that enabled it. Others are checked on their read. */
+static void canonical_check(vthread_t *t) {
+  const op_t *o = &t->pending;
+  int32_t lh = last_higher(t->id), ready;
+  if (lh < 0) return;
+  switch (o->kind) {
+    case OP_LOAD:
+    case OP_RMW:
+    case OP_CAS:
+    case OP_LOCK:
+    case OP_TRYLOCK: return; /* filtered by what they read (model.c) */
+    case OP_JOIN: ready = rt.th[o->target].finish_step + 1; break;
+    case OP_JOIN_ALL:
+      ready = 0;
+      for (int i = 1; i < rt.nthreads; i++)
+        if (rt.th[i].finish_step + 1 > ready) ready = rt.th[i].finish_step + 1;
+      break;
+    case OP_RELAX: ready = model_relax_ready(t); break;
+    default: ready = 0; break;
+  }
+  if (lh >= ready) child_end(ST_NONCANON);
+}
+
 void exec_begin_event(vthread_t *t) {
+  if (rt.canonical && rt.in_child) canonical_check(t);
   if (rt.in_child && ++t->nevents > rt.max_events) {
     char site[300];
     fmt_site(site, sizeof site, t->pending.site, 0);
@@ -220,6 +298,10 @@ void exec_begin_event(vthread_t *t) {
   }
   t->vc.c[t->id]++; /* even: the event's epoch */
   t->plain = 0;
+}
+
+void exec_set_rf(int32_t rf) {
+  if (rt.in_child) rt.shm->ev[rt.shm->nev].rf = rf;
 }
 
 unsigned exec_choice(unsigned n) {
@@ -242,6 +324,7 @@ void exec_end_event(vthread_t *t, const footprint_t *fp, unsigned choice, unsign
   if (!rt.in_child) return;
   shm_t *s = rt.shm;
   uint32_t k = s->nev;
+  t->pend_since = k + 1;
   ev_rec_t *e = &s->ev[k];
   e->choice = (uint16_t)choice;
   e->nchoices = (uint16_t)n;
@@ -284,6 +367,7 @@ static void key_dtor(void *p) {
   exec_begin_event(t);
   footprint_t f = op_footprint(t, &o);
   t->state = TH_FINISHED;
+  t->finish_step = (int32_t)event_index();
   if (tracing()) trace_printf("#%-4u T%d  finish\n", event_index(), t->id);
   exec_end_event(t, &f, 0, 1);
   int u = decide();
@@ -301,6 +385,7 @@ static int start_thread(vthread_t *creator, vrf_thread_fn fn, void *arg) {
   t->creator = creator->id;
   t->vc = creator->vc;
   t->vc.c[id] = 1;
+  t->pend_since = rt.shm->nev + 1;
   t->spurious_left = rt.spurious;
   t->fn = fn;
   t->arg = arg;
@@ -382,10 +467,14 @@ void child_end(int status) {
     exit(0);
   }
   rt.shm->status = status;
+  uint64_t sig = 0;
+  for (int i = 0; i < rt.nthreads; i++) sig += (rt.th[i].sig ^ (uint64_t)i) * 0x9E3779B97F4A7C15ull;
+  rt.shm->sig = sig;
   if (tracing()) {
     if (status == ST_OK) trace_printf("-- execution complete\n");
     else if (status == ST_PRUNED_STUTTER) trace_printf("-- execution dropped: a spin iteration repeated the previous one\n");
     else if (status == ST_SLEEP_BLOCKED) trace_printf("-- execution dropped: redundant (sleep set)\n");
+    else if (status == ST_NONCANON) trace_printf("-- execution dropped: another schedule covers it\n");
   }
   _exit(status == ST_FAIL ? 1 : 0);
 }

@@ -3,7 +3,7 @@
  * has a cell with its last plain write (thread, epoch) and the epoch of the
  * last plain read by every thread. An access races with a previous one when
  * that one does not happen before it (vector clocks). Cells live in shadow
- * pages allocated on first touch. */
+ * chunks allocated on first touch. */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,14 +18,16 @@ typedef struct cell {
   uint32_t rep[MAXT];
 } cell_t;
 
-#define PAGE_SHIFT 12
-#define PAGE (1u << PAGE_SHIFT)
+/* Shadow cells are allocated per 64-byte chunk of application memory, so a
+ * thread's stack or a scattered structure costs a few KiB, not 160 KiB per page. */
+#define CHUNK_SHIFT 6
+#define CHUNK (1u << CHUNK_SHIFT)
 #define NPBUCKETS (1u << 16)
 
 typedef struct spage {
-  uintptr_t page;
+  uintptr_t page; /* chunk number */
   struct spage *next;
-  cell_t cell[PAGE];
+  cell_t cell[CHUNK];
 } spage_t;
 
 static spage_t **pbuckets;
@@ -33,7 +35,7 @@ static spage_t **pbuckets;
 static unsigned pbucket(uintptr_t pg) { return (unsigned)((pg * 0x9E3779B97F4A7C15ull) >> 48) & (NPBUCKETS - 1); }
 
 static spage_t *page_of(uintptr_t a, bool create) {
-  uintptr_t pg = a >> PAGE_SHIFT;
+  uintptr_t pg = a >> CHUNK_SHIFT;
   if (!pbuckets) {
     if (!create) return NULL;
     pbuckets = arena_alloc(NPBUCKETS * sizeof *pbuckets);
@@ -51,7 +53,7 @@ static spage_t *page_of(uintptr_t a, bool create) {
 
 static cell_t *cell_of(uintptr_t a, bool create) {
   spage_t *p = page_of(a, create);
-  return p ? &p->cell[a & (PAGE - 1)] : NULL;
+  return p ? &p->cell[a & (CHUNK - 1)] : NULL;
 }
 
 static void race(vthread_t *t, uintptr_t a, unsigned n, bool write, bool atomic, int other, bool other_write,
@@ -80,8 +82,8 @@ void shadow_access(vthread_t *t, uintptr_t a, unsigned n, bool write, uintptr_t 
   spage_t *pg = NULL;
   for (unsigned i = 0; i < n; i++) {
     uintptr_t b = a + i;
-    if (!pg || pg->page != b >> PAGE_SHIFT) pg = page_of(b, true);
-    cell_t *c = &pg->cell[b & (PAGE - 1)];
+    if (!pg || pg->page != b >> CHUNK_SHIFT) pg = page_of(b, true);
+    cell_t *c = &pg->cell[b & (CHUNK - 1)];
     atomic |= (c->flags & CELL_ATOMIC) != 0;
     if ((c->flags & CELL_W) && c->wtid != me && c->wep > t->vc.c[c->wtid])
       race(t, a, n, write, false, c->wtid, true, false, NULL, pc);
@@ -133,10 +135,10 @@ uint32_t shadow_last_writer(uintptr_t a, int *tid) {
 /* Fresh memory (mmap) or memory returned to the OS: forget its history. */
 void shadow_forget(uintptr_t a, size_t n) {
   if (!pbuckets) return;
-  for (uintptr_t p = a & ~(uintptr_t)(PAGE - 1); p < a + n; p += PAGE) {
+  for (uintptr_t p = a & ~(uintptr_t)(CHUNK - 1); p < a + n; p += CHUNK) {
     spage_t *pg = page_of(p, false);
     if (!pg) continue;
-    uintptr_t lo = p < a ? a : p, hi = p + PAGE > a + n ? a + n : p + PAGE;
-    memset(&pg->cell[lo & (PAGE - 1)], 0, (hi - lo) * sizeof(cell_t));
+    uintptr_t lo = p < a ? a : p, hi = p + CHUNK > a + n ? a + n : p + CHUNK;
+    memset(&pg->cell[lo & (CHUNK - 1)], 0, (hi - lo) * sizeof(cell_t));
   }
 }
