@@ -52,6 +52,10 @@ typedef struct vrf_client {
  * `make verify` (command-line --level). Clients size their loops with it. */
 int vrf_level(void);
 
+/* A client-defined integer from --param (default 0), to select one of several
+ * configurations of a client. */
+int vrf_param(void);
+
 /* The model thread running the caller: 0 is T0, client threads are 1..7. */
 int vrf_self(void);
 

@@ -43,8 +43,24 @@ static uint64_t direct(op_t *o, bool *ok) {
   return r;
 }
 
+/* Mutation testing (--weaken FUNC:ORDER): every atomic of FUNC with that
+ * order runs as relaxed, as if the source had been edited. */
+static void maybe_weaken(op_t *o) {
+  if (!rt.weaken_func || !o->site || strcmp(o->site->func, rt.weaken_func) != 0) return;
+  bool hit = false;
+  if (o->mo != __ATOMIC_RELAXED && (rt.weaken_mo < 0 || o->mo == rt.weaken_mo)) o->mo = __ATOMIC_RELAXED, hit = true;
+  if (o->kind == OP_CAS && o->mo_fail != __ATOMIC_RELAXED && (rt.weaken_mo < 0 || o->mo_fail == rt.weaken_mo))
+    o->mo_fail = __ATOMIC_RELAXED, hit = true;
+  if (hit && tracing()) {
+    char site[300];
+    fmt_site(site, sizeof site, o->site, 0);
+    trace_printf("      (mutation --weaken: the next operation, %s, runs relaxed)\n", site);
+  }
+}
+
 uint64_t atomic_op(op_t *o, bool *ok) {
   if (!modelled()) return direct(o, ok);
+  maybe_weaken(o);
   vthread_t *t = rt_self;
   sched_point(t, o);
   exec_begin_event(t);
@@ -90,6 +106,7 @@ void vrf_atomic_fence(int mo, const vrf_site *s) {
   if (mo != __ATOMIC_RELAXED) atomic_op(&o, &ok);
 }
 
+
 void vrf_spin_relax(const vrf_site *s) {
   vthread_t *t = rt_self;
   if (!modelled() || !rt.in_child) return;
@@ -104,6 +121,7 @@ void vrf_spin_relax(const vrf_site *s) {
 /* ---- client interface ---- */
 
 int vrf_level(void) { return rt.level; }
+int vrf_param(void) { return rt.param; }
 int vrf_self(void) { return rt_self ? rt_self->id : -1; }
 
 void vrf_outcome(const char *fmt, ...) {

@@ -165,6 +165,50 @@ static void child_died(shm_t *s, int st) {
   }
 }
 
+/* Data symbols of the program (nm -n), to name addresses in the image. */
+typedef struct dsym {
+  unsigned long off;
+  char *name;
+} dsym_t;
+static dsym_t *dsyms;
+static size_t ndsyms;
+
+static void load_data_symbols(const char *exe) {
+  if (dsyms) return;
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "nm -n '%s' 2>/dev/null", exe);
+  FILE *f = popen(cmd, "r");
+  char line[1024];
+  size_t cap = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    unsigned long off;
+    char type, name[900];
+    if (sscanf(line, "%lx %c %899s", &off, &type, name) != 3) continue;
+    if (!strchr("bBdDrRgGsS", type)) continue;
+    if (ndsyms == cap) dsyms = realloc(dsyms, (cap = cap ? cap * 2 : 1024) * sizeof *dsyms);
+    dsyms[ndsyms].off = off;
+    dsyms[ndsyms].name = strdup(name);
+    ndsyms++;
+  }
+  if (f) pclose(f);
+}
+
+static void print_data(unsigned long off) {
+  size_t lo = 0, hi = ndsyms;
+  while (lo < hi) { /* last symbol at or below off */
+    size_t mid = (lo + hi) / 2;
+    if (dsyms[mid].off <= off) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0) {
+    printf("%#lx", off);
+    return;
+  }
+  const dsym_t *d = &dsyms[lo - 1];
+  if (off == d->off) printf("%s", d->name);
+  else printf("%s+%lu", d->name, off - d->off);
+}
+
 void symbolize_and_print(char *text, size_t len) {
   /* collect {pc:HEX} tokens */
   enum { MAXPC = 512 };
@@ -195,6 +239,8 @@ void symbolize_and_print(char *text, size_t len) {
         char buf[1200];
         if (at) {
           *at = 0;
+          char *disc = strstr(at + 4, " (discriminator");
+          if (disc) *disc = 0;
           snprintf(buf, sizeof buf, "%s (%s)", short_file(at + 4), line);
         } else {
           snprintf(buf, sizeof buf, "%s", line);
@@ -205,8 +251,23 @@ void symbolize_and_print(char *text, size_t len) {
       free(cmd);
     }
   }
+  if (strstr(text, "{data:")) {
+    char exe[4096];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (el > 0) {
+      exe[el] = 0;
+      load_data_symbols(exe);
+    }
+  }
   for (char *p = text; p < text + len;) {
-    char *q = strstr(p, "{pc:");
+    char *q = strstr(p, "{pc:"), *qd = strstr(p, "{data:");
+    if (qd && (!q || qd < q)) {
+      fwrite(p, 1, (size_t)(qd - p), stdout);
+      print_data(strtoul(qd + 6, NULL, 16));
+      char *e = strchr(qd, '}');
+      p = e ? e + 1 : qd + 6;
+      continue;
+    }
     if (!q) {
       fwrite(p, 1, (size_t)(text + len - p), stdout);
       break;

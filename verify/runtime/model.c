@@ -205,6 +205,7 @@ static void apply_read(vthread_t *t, loc_t *l, uint32_t i, int mo) {
     it->r[it->n].loc = l;
     it->r[it->n].addr = l->addr;
     it->r[it->n].ts = m->ts;
+    it->r[it->n].val = m->val;
     it->n++;
   } else {
     it->overflow = true;
@@ -493,6 +494,13 @@ void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok) {
 
 /* ---- spin loops (jw_cpu_relax) ---- */
 
+/* A message that can end the wait: newer than what the iteration read, by
+ * another thread, still readable, and with another value (the loop's code
+ * depends only on values, so a same-value message changes nothing). */
+static bool wakes(vthread_t *t, const msg_t *m, uint64_t read_ts, uint64_t read_val) {
+  return m->ts > read_ts && (m->tid != t->id || m->ev < 0) && m->val != read_val;
+}
+
 /* Canonical exploration: could t's pending read run now without breaking
  * canonicity, i.e. read something that appeared after step lh? */
 bool model_read_ready(vthread_t *t, int32_t lh) {
@@ -523,7 +531,7 @@ int32_t model_relax_ready(vthread_t *t) {
     for (uint32_t j = l->nm; j-- > 0;) {
       msg_t *m = &l->m[j];
       if (m->ts <= t->iter.r[i].ts || m->ts < v) break;
-      if ((m->tid != t->id || m->ev < 0) && m->avail < best) best = m->avail;
+      if (wakes(t, m, t->iter.r[i].ts, t->iter.r[i].val) && m->avail < best) best = m->avail;
     }
   }
   return best == INT32_MAX ? 0 : best;
@@ -538,7 +546,7 @@ bool model_relax_enabled(vthread_t *t) {
     for (uint32_t j = l->nm; j-- > 0;) {
       msg_t *m = &l->m[j];
       if (m->ts <= t->iter.r[i].ts || m->ts < v) break;
-      if (m->tid != t->id || m->ev < 0) return true;
+      if (wakes(t, m, t->iter.r[i].ts, t->iter.r[i].val)) return true;
     }
   }
   return false;
@@ -549,7 +557,7 @@ void model_relax_exec(vthread_t *t) {
   const vrf_site *site = t->pending.site;
   bool same = t->has_prev_iter && !it->stored && !pv->stored && !it->overflow && !pv->overflow &&
               pv->site == site && it->n == pv->n;
-  for (uint32_t i = 0; same && i < it->n; i++) same = it->r[i].loc == pv->r[i].loc && it->r[i].ts == pv->r[i].ts;
+  for (uint32_t i = 0; same && i < it->n; i++) same = it->r[i].loc == pv->r[i].loc && it->r[i].val == pv->r[i].val;
   if (tracing()) {
     char s[300];
     fmt_site(s, sizeof s, site, 0);

@@ -57,6 +57,11 @@ void fmt_site(char *buf, size_t cap, const vrf_site *s, uintptr_t pc) {
 
 void fmt_addr(char *buf, size_t cap, uintptr_t a) {
   Dl_info di;
+  if (dladdr((void *)a, &di) && di.dli_fbase == (void *)rt.exe_base && rt.exe_base) {
+    /* in the program image: named by the parent from its symbol table (statics too) */
+    snprintf(buf, cap, "{data:%lx}", (unsigned long)(a - rt.exe_base));
+    return;
+  }
   if (dladdr((void *)a, &di) && di.dli_sname && di.dli_saddr) {
     uintptr_t off = a - (uintptr_t)di.dli_saddr;
     if (off) snprintf(buf, cap, "%s+%lu", di.dli_sname, (unsigned long)off);

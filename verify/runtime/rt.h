@@ -123,7 +123,8 @@ typedef struct iter_log {
   struct {
     void *loc; /* loc_t * */
     uintptr_t addr;
-    uint64_t ts; /* the message read */
+    uint64_t ts;  /* the message read */
+    uint64_t val; /* and its value */
   } r[ITER_LOG];
 } iter_log_t;
 
@@ -167,6 +168,9 @@ typedef struct vthread {
 typedef struct rt {
   const vrf_client *client;
   int level;
+  int param;
+  const char *weaken_func; /* --weaken FUNC:ORDER (a mutation) */
+  int weaken_mo;           /* the order weakened, -1: all but relaxed */
   unsigned max_events;
   int spurious;
   int stutter; /* identical spin iterations allowed before a thread must wait */
