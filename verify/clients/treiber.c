@@ -86,24 +86,19 @@ static void t2(void *a) {
 #define SETUP setup
 #define BOUND "stack A-B-C; T1: 1 pop; T2: pop, pop, push of the first node"
 #else
-static void t1(void *a) {
-  (void)a;
-  push_new(0);
-  push_new(1);
-  if (vrf_level()) pop();
-}
-static void t2(void *a) {
-  (void)a;
-  pop();
-  pop();
-}
-static void t3(void *a) {
-  (void)a;
-  push_new(2);
-  pop();
+/* Pushes and pops per thread. --param 1 and 2 select small configurations
+ * used to cross-check the exploration modes (tests/verify). */
+static const int cfg[2][3][3][2] = {
+    [0] = {{{2, 0}, {0, 2}, {1, 1}}, {{1, 0}, {0, 1}, {1, 0}}, {{1, 0}, {1, 1}, {0, 0}}},
+    [1] = {{{2, 1}, {0, 2}, {1, 1}}, {{1, 0}, {0, 1}, {1, 0}}, {{1, 0}, {1, 1}, {0, 0}}},
+};
+static void worker(void *a) {
+  int t = (int)(intptr_t)a, p = vrf_param() % 3;
+  for (int i = 0; i < cfg[vrf_level()][p][t][0]; i++) push_new(2 * t + i);
+  for (int i = 0; i < cfg[vrf_level()][p][t][1]; i++) pop();
 }
 #define SETUP NULL
-#define THREADS t1, t2, t3
+#define THREADS worker, worker, worker
 #define BOUND "test: T1 2 pushes; T2 2 pops; T3 push+pop. full: T1 also pops"
 #endif
 
@@ -123,14 +118,14 @@ static void finish(void) {
 
 #if defined(TREIBER_RELAXED_PUSH)
 VRF_CLIENT(.name = "treiber_relaxed_push", .about = "Treiber stack whose push CAS is relaxed (planted bug)",
-           .bound = BOUND, .setup = SETUP, .threads = {THREADS}, .finish = finish, .expect = "data race");
+           .bound = BOUND, .setup = SETUP, .threads = {THREADS}, .args = {(void *)0, (void *)1, (void *)2}, .finish = finish, .expect = "data race");
 #elif defined(TREIBER_LOST_PUSH)
 VRF_CLIENT(.name = "treiber_lost_push", .about = "Treiber stack whose push is a load and a store (planted bug)",
-           .bound = BOUND, .setup = SETUP, .threads = {THREADS}, .finish = finish, .expect = "assertion");
+           .bound = BOUND, .setup = SETUP, .threads = {THREADS}, .args = {(void *)0, (void *)1, (void *)2}, .finish = finish, .expect = "assertion");
 #elif defined(TREIBER_ABA)
 VRF_CLIENT(.name = "treiber_aba", .about = "Treiber stack with node reuse and no ABA tag (planted bug)",
-           .bound = BOUND, .setup = SETUP, .threads = {THREADS}, .finish = finish, .expect = "assertion");
+           .bound = BOUND, .setup = SETUP, .threads = {THREADS}, .args = {(void *)0, (void *)1, (void *)2}, .finish = finish, .expect = "assertion");
 #else
 VRF_CLIENT(.name = "treiber", .about = "correct Treiber stack: no race, no lost or duplicated node",
-           .bound = BOUND, .setup = SETUP, .threads = {THREADS}, .finish = finish);
+           .bound = BOUND, .setup = SETUP, .threads = {THREADS}, .args = {(void *)0, (void *)1, (void *)2}, .finish = finish);
 #endif

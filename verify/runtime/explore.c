@@ -341,7 +341,7 @@ int parse_choices(shm_t *s, const char *str) {
   return 0;
 }
 
-static void add_graph(uint64_t sig) {
+static bool add_graph(uint64_t sig) {
   static uint64_t *set;
   static size_t cap, n;
   if (n * 2 >= cap) { /* open addressing, rebuilt when half full */
@@ -360,12 +360,12 @@ static void add_graph(uint64_t sig) {
   }
   if (!sig) sig = 1;
   for (size_t h = sig & (cap - 1);; h = (h + 1) & (cap - 1)) {
-    if (set[h] == sig) return;
+    if (set[h] == sig) return false;
     if (!set[h]) {
       set[h] = sig;
       n++;
       xs.distinct++;
-      return;
+      return true;
     }
   }
 }
@@ -439,7 +439,11 @@ static int explore_dpor(void) {
     switch (s->status) {
       case ST_OK:
         xs.complete++;
-        if (xs.count_graphs) add_graph(s->sig);
+        if (xs.count_graphs && add_graph(s->sig) && xs.list_graphs) {
+          printf("graph %016lx: ", (unsigned long)s->sig);
+          for (uint32_t k = 0; k < s->nev; k++) printf("%s%u.%u", k ? "," : "", s->ev[k].tid, s->ev[k].choice);
+          printf("\n");
+        }
         if (s->outcome_len) add_outcome(s->outcome);
         break;
       case ST_PRUNED_STUTTER: xs.stutter++; break;
@@ -623,7 +627,11 @@ static int explore_tree(int workers) {
     switch (s->status) {
       case ST_OK:
         xs.complete++;
-        if (xs.count_graphs) add_graph(s->sig);
+        if (xs.count_graphs && add_graph(s->sig) && xs.list_graphs) {
+          printf("graph %016lx: ", (unsigned long)s->sig);
+          for (uint32_t k = 0; k < s->nev; k++) printf("%s%u.%u", k ? "," : "", s->ev[k].tid, s->ev[k].choice);
+          printf("\n");
+        }
         if (s->outcome_len) add_outcome(s->outcome);
         break;
       case ST_PRUNED_STUTTER: xs.stutter++; break;

@@ -13,7 +13,7 @@
 typedef struct explore_stats {
   uint64_t distinct, executions, complete, stutter, sleep_blocked, limit;
   uint32_t max_events;
-  bool failed, partial, quiet, no_dpor, count_graphs;
+  bool failed, partial, quiet, no_dpor, count_graphs, list_graphs;
   char fail_kind[32];
   char fail_msg[2048];
   double seconds;

@@ -388,9 +388,10 @@ void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok) {
   {
     const msg_t *rm = &l->m[ch.idx];
     exec_set_rf(ch.kind == C_STORE ? -1 : rm->plain ? -1 : rm->ev); /* for DPOR: which event this one read */
-    /* signature: what this event read, or where in mo it wrote */
-    uint64_t x = ((uint64_t)ch.kind << 56) ^ l->addr ^ ((uint64_t)(rm->ev < 0 ? 99u : rm->tid) << 40) ^
-                 ((uint64_t)rm->wseq << 20) ^ (rm->init ? 0xABCDu : 0);
+    /* signature: which message this event read (mo is added at the end) */
+    uint64_t x = ((uint64_t)ch.kind << 56) ^ l->addr ^ (uint64_t)o->kind << 52;
+    if (ch.kind != C_STORE)
+      x ^= ((uint64_t)(rm->ev < 0 ? 99u : rm->tid) << 40) ^ ((uint64_t)rm->wseq << 20) ^ (rm->init ? 0xABCDu : 0);
     t->sig = (t->sig ^ x) * 0x100000001b3ull;
   }
   uint64_t key = cand_key(l, &ch);
@@ -623,6 +624,25 @@ void model_flush_plain(vthread_t *t) {
     }
   }
   t->npend_plain = 0;
+}
+
+/* The final modification order of every location written in this execution,
+ * as writer identities (thread, its event count): with the reads-from part
+ * kept per thread, a signature of the execution graph. */
+uint64_t model_mo_signature(void) {
+  uint64_t sig = 0;
+  for (loc_t *l = model_child_locs; l; l = l->cnext) {
+    uint64_t h = l->addr * 0x9E3779B97F4A7C15ull;
+    bool any = false;
+    for (uint32_t i = 0; i < l->nm; i++) {
+      const msg_t *m = &l->m[i];
+      if (m->ev < 0 && !m->plain) continue;
+      h = (h ^ ((uint64_t)m->tid << 32 | m->wseq | (uint64_t)m->plain << 40)) * 0x100000001b3ull;
+      any = true;
+    }
+    if (any) sig += h;
+  }
+  return sig;
 }
 
 /* Memory mapped afresh or returned to the OS: its locations start over. */

@@ -224,6 +224,7 @@ void model_plain_overlap(vthread_t *t, uintptr_t a, unsigned n, bool write);
 void model_flush_plain(vthread_t *t);
 void model_relax_exec(vthread_t *t);
 void model_forget(uintptr_t a, size_t n);
+uint64_t model_mo_signature(void);
 
 /* psc.c: the seq_cst order check */
 typedef struct psc_cand psc_cand_t;

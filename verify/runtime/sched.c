@@ -469,7 +469,7 @@ void child_end(int status) {
   rt.shm->status = status;
   uint64_t sig = 0;
   for (int i = 0; i < rt.nthreads; i++) sig += (rt.th[i].sig ^ (uint64_t)i) * 0x9E3779B97F4A7C15ull;
-  rt.shm->sig = sig;
+  rt.shm->sig = sig + model_mo_signature();
   if (tracing()) {
     if (status == ST_OK) trace_printf("-- execution complete\n");
     else if (status == ST_PRUNED_STUTTER) trace_printf("-- execution dropped: a spin iteration repeated the previous one\n");
