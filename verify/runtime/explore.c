@@ -382,6 +382,43 @@ static void add_outcome(const char *o) {
   }
 }
 
+/* Statistics of one finished execution. */
+static void account(const shm_t *s) {
+  xs.executions++;
+  if (s->nev > xs.max_events) xs.max_events = s->nev;
+  switch (s->status) {
+    case ST_OK:
+      xs.complete++;
+      if (xs.count_graphs && add_graph(s->sig) && xs.list_graphs) {
+        printf("graph %016lx: ", (unsigned long)s->sig);
+        for (uint32_t k = 0; k < s->nev; k++) printf("%s%u.%u", k ? "," : "", s->ev[k].tid, s->ev[k].choice);
+        printf("\n");
+      }
+      if (s->outcome_len) add_outcome(s->outcome);
+      break;
+    case ST_PRUNED_STUTTER: xs.stutter++; break;
+    case ST_FAIL: break;
+    default: xs.sleep_blocked++; break;
+  }
+}
+
+/* Keeps the failure and sets s up to replay exactly its decided steps (the
+ * failing event's choice included), watching the culprit address. */
+static void prepare_replay(shm_t *s) {
+  xs.failed = true;
+  snprintf(xs.fail_kind, sizeof xs.fail_kind, "%s", s->fail_kind);
+  snprintf(xs.fail_msg, sizeof xs.fail_msg, "%s", s->fail_msg);
+  uint32_t len = s->ndecided;
+  for (uint32_t k = 0; k < len; k++) {
+    s->prefix[k].tid = s->ev[k].tid;
+    s->prefix[k].choice = s->ev[k].choice;
+  }
+  s->prefix_len = len;
+  s->div_sleep = 0;
+  s->watch_addr = s->fail_addr;
+  s->watch_len = s->fail_len;
+}
+
 static int explore_dpor(void) {
   shm_t *s = rt.shm;
   uint32_t L = 0;
@@ -408,9 +445,7 @@ static int explore_dpor(void) {
     if (pid == 0) run_execution();
     int st = wait_child(pid);
     child_died(s, st);
-    xs.executions++;
     uint32_t n = s->nev;
-    if (n > xs.max_events) xs.max_events = n;
     /* nodes from the divergence point on are new; an execution dropped inside
      * an event still has that node, whose other alternatives remain */
     uint32_t nn = n;
@@ -436,35 +471,9 @@ static int explore_dpor(void) {
       x->rf = e->rf;
       x->fp = e->fp;
     }
-    switch (s->status) {
-      case ST_OK:
-        xs.complete++;
-        if (xs.count_graphs && add_graph(s->sig) && xs.list_graphs) {
-          printf("graph %016lx: ", (unsigned long)s->sig);
-          for (uint32_t k = 0; k < s->nev; k++) printf("%s%u.%u", k ? "," : "", s->ev[k].tid, s->ev[k].choice);
-          printf("\n");
-        }
-        if (s->outcome_len) add_outcome(s->outcome);
-        break;
-      case ST_PRUNED_STUTTER: xs.stutter++; break;
-      case ST_SLEEP_BLOCKED:
-      case ST_NONCANON: xs.sleep_blocked++; break;
-      default: break;
-    }
+    account(s);
     if (s->status == ST_FAIL) {
-      xs.failed = true;
-      snprintf(xs.fail_kind, sizeof xs.fail_kind, "%s", s->fail_kind);
-      snprintf(xs.fail_msg, sizeof xs.fail_msg, "%s", s->fail_msg);
-      /* replay exactly the decided nodes (the failing event's choice included) */
-      uint32_t len = s->ndecided;
-      for (uint32_t k = 0; k < len; k++) {
-        s->prefix[k].tid = s->ev[k].tid;
-        s->prefix[k].choice = s->ev[k].choice;
-      }
-      s->div_sleep = 0;
-      s->prefix_len = len;
-      s->watch_addr = s->fail_addr;
-      s->watch_len = s->fail_len;
+      prepare_replay(s);
       xs.seconds = now() - t0;
       return 1;
     }
@@ -622,22 +631,7 @@ static int explore_tree(int workers) {
     running--;
     shm_t *s = shms[w];
     child_died(s, st);
-    xs.executions++;
-    if (s->nev > xs.max_events) xs.max_events = s->nev;
-    switch (s->status) {
-      case ST_OK:
-        xs.complete++;
-        if (xs.count_graphs && add_graph(s->sig) && xs.list_graphs) {
-          printf("graph %016lx: ", (unsigned long)s->sig);
-          for (uint32_t k = 0; k < s->nev; k++) printf("%s%u.%u", k ? "," : "", s->ev[k].tid, s->ev[k].choice);
-          printf("\n");
-        }
-        if (s->outcome_len) add_outcome(s->outcome);
-        break;
-      case ST_PRUNED_STUTTER: xs.stutter++; break;
-      case ST_FAIL: break;
-      default: xs.sleep_blocked++; break;
-    }
+    account(s);
     if (s->status == ST_FAIL) {
       if (failed_w < 0) {
         failed_w = w;
@@ -663,20 +657,8 @@ static int explore_tree(int workers) {
   for (size_t i = 0; i < nstack; i++) free(stack[i]);
   nstack = 0;
   if (failed_w >= 0) {
-    shm_t *s = shms[failed_w];
-    xs.failed = true;
-    snprintf(xs.fail_kind, sizeof xs.fail_kind, "%s", s->fail_kind);
-    snprintf(xs.fail_msg, sizeof xs.fail_msg, "%s", s->fail_msg);
-    uint32_t len = s->ndecided;
-    for (uint32_t k = 0; k < len; k++) {
-      s->prefix[k].tid = s->ev[k].tid;
-      s->prefix[k].choice = s->ev[k].choice;
-    }
-    s->prefix_len = len;
-    s->div_sleep = 0;
-    s->watch_addr = s->fail_addr;
-    s->watch_len = s->fail_len;
-    rt.shm = s;
+    prepare_replay(shms[failed_w]);
+    rt.shm = shms[failed_w];
     return 1;
   }
   return 0;

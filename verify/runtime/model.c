@@ -522,8 +522,9 @@ bool model_read_ready(vthread_t *t, int32_t lh) {
   return false;
 }
 
-/* The step from which the await could have run (canonical exploration). */
-int32_t model_relax_ready(vthread_t *t) {
+/* The step from which the await of t can run: 0 when it need not wait,
+ * INT32_MAX while no message can wake it, else when the first one appeared. */
+static int32_t await_ready(vthread_t *t) {
   int32_t best = INT32_MAX;
   if (t->stutters < rt.stutter || t->iter.overflow) return 0;
   for (uint32_t i = 0; i < t->iter.n; i++) {
@@ -535,23 +536,15 @@ int32_t model_relax_ready(vthread_t *t) {
       if (wakes(t, m, t->iter.r[i].ts, t->iter.r[i].val) && m->avail < best) best = m->avail;
     }
   }
-  return best == INT32_MAX ? 0 : best;
+  return best;
 }
 
-bool model_relax_enabled(vthread_t *t) {
-  if (t->stutters < rt.stutter) return true;
-  if (t->iter.overflow) return true;
-  for (uint32_t i = 0; i < t->iter.n; i++) {
-    loc_t *l = t->iter.r[i].loc;
-    uint64_t v = loc_view(t, l);
-    for (uint32_t j = l->nm; j-- > 0;) {
-      msg_t *m = &l->m[j];
-      if (m->ts <= t->iter.r[i].ts || m->ts < v) break;
-      if (wakes(t, m, t->iter.r[i].ts, t->iter.r[i].val)) return true;
-    }
-  }
-  return false;
+int32_t model_relax_ready(vthread_t *t) {
+  int32_t r = await_ready(t);
+  return r == INT32_MAX ? 0 : r;
 }
+
+bool model_relax_enabled(vthread_t *t) { return await_ready(t) != INT32_MAX; }
 
 void model_relax_exec(vthread_t *t) {
   iter_log_t *it = &t->iter, *pv = &t->prev_iter;
