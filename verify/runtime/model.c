@@ -191,6 +191,20 @@ static void trace_event(vthread_t *t, const char *what, int mo, loc_t *l, const 
                l->size, detail, c + 1, n, site);
 }
 
+/* A value for the trace: pointers into the program image get their symbol. */
+static const char *fv(char *buf, size_t cap, uint64_t v) {
+  char a[200];
+  if (v >= 4096 && v >> 47 == 0) {
+    fmt_addr(a, sizeof a, (uintptr_t)v);
+    if (a[0] == '{') {
+      snprintf(buf, cap, "%#lx (%s)", (unsigned long)v, a);
+      return buf;
+    }
+  }
+  snprintf(buf, cap, "%#lx", (unsigned long)v);
+  return buf;
+}
+
 /* ---- applying reads and writes ---- */
 
 static void apply_read(vthread_t *t, loc_t *l, uint32_t i, int mo) {
@@ -406,7 +420,8 @@ void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok) {
       *result = l->m[ch.idx].val;
       if (tracing()) {
         msg_desc(md, sizeof md, &l->m[ch.idx]);
-        snprintf(detail, sizeof detail, "= %#lx  reads %s", (unsigned long)*result, md);
+        char vb[240];
+        snprintf(detail, sizeof detail, "= %s  reads %s", fv(vb, sizeof vb, *result), md);
       }
       l->ar[t->id] = t->vc.c[t->id];
       break;
@@ -419,9 +434,9 @@ void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok) {
       if (ch.kind == C_CAS_SPURIOUS) t->spurious_left--;
       if (tracing()) {
         msg_desc(md, sizeof md, &l->m[ch.idx]);
-        snprintf(detail, sizeof detail, "%s(expect %#lx) FAILS%s, sees %#lx  reads %s",
-                 is_mutex(o) ? "" : "", (unsigned long)(o->expected & mask),
-                 ch.kind == C_CAS_SPURIOUS ? " spuriously" : "", (unsigned long)*result, md);
+        char vb[240], eb[240];
+        snprintf(detail, sizeof detail, "(expect %s) FAILS%s, sees %s  reads %s", fv(eb, sizeof eb, o->expected & mask),
+                 ch.kind == C_CAS_SPURIOUS ? " spuriously" : "", fv(vb, sizeof vb, *result), md);
       }
       l->ar[t->id] = t->vc.c[t->id];
       break;
@@ -436,7 +451,8 @@ void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok) {
       l->aw[t->id] = t->vc.c[t->id];
       if (tracing()) {
         msg_desc(md, sizeof md, &l->m[at - 1]);
-        snprintf(detail, sizeof detail, "<- %#lx  mo: after %s%s", (unsigned long)v, md,
+        char vb[240];
+        snprintf(detail, sizeof detail, "<- %s  mo: after %s%s", fv(vb, sizeof vb, v), md,
                  at + 1 == l->nm ? " (last)" : " (not last)");
       }
       break;
@@ -468,9 +484,9 @@ void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok) {
       *ok = true;
       l->aw[t->id] = l->ar[t->id] = t->vc.c[t->id];
       if (tracing()) {
+        char ob[240], nb[240];
         if (o->kind == OP_CAS)
-          snprintf(detail, sizeof detail, "(expect %#lx) ok: %#lx -> %#lx  reads %s", (unsigned long)(o->expected & mask),
-                   (unsigned long)old, (unsigned long)nv, md);
+          snprintf(detail, sizeof detail, "ok: %s -> %s  reads %s", fv(ob, sizeof ob, old), fv(nb, sizeof nb, nv), md);
         else if (is_mutex(o))
           snprintf(detail, sizeof detail, "%s  reads %s", o->kind == OP_UNLOCK ? "released" : "acquired", md);
         else

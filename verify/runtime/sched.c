@@ -150,9 +150,10 @@ static void no_progress(void) {
   for (int i = 0; i < rt.nthreads; i++) {
     vthread_t *t = &rt.th[i];
     if (t->state != TH_ALIVE) continue;
-    char site[300];
-    fmt_site(site, sizeof site, t->pending.site, 0);
-    k += snprintf(buf + k, sizeof buf - k, "%sT%d waits at %s %s", k ? "; " : "", i, op_word(&t->pending), site);
+    char site[300] = "";
+    if (t->pending.site || t->pending.pc) fmt_site(site, sizeof site, t->pending.site, t->pending.pc);
+    k += snprintf(buf + k, sizeof buf - k, "%sT%d waits at %s%s%s", k ? "; " : "", i, op_word(&t->pending),
+                  site[0] ? " " : "", site);
     if (t->pending.kind == OP_RELAX)
       k += snprintf(buf + k, sizeof buf - k, " (no other thread can write what its loop reads)");
     if (k >= sizeof buf) break;
