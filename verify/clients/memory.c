@@ -35,6 +35,8 @@ static void reader(void *a) {
   char *p = jw_load(&shared, JW_ACQUIRE);
   if (p) VRF_ASSERT(p[0] == 1);
 }
+/* The reader is T1, so in the canonical schedule it reads before the owner
+ * frees: the free itself must see that the read is not ordered before it. */
 VRF_CLIENT(.name = "mem_use_after_free", .about = "a block freed while another thread may still read it (planted bug)",
-           .bound = "2 threads x 2 operations", .setup = setup, .threads = {owner, reader}, .expect = "out of bounds");
+           .bound = "2 threads x 2 operations", .setup = setup, .threads = {reader, owner}, .expect = "out of bounds");
 #endif

@@ -654,6 +654,21 @@ uint64_t model_mo_signature(void) {
   return sig;
 }
 
+/* Atomic accesses to memory being released must happen before the release. */
+void model_check_release(vthread_t *t, uintptr_t a, size_t n, const char *what) {
+  for (loc_t *l = all_locs; l; l = l->anext) {
+    if (l->dead || l->addr >= a + n || l->addr + l->size <= a) continue;
+    for (int u = 0; u < rt.nthreads; u++)
+      if (u != t->id && (l->aw[u] > t->vc.c[u] || l->ar[u] > t->vc.c[u])) {
+        char addr[200];
+        fmt_addr(addr, sizeof addr, l->addr);
+        fail("out of bounds", l->addr, l->size,
+             "T%d %s [%#lx, +%zu) while T%d's atomic access to %s is not ordered before it (use after free)", t->id,
+             what, (unsigned long)a, n, u, addr);
+      }
+  }
+}
+
 /* Memory mapped afresh or returned to the OS: its locations start over. */
 void model_forget(uintptr_t a, size_t n) {
   for (loc_t *l = all_locs; l; l = l->anext)

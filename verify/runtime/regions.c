@@ -162,10 +162,17 @@ void regions_check(vthread_t *t, uintptr_t a, unsigned n, bool write, uintptr_t 
 /* ---- the client interface ---- */
 
 void vrf_mem_legal(const void *p, size_t n, const char *name) { rs_add(&legal, (uintptr_t)p, (uintptr_t)p + n, name); }
-void vrf_mem_revoke(const void *p) { rs_remove(&legal, (uintptr_t)p); }
+void vrf_mem_revoke(const void *p) {
+  region_t *r = rs_find(&legal, (uintptr_t)p);
+  if (r && r->lo == (uintptr_t)p && rt.started) shadow_check_release(rt_self, r->lo, r->hi - r->lo, "revokes");
+  rs_remove(&legal, (uintptr_t)p);
+}
 void vrf_block_live(const void *p, size_t n) { rs_add(&blocks, (uintptr_t)p, (uintptr_t)p + n, "block"); }
 void vrf_block_dead(const void *p) {
-  if (!rs_remove(&blocks, (uintptr_t)p)) fail("assertion", (uintptr_t)p, 1, "vrf_block_dead(%p): not a live block", p);
+  region_t *r = rs_find(&blocks, (uintptr_t)p);
+  if (!r || r->lo != (uintptr_t)p) fail("assertion", (uintptr_t)p, 1, "vrf_block_dead(%p): not a live block", p);
+  if (rt.started) shadow_check_release(rt_self, r->lo, r->hi - r->lo, "frees block");
+  rs_remove(&blocks, (uintptr_t)p);
 }
 void vrf_alloc_owned(const void *p, size_t n) { rs_add(&owned, (uintptr_t)p, (uintptr_t)p + n, "mapping"); }
 /* Removes [a, a+n) from allocator memory, splitting regions (munmap may trim

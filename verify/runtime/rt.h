@@ -225,6 +225,7 @@ void model_flush_plain(vthread_t *t);
 void model_relax_exec(vthread_t *t);
 void model_forget(uintptr_t a, size_t n);
 uint64_t model_mo_signature(void);
+void model_check_release(vthread_t *t, uintptr_t a, size_t n, const char *what);
 
 /* psc.c: the seq_cst order check */
 typedef struct psc_cand psc_cand_t;
@@ -239,6 +240,7 @@ void shadow_set_atomic(uintptr_t a, unsigned n);
 bool shadow_is_atomic(uintptr_t a, unsigned n);
 uint32_t shadow_last_writer(uintptr_t a, int *tid);
 void shadow_forget(uintptr_t a, size_t n);
+void shadow_check_release(vthread_t *t, uintptr_t a, size_t n, const char *what);
 
 /* regions.c: legal memory */
 void regions_init(void);

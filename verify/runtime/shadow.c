@@ -142,3 +142,32 @@ void shadow_forget(uintptr_t a, size_t n) {
     memset(&pg->cell[lo & (CHUNK - 1)], 0, (hi - lo) * sizeof(cell_t));
   }
 }
+
+/* Memory about to become illegal or change under everyone (a block freed,
+ * memory unmapped or released to the OS): every earlier access to it by
+ * another thread must happen before this, else that thread may still use it.
+ * Only bytes that have shadow cells were ever accessed. */
+void shadow_check_release(vthread_t *t, uintptr_t a, size_t n, const char *what) {
+  if (!pbuckets || !t) return;
+  for (uintptr_t p = a & ~(uintptr_t)(CHUNK - 1); p < a + n; p += CHUNK) {
+    spage_t *pg = page_of(p, false);
+    if (!pg) continue;
+    uintptr_t lo = p < a ? a : p, hi = p + CHUNK > a + n ? a + n : p + CHUNK;
+    for (uintptr_t b = lo; b < hi; b++) {
+      cell_t *c = &pg->cell[b & (CHUNK - 1)];
+      int other = -1;
+      bool w = false;
+      if ((c->flags & CELL_W) && c->wtid != t->id && c->wep > t->vc.c[c->wtid]) other = c->wtid, w = true;
+      for (int u = 0; u < rt.nthreads && other < 0; u++)
+        if (u != t->id && c->rep[u] > t->vc.c[u]) other = u;
+      if (other >= 0) {
+        char addr[200];
+        fmt_addr(addr, sizeof addr, b);
+        fail("out of bounds", b, 1,
+             "T%d %s [%#lx, +%zu) while T%d's %s of %s is not ordered before it (use after free)", t->id, what,
+             (unsigned long)a, n, other, w ? "write" : "read", addr);
+      }
+    }
+  }
+  model_check_release(t, a, n, what);
+}

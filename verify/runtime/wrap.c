@@ -46,6 +46,7 @@ void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 
 int __wrap_munmap(void *p, size_t len) {
   if (rt.started) {
+    shadow_check_release(rt_self, (uintptr_t)p, len, "unmaps");
     shadow_forget((uintptr_t)p, len);
     model_forget((uintptr_t)p, len);
     regions_disown((uintptr_t)p, len);
@@ -53,10 +54,10 @@ int __wrap_munmap(void *p, size_t len) {
   return munmap(p, len);
 }
 
-/* MADV_DONTNEED makes the range read as zero: its history starts over. (Not
- * race-checked: a thread still using released memory shows up as a stale or
- * zero read that the client's assertions catch.) */
+/* MADV_DONTNEED makes the range read as zero: every earlier access must
+ * happen before it, and its history starts over. */
 int __wrap_madvise(void *p, size_t len, int advice) {
+  if (rt.started && advice == MADV_DONTNEED) shadow_check_release(rt_self, (uintptr_t)p, len, "releases (MADV_DONTNEED)");
   int r = madvise(p, len, advice);
   if (r == 0 && rt.started && advice == MADV_DONTNEED) {
     shadow_forget((uintptr_t)p, len);
