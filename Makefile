@@ -33,3 +33,28 @@ install: build
 
 clean:
 	rm -rf $(BUILD) build-*
+
+# jwmalloc: instructions per warm malloc+free pair, jwmalloc vs mimalloc (callgrind).
+.PHONY: bench-fastpath
+bench-fastpath: build
+	@tests/jwmalloc/fastpath_bench.sh $(BUILD)
+
+# jwmalloc backend (issue 3): long libFuzzer run with a kept corpus, and the
+# backend microbenchmark (reformatting, peak-trough, callgrind counts).
+FUZZ_SECONDS ?= 600
+.PHONY: fuzz bench-backend
+fuzz: build
+	@mkdir -p $(BUILD)/fuzz-corpus
+	@$(BUILD)/bin/fuzz_backend -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 $(BUILD)/fuzz-corpus
+
+bench-backend: build
+	@tests/backend/bench_backend.sh $(BUILD)
+
+# Evaluation suite (docs/design/bench.md): make bench [QUICK=1] [BENCH_ARGS='--threads 1,4 ...'].
+# The full run publishes its report and plots to bench/results/full; raw data stays in bench/out.
+.PHONY: bench bench-traces
+bench-traces: build
+	@bench/trace/record.sh $(BUILD)
+
+bench: bench-traces
+	@bench/suite/run.py --build $(BUILD) $(if $(QUICK),--quick --out bench/out/quick,--out bench/out/full --publish bench/results/full) $(BENCH_ARGS)

@@ -1,0 +1,82 @@
+/* The closed-sibling-tree backend beyond the page-source contract: checks,
+ * figures, options, and the primitives the later parts build on.
+ *
+ * Brief: "Backend", "Metadata", and (shaped for) "Lifetime-based
+ * reclamation", "Non-blocking interface". The backend implements
+ * page_source.h; this header adds what tests, tools, the API's error messages
+ * and the reclaim thread need. Design: docs/design/backend.md.
+ *
+ * Options (environment, read once at the first backend call):
+ *   JWMALLOC_CHECK=1        invariant check of the touched root after every
+ *                           backend operation; a violation prints one line
+ *                           and aborts (default 0, or 1 when built with
+ *                           -DJWMALLOC_CHECK_DEFAULT=ON).
+ *   JWMALLOC_RETAIN_ROOTS=N entirely free 4 MiB roots kept mapped for reuse;
+ *                           beyond N a root that becomes entirely free goes
+ *                           back to the OS at once with its metadata (default 1).
+ * Thread-safety: every function may be called from any thread.
+ */
+#ifndef JW_BACKEND_BACKEND_H
+#define JW_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "page_source.h"
+
+/* jw_pages_free() that reports instead of aborting: 0, or -1 with errno =
+ * EINVAL when start is not the first byte of a live range (a pointer into a
+ * range's middle, into a free range, a double free, or not ours). When the
+ * backend lock is busy the free is deferred (never waits) and still checked. */
+int jw_backend_free(void *start);
+
+/* What an address is, for error messages ("free(): pointer into the middle of
+ * a 64 KiB range"). Lock-free, like jw_pages_lookup; *info (if not NULL) is
+ * filled for every class but NOT_OURS. */
+typedef enum jw_ptr_class {
+  JW_PTR_NOT_OURS = 0,   /* in no root of this backend */
+  JW_PTR_RANGE_START,    /* the first byte of a live range */
+  JW_PTR_RESOLVED,       /* inside a live range, resolvable (slab or marked) */
+  JW_PTR_INTERIOR,       /* inside a live range, not its start, not resolvable */
+  JW_PTR_FREE,           /* inside a free range (or one being freed) */
+} jw_ptr_class;
+jw_ptr_class jw_backend_classify(const void *p, jw_range_info *info);
+const char *jw_backend_ptr_class_name(jw_ptr_class c);
+
+typedef struct jw_backend_stats {
+  jw_pages_stats pages;         /* as jw_pages_get_stats */
+  uint64_t record_bytes;        /* per-root record arrays in use: 12 B per granule of mapped roots */
+  uint64_t root_map_bytes;      /* root map leaves (32 KiB per 16 GiB region in use, kept) */
+  uint64_t metadata_arena_bytes;/* address space of the record arena (pages released with roots) */
+  uint64_t released_bytes;      /* free ranges whose pages were given back (madvise), still mapped */
+  uint64_t free_ranges;         /* in all buffers */
+  uint64_t free_roots;          /* entirely free roots kept mapped */
+  uint64_t peak_roots, roots_mapped_total, roots_unmapped_total;
+  uint64_t allocs, frees, deferred_frees;
+} jw_backend_stats;
+void jw_backend_get_stats(jw_backend_stats *out);
+
+/* Invariant checks on (1) or off (0) from now on (overrides JWMALLOC_CHECK). */
+void jw_backend_set_check(int on);
+
+/* Whole-backend check under the lock: every root's tree (jw_tree_check),
+ * every free list against the records (membership, links, counts, buffer
+ * states), and the figures against both. Returns 0, or -1 with one line in err. */
+int jw_backend_check_all(char *err, size_t cap);
+
+/* Sets the retained entirely-free roots (JWMALLOC_RETAIN_ROOTS) from now on. */
+void jw_backend_set_retain_roots(unsigned n);
+
+/* One reclamation step (the primitive part 3's reclaim thread calls at every
+ * interval): every range still in the standby buffer of every class has its
+ * pages given back (madvise; an entirely free root is unmapped with its
+ * metadata instead) and moves to the released buffer; then active and
+ * standby swap. A range freed before step k and neither reused nor merged is
+ * released by step k+1. Takes the backend lock. Returns bytes released. */
+uint64_t jw_backend_reclaim_step(void);
+
+/* Test hooks (tests/backend): hold the backend lock as a frozen holder would. */
+void jw_backend_test_lock(void);
+void jw_backend_test_unlock(void);
+
+#endif

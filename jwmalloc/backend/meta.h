@@ -1,0 +1,83 @@
+/* Backend metadata memory: the per-root record arrays and range ids.
+ *
+ * Brief: "Metadata: reclaimable, per granule". Decisions in
+ * docs/design/backend.md, "Metadata memory".
+ *
+ * Record arrays: each root's 1024 records (12 KiB, exactly three pages) live
+ * in a slot of a metadata arena that grows in chunks of 64 slots and never
+ * shrinks its address space; a slot freed with its root has its pages given
+ * back with madvise, so the metadata's physical memory falls after a peak
+ * while a lock-free lookup racing with the release reads zeros, never faults.
+ *
+ * Range ids: a free or deferred range is named in a list link by 32 bits,
+ *   [leaf id: 10 | root within the root map leaf: 12 | granule: 10]
+ * where the leaf id numbers the 16 GiB regions (root map leaves) that hold
+ * roots, in order of first use (1..1023; 0 is "no range"). So no root needs a
+ * stored base address: an id gives the base, the base gives the records
+ * through the root map.
+ *
+ * Thread-safety: slot and leaf-id allocation under the backend lock; the id
+ * decoding functions are lock-free (tables are written before the roots that
+ * use them are published through the root map).
+ */
+#ifndef JW_BACKEND_META_H
+#define JW_BACKEND_META_H
+
+#include <stdint.h>
+
+#include "page_source.h"
+#include "record.h"
+#include "root_map.h"
+
+typedef uint32_t jw_rid; /* 0: none */
+
+#define JW_META_SLOT_BYTES (JW_ROOT_GRANULES * sizeof(jw_rec)) /* 12 KiB */
+#define JW_META_CHUNK_SLOTS 64
+#define JW_META_MAX_CHUNKS 4096 /* 262144 roots: 1 TiB of ranges */
+#define JW_META_MAX_LEAVES 1023
+
+/* A zeroed record array for one root (JW_META_SLOT_BYTES), or NULL with
+ * errno = ENOMEM (arena full or the OS refused a chunk). Backend lock held. */
+jw_rec *jw_meta_slot_alloc(void);
+
+/* Gives a root's record array back: its pages go to the OS, the slot is
+ * reused by a later root. Backend lock held. */
+void jw_meta_slot_free(jw_rec *recs);
+
+/* Makes range ids available for the root at base (4 MiB aligned): assigns its
+ * root map leaf an id on first use. Returns 0, or -1 with errno = ENOMEM when
+ * 1023 leaves (16 TiB of address space) are in use. Backend lock held. */
+int jw_meta_prepare_root(uintptr_t base);
+
+/* Range id of granule g of the root at base (prepared). Lock-free. */
+static inline jw_rid jw_meta_rid(uintptr_t base, uint32_t g);
+/* Base address and granule of a range id. Lock-free. */
+static inline uintptr_t jw_meta_rid_base(jw_rid r);
+static inline uint32_t jw_meta_rid_granule(jw_rid r) { return r & (JW_ROOT_GRANULES - 1); }
+
+/* Figures: bytes of record arrays in use (12 KiB per root), and address space
+ * reserved by the arena (chunks x 768 KiB, never unmapped). */
+uint64_t jw_meta_slot_bytes(void);
+uint64_t jw_meta_arena_bytes(void);
+
+/* Leaf ids handed out so far (1..n are valid), for whole-backend walks. */
+uint32_t jw_meta_leaves(void);
+
+/* Tables behind the inline decoders (meta.c). */
+extern jw_atomic_u32 jw_meta_l1_leaf[JW_ROOT_MAP_L1_SIZE];
+extern jw_atomic_u32 jw_meta_leaf_l1[JW_META_MAX_LEAVES + 1];
+
+static inline jw_rid jw_meta_rid(uintptr_t base, uint32_t g) {
+  /* Relaxed: the entry was written under the lock before base's root was
+   * published with a release through the root map. */
+  uint32_t leaf = jw_load(&jw_meta_l1_leaf[base >> JW_ROOT_MAP_L1_SHIFT], JW_RELAXED);
+  uint32_t l2 = (uint32_t)(base >> JW_ROOT_SHIFT) & (JW_ROOT_MAP_L2_SIZE - 1);
+  return (leaf << 22) | (l2 << 10) | g;
+}
+
+static inline uintptr_t jw_meta_rid_base(jw_rid r) {
+  uintptr_t l1 = jw_load(&jw_meta_leaf_l1[r >> 22], JW_RELAXED); /* as in jw_meta_rid */
+  return (l1 << JW_ROOT_MAP_L1_SHIFT) | ((uintptr_t)((r >> 10) & 0xfff) << JW_ROOT_SHIFT);
+}
+
+#endif

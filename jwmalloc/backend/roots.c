@@ -1,0 +1,54 @@
+/* See roots.h. Counters are written under the backend lock and read racily
+ * for statistics: relaxed. */
+#include "roots.h"
+
+#include <errno.h>
+
+#include "../os/os_mem.h"
+#include "meta.h"
+#include "root_map.h"
+#include "tree.h"
+
+static jw_atomic_u64 nroots, peak, mapped_total, unmapped_total;
+
+uintptr_t jw_roots_map(unsigned state, jw_rec **recs_out) {
+  void *mem = jw_os_map(JW_ROOT, JW_ROOT);
+  if (mem == NULL) goto fail;
+  uintptr_t base = (uintptr_t)mem;
+  if (jw_meta_prepare_root(base) != 0) goto fail_unmap; /* also rejects bases above the root map */
+  jw_rec *recs = jw_meta_slot_alloc();
+  if (recs == NULL) goto fail_unmap;
+  jw_tree t = {recs, JW_ROOT_GRANULES};
+  jw_tree_init(&t, state, 1);
+  /* Publishes the initialized records (release inside jw_root_map_set). */
+  if (jw_root_map_set(base, recs) != 0) {
+    jw_meta_slot_free(recs);
+    goto fail_unmap;
+  }
+  uint64_t n = jw_load(&nroots, JW_RELAXED) + 1;
+  jw_store(&nroots, n, JW_RELAXED);
+  if (n > jw_load(&peak, JW_RELAXED)) jw_store(&peak, n, JW_RELAXED);
+  jw_store(&mapped_total, jw_load(&mapped_total, JW_RELAXED) + 1, JW_RELAXED);
+  *recs_out = recs;
+  return base;
+fail_unmap:
+  jw_os_unmap(mem, JW_ROOT);
+fail:
+  errno = ENOMEM;
+  return 0;
+}
+
+void jw_roots_unmap(uintptr_t base, jw_rec *recs) {
+  jw_root_map_clear(base);
+  jw_os_unmap((void *)base, JW_ROOT);
+  jw_meta_slot_free(recs);
+  jw_store(&nroots, jw_load(&nroots, JW_RELAXED) - 1, JW_RELAXED);
+  jw_store(&unmapped_total, jw_load(&unmapped_total, JW_RELAXED) + 1, JW_RELAXED);
+}
+
+void jw_roots_get_stats(jw_roots_stats *out) {
+  out->roots = jw_load(&nroots, JW_RELAXED);
+  out->peak_roots = jw_load(&peak, JW_RELAXED);
+  out->mapped_total = jw_load(&mapped_total, JW_RELAXED);
+  out->unmapped_total = jw_load(&unmapped_total, JW_RELAXED);
+}

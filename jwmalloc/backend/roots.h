@@ -1,0 +1,32 @@
+/* Root ranges: 4 MiB spans reserved from the OS, each with its records.
+ *
+ * Brief: "Backend" (root ranges) and "Metadata" (a root's metadata goes back
+ * with it). Policy for when an entirely free root goes back: backend.c and
+ * docs/design/backend.md, "Roots".
+ *
+ * Thread-safety: backend lock held. Lock-free readers find a root through the
+ * root map (root_map.h), published last on map and cleared first on unmap.
+ */
+#ifndef JW_BACKEND_ROOTS_H
+#define JW_BACKEND_ROOTS_H
+
+#include <stdint.h>
+
+#include "record.h"
+
+/* Maps a fresh root (JW_ROOT bytes, JW_ROOT aligned, zero) and its records,
+ * initializes its tree as one free leaf in head state `state` (zeroed), then
+ * publishes it in the root map. Returns the base, or 0 with errno = ENOMEM. */
+uintptr_t jw_roots_map(unsigned state, jw_rec **recs);
+
+/* Forgets the root at base (root map entry first), unmaps its memory and
+ * gives its record array back (meta.h). */
+void jw_roots_unmap(uintptr_t base, jw_rec *recs);
+
+typedef struct jw_roots_stats {
+  uint64_t roots, peak_roots; /* currently mapped, most ever at once */
+  uint64_t mapped_total, unmapped_total;
+} jw_roots_stats;
+void jw_roots_get_stats(jw_roots_stats *out);
+
+#endif

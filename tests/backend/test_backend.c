@@ -1,0 +1,359 @@
+/* The backend through its page-source interface, case by case: the named edge
+ * cases of issue 3, the worked example of the design note, bad input,
+ * zeroed ranges, metadata falling after a peak, the reclamation buffers, a
+ * free that finds the lock held (deferred, never waits), concurrent use and
+ * fork. Invariant checks are on throughout. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/size_class.h"
+#include "common/atomic.h"
+#include "os/os_mem.h"
+#include "tb.h"
+
+static jw_backend_stats st(void) {
+  jw_backend_stats s;
+  jw_backend_get_stats(&s);
+  return s;
+}
+
+static void check_all(const char *what) {
+  char err[300];
+  TB_REQUIRE(jw_backend_check_all(err, sizeof err) == 0, "%s: %s", what, err);
+}
+
+static char *alloc(uint32_t n, jw_range_kind k, bool *zeroed) {
+  uint32_t got;
+  bool z;
+  char *p = jw_pages_alloc(n, k, &got, &z);
+  TB_REQUIRE(p != NULL && got == jw_class_granules[jw_class_index_up(n)], "alloc(%u)", n);
+  if (zeroed) *zeroed = z;
+  return p;
+}
+
+static void release_everything(void) {
+  jw_backend_set_retain_roots(0);
+  jw_backend_stats s = st();
+  TB_CHECK(s.pages.roots == 0 && s.record_bytes == 0, "roots or metadata left: %llu roots",
+           (unsigned long long)s.pages.roots);
+  jw_backend_set_retain_roots(1);
+}
+
+static void t_root_exactly(void) {
+  /* A range that fills a root exactly is the root itself: no split. */
+  uint64_t splits = st().pages.splits;
+  char *p = alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL);
+  TB_CHECK(((uintptr_t)p & (JW_ROOT - 1)) == 0, "whole-root range %p not root aligned", (void *)p);
+  TB_CHECK(st().pages.splits == splits, "whole-root allocation split something");
+  jw_range_info info;
+  TB_CHECK(jw_pages_lookup(p, &info) && info.granules == JW_ROOT_GRANULES, "root lookup");
+  TB_CHECK(!jw_pages_lookup(p + JW_ROOT - 1, &info), "interior of a large range resolved");
+  /* Freed, it has no sibling to merge with: it is a whole free root. */
+  uint64_t merges = st().pages.merges;
+  jw_pages_free(p);
+  TB_CHECK(st().pages.merges == merges, "root merged with a sibling it cannot have");
+  TB_CHECK(st().free_roots == 1, "freed root not kept (retain 1)");
+  /* Reused as is. */
+  char *q = alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL);
+  TB_CHECK(q == p && st().pages.roots == 1, "free root not reused");
+  jw_pages_free(q);
+  check_all("root exactly");
+  release_everything();
+}
+
+static void t_first_last_child_and_largest(void) {
+  char *a = alloc(512, JW_KIND_LARGE, NULL), *b = alloc(512, JW_KIND_LARGE, NULL);
+  TB_CHECK(b == a + 512 * JW_GRANULE, "halves of one root");
+  uint64_t m = st().pages.merges;
+  jw_pages_free(b); /* last child: its only sibling is live */
+  TB_CHECK(st().pages.merges == m, "last child merged");
+  jw_pages_free(a); /* first child: merges with its right sibling into the root */
+  TB_CHECK(st().pages.merges == m + 1 && st().free_roots == 1, "first child did not merge into the root");
+  /* The largest class below a root beside the smallest. */
+  char *big = alloc(896, JW_KIND_LARGE, NULL), *one = alloc(1, JW_KIND_SMALL_SLAB, NULL);
+  TB_CHECK(one == big + 896 * JW_GRANULE, "1 granule not next to 896");
+  check_all("largest");
+  jw_pages_free(one);
+  jw_pages_free(big);
+  check_all("first/last child");
+  release_everything();
+}
+
+static void t_worked_example(void) {
+  /* docs/design/backend.md, example 1, through the page source. */
+  uint64_t splits = st().pages.splits;
+  bool z;
+  char *p = alloc(3, JW_KIND_LARGE, &z);
+  TB_CHECK(z, "fresh root range not zeroed");
+  TB_CHECK(((uintptr_t)p & (JW_ROOT - 1)) == 0 && st().pages.splits == splits + 4, "3 from a root: 4 splits");
+  static const struct { uint32_t at, n; } rem[] = {{3, 1}, {4, 12}, {16, 112}, {128, 896}};
+  for (unsigned i = 0; i < 4; i++) {
+    jw_range_info info;
+    jw_ptr_class c = jw_backend_classify(p + rem[i].at * JW_GRANULE, &info);
+    TB_CHECK(c == JW_PTR_FREE && info.start == p + rem[i].at * JW_GRANULE && info.granules == rem[i].n,
+             "remainder %u+%u: %s %p+%u", rem[i].at, rem[i].n, jw_backend_ptr_class_name(c), info.start,
+             info.granules);
+  }
+  jw_pages_free(p);
+  TB_CHECK(st().free_ranges == 1 && st().free_roots == 1, "example did not merge back");
+  check_all("worked example");
+  release_everything();
+}
+
+static void t_bad_input(void) {
+  char *big = alloc(64, JW_KIND_LARGE, NULL), *slab = alloc(8, JW_KIND_MID_SLAB, NULL);
+  jw_range_info info;
+  /* Middle of a large range: not resolvable, not freeable, nothing changes. */
+  TB_CHECK(!jw_pages_lookup(big + 5 * JW_GRANULE + 16, &info), "middle of a large range resolved");
+  TB_CHECK(jw_backend_classify(big + 5 * JW_GRANULE, &info) == JW_PTR_INTERIOR && info.start == big,
+           "middle of a large range not classified");
+  errno = 0;
+  TB_CHECK(jw_backend_free(big + 5 * JW_GRANULE) == -1 && errno == EINVAL, "free of a middle pointer accepted");
+  TB_CHECK(jw_backend_free(big + 8) == -1 && errno == EINVAL, "free of an unaligned pointer accepted");
+  /* Slabs resolve from every granule. */
+  TB_CHECK(jw_pages_lookup(slab + 7 * JW_GRANULE + 100, &info) && info.start == slab && info.kind == JW_KIND_MID_SLAB,
+           "slab interior");
+  /* An over-aligned large block registers its interior pointer. */
+  jw_pages_mark_interior(big, big + 9 * JW_GRANULE + 64);
+  TB_CHECK(jw_pages_lookup(big + 9 * JW_GRANULE, &info) && info.start == big, "marked interior");
+  TB_CHECK(!jw_pages_lookup(big + 10 * JW_GRANULE, &info), "unmarked interior resolved");
+  /* Free ranges and double frees. */
+  TB_CHECK(jw_backend_classify(big + 200 * JW_GRANULE, &info) == JW_PTR_FREE, "free space");
+  TB_CHECK(jw_backend_free(big + 200 * JW_GRANULE) == -1, "free of free space accepted");
+  TB_CHECK(jw_backend_free(slab) == 0, "slab free");
+  TB_CHECK(!jw_pages_lookup(slab, &info) && !jw_pages_lookup(slab + 3 * JW_GRANULE, &info), "freed slab resolves");
+  TB_CHECK(jw_backend_free(slab) == -1 && errno == EINVAL, "double free accepted");
+  int local;
+  TB_CHECK(jw_backend_classify(&local, &info) == JW_PTR_NOT_OURS && jw_backend_free(&local) == -1, "stack pointer");
+  TB_CHECK(st().pages.live_bytes == 64 * JW_GRANULE, "bad frees changed live bytes");
+  jw_pages_free(big);
+  /* The marked granule's record went with the range. */
+  TB_CHECK(!jw_pages_lookup(big + 9 * JW_GRANULE, &info), "mark survived the free");
+  check_all("bad input");
+  release_everything();
+}
+
+static void t_metadata_falls(void) {
+  /* Peak: 48 roots' worth of 64-granule ranges. */
+  enum { N = 48 * 16 };
+  static char *p[N];
+  for (int i = 0; i < N; i++) p[i] = alloc(64, JW_KIND_LARGE, NULL);
+  jw_backend_stats peak = st();
+  TB_CHECK(peak.pages.roots == 48 && peak.record_bytes == 48 * JW_ROOT_GRANULES * 12,
+           "peak: %llu roots, %llu record bytes", (unsigned long long)peak.pages.roots,
+           (unsigned long long)peak.record_bytes);
+  /* Trough: one root's ranges stay live. */
+  for (int i = 16; i < N; i++) jw_pages_free(p[i]);
+  jw_backend_stats trough = st();
+  TB_CHECK(trough.pages.roots == 2 && trough.record_bytes == 2 * JW_ROOT_GRANULES * 12,
+           "trough: %llu roots (1 live + 1 retained), %llu record bytes", (unsigned long long)trough.pages.roots,
+           (unsigned long long)trough.record_bytes);
+  TB_CHECK(trough.pages.metadata_bytes < peak.pages.metadata_bytes / 10, "metadata did not fall");
+  for (int i = 0; i < 16; i++) jw_pages_free(p[i]);
+  check_all("metadata");
+  release_everything();
+}
+
+static void t_reclaim_buffers(void) {
+  char *a = alloc(20, JW_KIND_LARGE, NULL), *keep = alloc(20, JW_KIND_LARGE, NULL);
+  memset(a, 0xab, 20 * JW_GRANULE);
+  memset(keep, 0xcd, 20 * JW_GRANULE);
+  jw_pages_free(a); /* merges with nothing (keep is live): its countdown starts */
+  jw_os_counts c0, c1;
+  jw_os_get_counts(&c0);
+  uint64_t cached = st().pages.cached_bytes;
+  TB_CHECK(jw_backend_reclaim_step() == 0 || st().released_bytes == 0, "first step released an active range");
+  TB_CHECK(st().pages.cached_bytes == cached, "active range moved");
+  jw_backend_reclaim_step(); /* still in standby: released */
+  jw_os_get_counts(&c1);
+  TB_CHECK(st().released_bytes >= 20 * JW_GRANULE && c1.madvise_calls > c0.madvise_calls, "standby not released");
+  bool z;
+  char *b = alloc(20, JW_KIND_LARGE, &z);
+  TB_CHECK(b == a && z && b[0] == 0 && b[20 * JW_GRANULE - 1] == 0, "released range not reused zeroed");
+  for (size_t i = 0; i < 20 * JW_GRANULE; i += 512) TB_CHECK((unsigned char)keep[i] == 0xcd, "live range released");
+  jw_pages_free(b);
+  jw_pages_free(keep);
+  /* An entirely free root still in standby at a step goes back with its
+   * metadata. */
+  TB_CHECK(st().free_roots == 1, "root kept");
+  jw_backend_reclaim_step();
+  jw_backend_reclaim_step();
+  TB_CHECK(st().pages.roots == 0 && st().record_bytes == 0, "idle root not returned by reclamation");
+  check_all("reclaim");
+  release_everything();
+}
+
+static void t_zeroed(void) {
+  bool z;
+  char *a = alloc(4, JW_KIND_LARGE, &z), *guard = alloc(4, JW_KIND_LARGE, NULL);
+  TB_CHECK(z, "fresh range not zeroed");
+  a[100] = 1;
+  jw_pages_free(a);
+  char *b = alloc(4, JW_KIND_LARGE, &z);
+  TB_CHECK(b == a && !z, "reused dirty range claimed zeroed");
+  jw_pages_free(b);
+  jw_pages_free(guard);
+  release_everything();
+}
+
+/* A holder frozen on the backend lock: frees still complete (deferred). */
+static jw_atomic_u32 hold_state;
+static void *holder(void *arg) {
+  (void)arg;
+  jw_backend_test_lock();
+  jw_store(&hold_state, 1, JW_RELEASE);
+  while (jw_load(&hold_state, JW_ACQUIRE) == 1) usleep(1000);
+  jw_backend_test_unlock();
+  return NULL;
+}
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "test_backend: a free waited for the lock holder (hang)\n";
+  (void)!write(2, msg, sizeof msg - 1);
+  _exit(1);
+}
+
+static void t_deferred_free(void) {
+  char *a = alloc(6, JW_KIND_MID_SLAB, NULL), *b = alloc(6, JW_KIND_LARGE, NULL);
+  pthread_t th;
+  pthread_create(&th, NULL, holder, NULL);
+  while (jw_load(&hold_state, JW_ACQUIRE) != 1) usleep(1000);
+  signal(SIGALRM, on_alarm);
+  alarm(10); /* a bound for a hang, not a timing check */
+  TB_CHECK(jw_backend_free(a) == 0, "deferred free failed");
+  jw_range_info info;
+  TB_CHECK(!jw_pages_lookup(a, &info) && !jw_pages_lookup(a + JW_GRANULE, &info), "deferred range resolves");
+  TB_CHECK(jw_backend_free(a) == -1 && errno == EINVAL, "double free of a deferred range accepted");
+  TB_CHECK(jw_backend_free(a + JW_GRANULE) == -1, "interior free accepted while deferred");
+  alarm(0);
+  TB_CHECK(st().deferred_frees == 1, "free was not deferred");
+  jw_store(&hold_state, 2, JW_RELEASE);
+  pthread_join(th, NULL);
+  jw_pages_free(b);
+  TB_CHECK(st().pages.live_bytes == 0, "deferred free not drained");
+  check_all("deferred");
+  release_everything();
+}
+
+/* Threads allocating and freeing each other's ranges: the lock and the
+ * deferred path under contention. */
+enum { THREADS = 4, PER = 20000, SLOTS = 256 };
+static jw_atomic_ptr shared_slots[SLOTS];
+static void *worker(void *arg) {
+  tb_rng r = {(uint64_t)(uintptr_t)arg};
+  for (int i = 0; i < PER; i++) {
+    unsigned s = tb_below(&r, SLOTS);
+    uint32_t n = jw_class_granules[tb_below(&r, 20)];
+    char *p = jw_pages_alloc(n, n == 1 ? JW_KIND_SMALL_SLAB : JW_KIND_LARGE, NULL, NULL);
+    TB_REQUIRE(p != NULL, "alloc in thread");
+    p[0] = (char)s;
+    /* Lock-free lookups of a live range while other threads split and merge
+     * its neighbours (its head's boundary bits change under it). */
+    jw_range_info info;
+    TB_REQUIRE(jw_pages_lookup(p + n * JW_GRANULE - 1, &info) == (n == 1) && jw_pages_lookup(p, &info) &&
+                   info.start == p && info.granules == n,
+               "lookup in thread");
+    char *old = jw_xchg(&shared_slots[s], p, JW_ACQ_REL); /* frees land in other threads */
+    if (old) TB_REQUIRE(jw_backend_free(old) == 0, "cross-thread free");
+  }
+  return NULL;
+}
+
+static void t_threads(void) {
+  pthread_t th[THREADS];
+  for (uintptr_t i = 0; i < THREADS; i++) pthread_create(&th[i], NULL, worker, (void *)(i + 1));
+  for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+  for (int s = 0; s < SLOTS; s++) {
+    char *p = jw_xchg(&shared_slots[s], NULL, JW_ACQ_REL);
+    if (p) jw_pages_free(p);
+  }
+  TB_CHECK(st().pages.live_bytes == 0, "threads leaked");
+  printf("threads: %llu frees deferred while the lock was busy\n", (unsigned long long)st().deferred_frees);
+  check_all("threads");
+  release_everything();
+}
+
+static void t_fork(void) {
+  char *a = alloc(10, JW_KIND_LARGE, NULL);
+  jw_pages_atfork_prepare();
+  pid_t pid = fork();
+  if (pid == 0) {
+    jw_pages_atfork_child();
+    char *b = jw_pages_alloc(10, JW_KIND_LARGE, NULL, NULL);
+    int ok = b != NULL && jw_backend_free(b) == 0 && jw_backend_free(a) == 0;
+    char err[200];
+    ok = ok && jw_backend_check_all(err, sizeof err) == 0;
+    _exit(ok ? 0 : 3);
+  }
+  jw_pages_atfork_parent();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child after fork: status %d", status);
+  jw_pages_free(a);
+  check_all("fork");
+  release_everything();
+}
+
+/* The OS refuses memory: NULL with ENOMEM, nothing lost, state intact. In a
+ * child, under an address-space limit (not under ThreadSanitizer, whose
+ * shadow memory the limit would break). */
+static void t_out_of_memory(void) {
+#ifndef __SANITIZE_THREAD__
+  pid_t pid = fork();
+  if (pid == 0) {
+    jw_pages_atfork_child();
+    struct rlimit rl;
+    getrlimit(RLIMIT_AS, &rl);
+    rl.rlim_cur = 256u << 20; /* far below what the loop asks for */
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(4);
+    static char *p[4096];
+    int n = 0, got_enomem = 0;
+    while (n < 4096) {
+      errno = 0;
+      p[n] = jw_pages_alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL, NULL);
+      if (p[n] == NULL) {
+        got_enomem = errno == ENOMEM;
+        break;
+      }
+      p[n++][0] = 1;
+    }
+    /* Smaller requests still work from what is mapped (after a free). */
+    int ok = got_enomem && n > 0 && jw_backend_free(p[--n]) == 0;
+    char *q = ok ? jw_pages_alloc(7, JW_KIND_LARGE, NULL, NULL) : NULL;
+    ok = ok && q != NULL && jw_backend_free(q) == 0;
+    while (ok && n > 0) ok = jw_backend_free(p[--n]) == 0;
+    char err[200];
+    ok = ok && jw_backend_check_all(err, sizeof err) == 0;
+    _exit(ok ? 0 : 3);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "out of memory child: status %d", status);
+#endif
+}
+
+int main(void) {
+  jw_backend_set_check(1);
+  jw_backend_set_retain_roots(1);
+  t_root_exactly();
+  t_first_last_child_and_largest();
+  t_worked_example();
+  t_bad_input();
+  t_metadata_falls();
+  t_reclaim_buffers();
+  t_zeroed();
+  t_deferred_free();
+  t_threads();
+  t_fork();
+  t_out_of_memory();
+  if (tb_failures) return 1;
+  puts("backend: ok");
+  return 0;
+}
