@@ -12,7 +12,9 @@ end. Checks that
     Linux, IOSR's per-app read bytes);
   - the report and its plots are written, with the validity table and the
     targets;
-  - nothing is left behind: no swap area, cgroup, trace instance or file.
+  - nothing is left behind: no swap area, cgroup, trace instance, file or
+    process, also when the driver is stopped by SIGTERM or SIGINT during a
+    switch, and after SIGKILL once the next run swept (children die with it).
 
 Skips (77) with a message where root, swapon, memory cgroup v1, userfaultfd
 or fio is missing.
@@ -75,14 +77,56 @@ def check_swapon(tmp):
         k.stop()
 
 
-def leftovers(directory):
-    out = [s[0] for s in system.active_swaps() if system.TAG in s[0]]
-    if os.path.isdir(os.path.join(system.CGROOT, system.TAG)):
-        out.append("cgroup " + system.TAG)
-    if os.path.isdir(os.path.join("/sys/kernel/tracing/instances", system.TAG)):
-        out.append("trace instance " + system.TAG)
-    out += [f for f in os.listdir(directory) if f.startswith(system.TAG)]
+def leftovers(directory, tag=system.TAG):
+    """What a run tagged `tag` left: swap areas, cgroup, trace instance, files, processes."""
+    out = [s[0] for s in system.active_swaps() if tag in s[0]]
+    if os.path.isdir(os.path.join(system.CGROOT, tag)):
+        out.append("cgroup " + tag)
+    if os.path.isdir(os.path.join("/sys/kernel/tracing/instances", tag)):
+        out.append("trace instance " + tag)
+    out += [f for d in (directory, "/tmp") for f in os.listdir(d) if f.startswith(tag + ".")]
+    for pid in [x for x in os.listdir("/proc") if x.isdigit()]:
+        cmd = system.read("/proc/%s/cmdline" % pid, "")
+        stat = system.read("/proc/%s/stat" % pid, "")
+        if tag in cmd and ") Z " not in stat and ") X " not in stat:
+            out.append("process %s (%s)" % (pid, cmd.split("\0")[0]))
     return out
+
+
+def check_interrupt(build, tmp, config, sig):
+    """Starts the driver on `config`, sends `sig` during the second switch and
+    checks what is left: nothing after SIGTERM (the driver cleans up); after
+    SIGKILL no process (they die with it) and nothing once the next run's
+    sweep ran."""
+    import signal
+    import time
+    log = os.path.join(tmp, "intr.log")
+    with open(log, "w") as lf:
+        p = subprocess.Popen([sys.executable, os.path.join(HERE, "run.py"), "--build", build, "--out",
+                              os.path.join(tmp, "intr"), "--dir", tmp, "--apps", "3", "--heap", "24M", "--budget",
+                              "0.4", "--rounds", "3", "--dwell", "0.05", "--fio-seconds", "0.2", "--fio-size", "16M",
+                              "--no-matrix", "--no-kernel-rot", "--no-report", "--only", config],
+                             stdout=lf, stderr=subprocess.STDOUT)
+    tag = system.PREFIX + str(p.pid)
+    end = time.monotonic() + 120
+    while "switch 2/" not in system.read(log, "") and p.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    if p.poll() is not None:
+        fail("interrupt check (%s): the run ended before the signal: %s" % (config, system.read(log, "")[-400:]))
+    p.send_signal(sig)
+    rc = p.wait(timeout=120)
+    time.sleep(0.5)  # children killed by the parent-death signal exit
+    left = leftovers(tmp, tag)
+    if sig == signal.SIGKILL:
+        procs = [x for x in left if x.startswith("process")]
+        if procs:
+            fail("after SIGKILL of the driver these live on: %s" % ", ".join(procs))
+        system.sweep_stale(print, tmp)
+        left = leftovers(tmp, tag)
+    elif rc != 130:
+        fail("interrupt check (%s): the driver exited %d after signal %d, expected 130" % (config, rc, sig))
+    if left:
+        fail("interrupt check (%s, signal %d): left behind: %s" % (config, sig, ", ".join(left)))
 
 
 def main():
@@ -153,7 +197,12 @@ def main():
             for png in ("switch_cdf.png", "swapin_bw.png", "request_sizes_requests.png"):
                 if not os.path.exists(os.path.join(out, png)):
                     fail("plot %s missing" % png)
-        print("bench.iosr.pieces: ok (%d configurations, %d switches checked)" % (
+        import signal
+        check_interrupt(build, tmp, "linux", signal.SIGTERM)
+        check_interrupt(build, tmp, "process/adaptive/sios", signal.SIGINT)
+        check_interrupt(build, tmp, "linux", signal.SIGKILL)
+        check_interrupt(build, tmp, "process/adaptive/sios", signal.SIGKILL)
+        print("bench.iosr.pieces: ok (%d configurations, %d switches checked; interrupted runs left nothing)" % (
             len(want), sum(len(runs[c]["switches"]) for c in want)))
         return 0
     finally:

@@ -80,7 +80,7 @@ def child_preexec(extra=None):
     daemon or app of a killed run lives on holding memory or a swap area."""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
-    ppid = os.getppid()
+    ppid = os.getpid()  # the harness: the child's parent
 
     def fn():
         libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
