@@ -84,6 +84,14 @@ def summarize(run):
         out["ra_hits"] = sum(x["ra_hits"] for x in io)
         out["ra_misses"] = sum(x["ra_misses"] for x in io)
     out["utime_ms"] = sum(s["utime_ms"] for s in sw) / len(sw)
+    out["stime_ms"] = sum(s["stime_ms"] for s in sw) / len(sw)
+    over = [s["peak_over_limit"] for s in sw if s.get("peak_over_limit") is not None]
+    out["over_max_mb"] = max(over) / 1e6 if over else None
+    for k in ("app_run_ms", "app_wait_ms", "daemon_run_ms", "daemon_wait_ms"):
+        xs = [s["sched"][k] for s in sw if k in s.get("sched", {})]
+        out[k] = statistics.mean(xs) if xs else None
+    cw = [s["cpu_wait_share"] for s in sw if "cpu_wait_share" in s]
+    out["cpu_wait"] = med(cw) if cw else None
     if run["kind"] == "kernel":
         out["validity"] = kernel_validity(sw)
     if "writer" in run:
@@ -152,6 +160,31 @@ def load_stats(runs):
     return (min(xs), med(xs), max(xs)) if xs else (None, None, None)
 
 
+def cpu_wait(runs):
+    """Median share of the switches in which some task waited for a CPU (PSI), or None."""
+    xs = [s["cpu_wait_share"] for r in runs for s in r["switches"] if "cpu_wait_share" in s]
+    return med(xs) if xs else None
+
+
+def bullets(w, title, items):
+    """A section of bullet points, left out when there are none."""
+    if items:
+        w("")
+        w(title)
+        w("")
+        for x in items:
+            w("- " + x)
+
+
+def table(w, header, names, S, row):
+    """A Markdown table: one row per configuration that has switches, cells from row(name, summary)."""
+    w("| " + " | ".join(header) + " |")
+    w("|" + " --- |" * len(header))
+    for n in names:
+        if S[n].get("n"):
+            w("| " + " | ".join(row(n, S[n])) + " |")
+
+
 def generate(out_dir, publish=None):
     res = json.load(open(os.path.join(out_dir, "raw", "results.json")))
     meta, runs = res["meta"], res["runs"]
@@ -176,6 +209,11 @@ def generate(out_dir, publish=None):
           m["scheduler"], m["rotational"], m.get("thp"), f(lo, "%.1f"), f(mid, "%.1f"), f(hi, "%.1f"),
           meta["load_start"].split()[0], meta.get("load_end", "? ").split()[0],
           " — the machine was shared, so times are noisy; counts and bytes are not" if (mid or 0) > 1.0 else ""))
+    cw = cpu_wait(runs)
+    if cw is not None:
+        w("")
+        w("**CPU contention** (`/proc/pressure/cpu`): during the median switch some task waited for a CPU %.0f%% of "
+          "the time." % (100 * cw))
     b0 = next((b for r in runs for b in r.get("builds", [])), None)
     hot = statistics.mean([b["hot_pages"] for r in runs[:1] for b in r.get("builds", [])] or [0]) * 4096 / 2**20
     w("")
@@ -240,33 +278,38 @@ def generate(out_dir, publish=None):
       "set. Swap-in bandwidth: bytes read from the swap area during the switch (block trace) / the time the app "
       "spent waiting in faults (switch time minus its own CPU time). Ratios are to Linux swap (`%s`) in this run." % KERNEL)
     w("")
-    w("| configuration | switches | switch median | p90 | vs Linux | swap-in MB/s | vs Linux | read per switch | "
-      "needed | read requests | avg request | written during switch | data |")
-    w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for n in quiet:
-        s = S[n]
-        if not s.get("n"):
-            continue
-        w("| %s | %d | %s ms | %s ms | %s | %s | %s | %s MB | %s MB | %s | %s KiB | %s MB | %s |" % (
-            label(n), s["n"], f(s["ms_med"]), f(s["ms_p90"]), ratio(s["ms_med"], K.get("ms_med")), f(s["bw_med"]),
-            ratio(s["bw_med"], K.get("bw_med"), "%.1fx"), f(s["read_mb"], "%.1f"), f(s["need_mb"], "%.1f"),
-            f(s["reqs"]), f(s["req_kib"], "%.1f"), f(s["write_mb"], "%.1f"),
-            "ok" if s["bad"] == 0 else "**%d BAD**" % s["bad"]))
+    table(w, ["configuration", "switches", "switch median", "p90", "vs Linux", "swap-in MB/s", "vs Linux",
+              "read per switch", "needed", "read requests", "avg request", "written during switch", "data"], quiet, S,
+          lambda n, s: [label(n), "%d" % s["n"], f(s["ms_med"]) + " ms", f(s["ms_p90"]) + " ms",
+                        ratio(s["ms_med"], K.get("ms_med")), f(s["bw_med"]), ratio(s["bw_med"], K.get("bw_med"), "%.1fx"),
+                        f(s["read_mb"], "%.1f") + " MB", f(s["need_mb"], "%.1f") + " MB", f(s["reqs"]),
+                        f(s["req_kib"], "%.1f") + " KiB", f(s["write_mb"], "%.1f") + " MB",
+                        "ok" if s["bad"] == 0 else "**%d BAD**" % s["bad"]])
     w("")
     w("Device view of the same switches: bandwidth over the time the disk had a swap read in flight, that time's "
-      "share of the switch, bytes read per byte needed (read-ahead of pages the switch did not need), faults:")
+      "share of the switch, bytes read per byte needed (read-ahead of pages the switch did not need), faults, hot "
+      "pages still mapped when the switch began, and the most memory the apps held above the limit during a switch "
+      "(Linux: the cgroup's peak usage over its limit, which is hard; IOSR: resident region pages over the budget, "
+      "which its asynchronous reclaim may lag behind):")
     w("")
-    w("| configuration | MB/s while reading | disk busy share | read / needed | faults per switch | app CPU per switch | hot pages already mapped |")
-    w("| --- | --- | --- | --- | --- | --- | --- |")
-    for n in quiet:
-        s = S[n]
-        if not s.get("n"):
-            continue
-        faults = "%.0f major" % s["majflt"] if s["kind"] == "kernel" else "%.0f major + %.0f probe" % (
-            s.get("iosr_major", 0), s.get("iosr_probe", 0))
-        w("| %s | %s | %s | %s | %s | %.0f ms | %.1f%% |" % (
-            label(n), f(s.get("bw_busy")), f(s.get("busy_share") and 100 * s["busy_share"], "%.0f%%"),
-            f(s.get("read_amp"), "%.2f"), faults, s["utime_ms"], 100 * s["present_share"]))
+    table(w, ["configuration", "MB/s while reading", "disk busy share", "read / needed", "faults per switch",
+              "hot pages already mapped", "most above the limit"], quiet, S,
+          lambda n, s: [label(n), f(s.get("bw_busy")), f(s.get("busy_share") and 100 * s["busy_share"], "%.0f%%"),
+                        f(s.get("read_amp"), "%.2f"),
+                        "%.0f major" % s["majflt"] if s["kind"] == "kernel" else "%.0f major + %.0f probe" % (
+                            s.get("iosr_major", 0), s.get("iosr_probe", 0)),
+                        "%.1f%%" % (100 * s["present_share"]),
+                        "-" if s.get("over_max_mb") is None else "%.1f MB" % max(0.0, s["over_max_mb"])])
+    w("")
+    w("CPU view (means per switch): the app's CPU time (user + system; Linux's fault path and direct reclaim run in "
+      "the app, IOSR's in iosrd), the time the app and iosrd were runnable but waited for a CPU (`schedstat`), iosrd's "
+      "CPU time, and the share of the switch in which some task on the machine waited for a CPU (PSI):")
+    w("")
+    table(w, ["configuration", "app CPU (user + system)", "app waiting for a CPU", "iosrd CPU",
+              "iosrd waiting for a CPU", "CPU contention"], quiet, S,
+          lambda n, s: [label(n), "%.0f + %.0f ms" % (s["utime_ms"], s["stime_ms"]), f(s.get("app_wait_ms"), "%.0f ms"),
+                        f(s.get("daemon_run_ms"), "%.0f ms"), f(s.get("daemon_wait_ms"), "%.0f ms"),
+                        f(None if s.get("cpu_wait") is None else 100 * s["cpu_wait"], "%.0f%%")])
 
     # ---- targets
     I = S.get(IOSR, {})
@@ -306,13 +349,8 @@ def generate(out_dir, publish=None):
           "switching, 35.5%% more bandwidth)." % (
               BASELINE, abs(100 * (1 - I["ms_med"] / B["ms_med"])), "shorter" if I["ms_med"] < B["ms_med"] else "longer",
               abs(100 * (I["bw_med"] / B["bw_med"] - 1)), "more" if I["bw_med"] > B["bw_med"] else "less"))
-    why = shortfalls(S, K, I, seq, r_ms, r_bw, r_seq, g_i, g_k, g_f)
-    if why:
-        w("")
-        w("### Where IOSR falls short, and why (from this run's figures)")
-        w("")
-        for x in why:
-            w("- " + x)
+    bullets(w, "### Where IOSR falls short, and why (from this run's figures)",
+            shortfalls(S, K, I, seq, r_ms, r_bw, r_seq, g_i, g_k, g_f))
 
     # ---- ablation
     w("")
@@ -386,12 +424,7 @@ def generate(out_dir, publish=None):
     notidle = [r["config"] for r in runs for s in r["switches"] if not s.get("idle_before", True)]
     if notidle:
         notes.append("Swap I/O was still pending before %d switch(es) (%s)." % (len(notidle), ", ".join(sorted(set(notidle)))))
-    if notes:
-        w("")
-        w("## Notes on this run")
-        w("")
-        for x in notes:
-            w("- " + x)
+    bullets(w, "## Notes on this run", notes)
 
     # ---- plots
     pngs = []

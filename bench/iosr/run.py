@@ -247,10 +247,19 @@ def switch(a, ctx, sysobj, ap, k, warm):
     ap.send("scan")
     scan = ap.recv("scan", 60)
     vm0 = system.vmstat()
+    if sysobj.kind == "kernel":
+        sysobj.reset_peak()
     load = system.loadavg()
+    daemon = sysobj.proc.pid if sysobj.kind == "iosr" else None
+    ss_app0 = system.schedstat(ap.p.pid)
+    ss_d0 = system.schedstat(daemon) if daemon else None
+    psi0 = system.cpu_pressure_us()
     t0 = time.monotonic_ns()
     ap.send("switch %d %d" % (t0, k))
     r = ap.recv("switch", 900)
+    psi1 = system.cpu_pressure_us()
+    ss_app1 = system.schedstat(ap.p.pid)
+    ss_d1 = system.schedstat(daemon) if daemon else None
     vm1 = system.vmstat()
     rec = {"app": ap.name, "k": k, "warmup": warm, "ms": r["ms"], "load1": load, "idle_before": idle,
            "utime_ms": r["utime_us"] / 1e3, "stime_ms": r["stime_us"] / 1e3, "majflt": r["majflt"],
@@ -258,10 +267,22 @@ def switch(a, ctx, sysobj, ap, k, warm):
            "written": r["written"], "scan": {x: scan[x] for x in ("hot_pages", "present", "swapcache", "absent",
                                                                    "swap_pte", "ok")}}
     rec["stall_ms"] = max(r["ms"] - r["utime_us"] / 1e3, 1e-3)
+    # CPU time and run-queue wait of the app and of iosrd during the switch
+    # (schedstat; spans the driver's two reads, a little more than the switch)
+    rec["sched"] = {"app_run_ms": (ss_app1[0] - ss_app0[0]) / 1e6, "app_wait_ms": (ss_app1[1] - ss_app0[1]) / 1e6}
+    if daemon:
+        rec["sched"].update({"daemon_run_ms": (ss_d1[0] - ss_d0[0]) / 1e6,
+                             "daemon_wait_ms": (ss_d1[1] - ss_d0[1]) / 1e6})
+    if psi0 is not None and psi1 is not None:
+        # share of the switch in which some task waited for a CPU (other builds, the daemon, the app)
+        rec["cpu_wait_share"] = min(1.0, (psi1 - psi0) / 1e3 / max(r["ms"], 1e-3))
     rec["vm"] = {x: vm1[x] - vm0[x] for x in ("pswpin", "pswpout", "swap_ra", "swap_ra_hit", "pgmajfault")
                  if x in vm1}
     if "iosr" in r:
         rec["iosr"] = r["iosr"]
+    # the most memory the swap system let the apps hold during the switch, above its
+    # limit (Linux's cgroup limit is hard; IOSR's budget is kept by asynchronous reclaim)
+    rec["peak_over_limit"] = sysobj.peak_over_limit()
     tr = ctx["tracer"]
     if tr:
         tr.settle(0.05)

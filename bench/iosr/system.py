@@ -135,6 +135,31 @@ def loadavg():
     return float(read("/proc/loadavg").split()[0])
 
 
+def schedstat(pid):
+    """(ns on a CPU, ns runnable but waiting for one) summed over the
+    process's threads (/proc/PID/task/*/schedstat); (0, 0) if it is gone."""
+    run = wait = 0
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return 0, 0
+    for t in tids:
+        f = read("/proc/%d/task/%s/schedstat" % (pid, t), "").split()
+        if len(f) >= 2:
+            run += int(f[0])
+            wait += int(f[1])
+    return run, wait
+
+
+def cpu_pressure_us():
+    """Microseconds in which some runnable task waited for a CPU (PSI,
+    /proc/pressure/cpu "some total"); None without PSI."""
+    for line in read("/proc/pressure/cpu", "").splitlines():
+        if line.startswith("some "):
+            return int(line.rsplit("total=", 1)[1])
+    return None
+
+
 def active_swaps():
     """[(path, size KiB, used KiB, priority)] from /proc/swaps."""
     out = []
@@ -378,6 +403,13 @@ class KernelSwap:
             time.sleep(0.02)
         return False
 
+    def reset_peak(self):
+        write(os.path.join(self.cg, "memory.max_usage_in_bytes"), 0)
+
+    def peak_over_limit(self):
+        """Bytes the cgroup's peak usage since reset_peak passed its limit (never > 0: the limit is hard)."""
+        return int(read(os.path.join(self.cg, "memory.max_usage_in_bytes"))) - self.info.get("limit", 0)
+
     def oom_kills(self):
         """Apps the memory cgroup's OOM killer killed (Linux gives up
         reclaiming when the limit is too tight for the working set)."""
@@ -508,3 +540,13 @@ class IosrSwap:
     def stat_json(self):
         import json
         return json.loads(self.ctl("stat", "--json").stdout)
+
+    def peak_over_limit(self):
+        """Bytes the region pages resident at once since the app came to the
+        foreground passed the budget (reclaim is asynchronous: a switch can
+        bring pages in faster than writes make room)."""
+        try:
+            eng = self.stat_json()["engine"]
+        except (RuntimeError, ValueError, KeyError):
+            return None
+        return eng.get("resident_peak_pages", 0) * 4096 - self.budget

@@ -65,6 +65,7 @@ static const struct key keys[] = {
     {"ra_max", K_U32, OFF(ra_max), 1, 65536, NULL},
     {"ra_probe_stride", K_U32, OFF(ra_probe_stride), 2, 65536, NULL},
     {"ra_probes", K_U32, OFF(ra_probes), 1, 1024, NULL},
+    {"ra_probes_full", K_U32, OFF(ra_probes_full), 1, 1024, NULL},
     {"ra_probe_horizon", K_U32, OFF(ra_probe_horizon), 1, 65536, NULL},
     {"max_io", K_SIZE, OFF(max_io), 4096, 16u << 20, NULL},
     {"queue_depth", K_U32, OFF(queue_depth), 1, 1024, NULL},
@@ -175,6 +176,7 @@ int iosr_settings_init(iosr_settings *s, char *err, size_t cap) {
   s->ra_max = 1024;
   s->ra_probe_stride = 16;
   s->ra_probes = 8;
+  s->ra_probes_full = 2;
   s->ra_probe_horizon = 64;
   s->max_io = 1u << 20;
   s->queue_depth = 32;

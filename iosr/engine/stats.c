@@ -83,11 +83,12 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
   if (fg) iosr_buf_json_str(b, fg->name);
   else iosr_buf_printf(b, "null");
   iosr_buf_printf(b,
-                  ",\"budget_bytes\":%llu,\"resident_pages\":%llu,\"reads\":%llu,\"read_bytes\":%llu,"
+                  ",\"budget_bytes\":%llu,\"resident_pages\":%llu,\"resident_peak_pages\":%llu,\"reads\":%llu,\"read_bytes\":%llu,"
                   "\"writes\":%llu,\"write_bytes\":%llu,\"submit_calls\":%llu,\"io_errors\":%llu,"
                   "\"forced_writes\":%llu,\"zero_fill_pages\":%llu,\"inconsistencies\":%llu,"
                   "\"queued\":%u,\"inflight\":%u,\"restart_grace\":%s},\"apps\":[",
                   (unsigned long long)e->set.budget, (unsigned long long)e->resident_total,
+                  (unsigned long long)e->resident_peak,
                   (unsigned long long)e->reads, (unsigned long long)e->read_bytes, (unsigned long long)e->writes,
                   (unsigned long long)e->write_bytes, (unsigned long long)iosr_io_submit_calls(e->io),
                   (unsigned long long)e->io_errors, (unsigned long long)e->sched.forced_writes,
