@@ -23,6 +23,7 @@ FIEMAP_EXTENT_LAST = 1
 
 LINE = re.compile(r"\s(\d+\.\d+): block_rq_(issue|complete|requeue): \d+,\d+ (\S+) (?:\d+ )?\(.*?\) (\d+) \+ (\d+)")
 EVENTS = ("block_rq_issue", "block_rq_complete", "block_rq_requeue")
+MARK = re.compile(r"iosr-bench-mark (\d+)")
 
 
 def extents(path):
@@ -70,6 +71,8 @@ class Tracer:
         self.stop_flag = False
         self.thread = None
         self.lines = 0
+        self.marks = 0      # markers written (settle)
+        self.seen_mark = 0  # the highest marker the reader has seen
 
     def start(self):
         os.mkdir(self.dir)
@@ -120,6 +123,9 @@ class Tracer:
     def _line(self, ln):
         m = LINE.search(ln)
         if not m:
+            mk = MARK.search(ln)
+            if mk:
+                self.seen_mark = max(self.seen_mark, int(mk.group(1)))
             return
         self.lines += 1
         t, kind, rwbs, sector, n = float(m.group(1)), m.group(2), m.group(3), int(m.group(4)), int(m.group(5))
@@ -155,9 +161,21 @@ class Tracer:
                 n += int(m.group(1))
         return n
 
-    def settle(self, seconds=0.25):
-        """Gives the reader time to drain what the kernel recorded last."""
-        time.sleep(seconds)
+    def settle(self, timeout=10.0):
+        """Waits until the reader has drained everything the kernel recorded
+        so far: writes a numbered marker into the instance's buffer and waits
+        for the reader to see it (trace_pipe gives events in time order). On a
+        loaded machine the reader thread can lag far behind; a fixed wait
+        then loses the last requests of a switch."""
+        self.marks += 1
+        try:
+            system.write(os.path.join(self.dir, "trace_marker"), "iosr-bench-mark %d" % self.marks)
+        except OSError:
+            time.sleep(0.25)
+            return
+        end = time.monotonic() + timeout
+        while self.seen_mark < self.marks and time.monotonic() < end:
+            time.sleep(0.005)
 
     def stop(self):
         system.cleanup.pop("trace instance")

@@ -62,6 +62,8 @@ def summarize(run):
     need = [(s["scan"]["absent"] + s["scan"]["swapcache"]) * 4096 for s in sw]
     out["need_mb"] = sum(need) / 1e6 / len(sw)
     out["read_amp"] = tot_b / sum(need) if sum(need) else None
+    # the same bandwidth counting only the pages the switch needed (read-ahead the app did not use left out)
+    out["bw_need_med"] = med([nb / 1e6 / (s["stall_ms"] / 1e3) for nb, s in zip(need, sw) if s["stall_ms"] > 0])
     reqs = sum(s.get("read_reqs", 0) for s in sw)
     out["reqs"] = reqs / len(sw)
     out["req_kib"] = tot_b / 1024 / reqs if reqs else None
@@ -287,15 +289,18 @@ def generate(out_dir, publish=None):
                         "ok" if s["bad"] == 0 else "**%d BAD**" % s["bad"]])
     w("")
     w("Device view of the same switches: bandwidth over the time the disk had a swap read in flight, that time's "
-      "share of the switch, bytes read per byte needed (read-ahead of pages the switch did not need), faults, hot "
+      "share of the switch, bytes read per byte needed (read-ahead of pages the switch did not need), the swap-in "
+      "bandwidth counting only the bytes the switch needed (and its ratio to Linux's), faults, hot "
       "pages still mapped when the switch began, and the most memory the apps held above the limit during a switch "
       "(Linux: the cgroup's peak usage over its limit, which is hard; IOSR: resident region pages over the budget, "
       "which its asynchronous reclaim may lag behind):")
     w("")
-    table(w, ["configuration", "MB/s while reading", "disk busy share", "read / needed", "faults per switch",
+    table(w, ["configuration", "MB/s while reading", "disk busy share", "read / needed", "needed MB/s",
+              "faults per switch",
               "hot pages already mapped", "most above the limit"], quiet, S,
           lambda n, s: [label(n), f(s.get("bw_busy")), f(s.get("busy_share") and 100 * s["busy_share"], "%.0f%%"),
                         f(s.get("read_amp"), "%.2f"),
+                        "%s (%s)" % (f(s.get("bw_need_med")), ratio(s.get("bw_need_med"), K.get("bw_need_med"), "%.1fx")),
                         "%.0f major" % s["majflt"] if s["kind"] == "kernel" else "%.0f major + %.0f probe" % (
                             s.get("iosr_major", 0), s.get("iosr_probe", 0)),
                         "%.1f%%" % (100 * s["present_share"]),

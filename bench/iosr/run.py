@@ -285,7 +285,7 @@ def switch(a, ctx, sysobj, ap, k, warm):
     rec["peak_over_limit"] = sysobj.peak_over_limit()
     tr = ctx["tracer"]
     if tr:
-        tr.settle(0.05)
+        tr.settle()
         reqs = tr.window(t0 / 1e9, r["t1"] / 1e9)
         rec.update(blktrace.summarize(reqs))
         if a.keep_requests:

@@ -84,6 +84,7 @@ static const struct key keys[] = {
     {"restart_grace_ms", K_U32, OFF(restart_grace_ms), 0, 600000, NULL},
     {"test_hooks", K_BOOL, OFF(test_hooks), 0, 1, NULL},
     {"nice", K_I32, OFF(nice), 0, 0, NULL}, /* -20..19, checked below */
+    {"rt_prio", K_U32, OFF(rt_prio), 0, 99, NULL},
 };
 
 static void set_err(char *err, size_t cap, const char *fmt, const char *a, const char *b) {
@@ -191,6 +192,7 @@ int iosr_settings_init(iosr_settings *s, char *err, size_t cap) {
   s->probe_cache = 4096;
   s->restart_grace_ms = 5000;
   s->nice = -10;
+  s->rt_prio = 0;
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     char up[64];
     size_t j = 0;
