@@ -12,8 +12,11 @@
 
 #include "../common/log.h"
 #include "../os/os_mem.h"
+#include "../reclaim/policy.h"
+#include "../reclaim/reclaim.h"
 #include "backend_internal.h"
 #include "meta.h"
+#include "release.h"
 #include "root_map.h"
 #include "roots.h"
 #include "tree.h"
@@ -21,8 +24,6 @@
 #ifndef JWMALLOC_CHECK_DEFAULT
 #define JWMALLOC_CHECK_DEFAULT 0
 #endif
-
-#define ROOT_CLASS (JW_NCLASSES - 1)
 
 jw_backend_state jw_be = {.lock = JW_LOCK_INIT};
 
@@ -43,11 +44,12 @@ void jw_backend_init_once(void) {
   if (jw_load(&jw_be.inited, JW_ACQUIRE)) return;
   jw_store(&jw_be.check, env_uint("JWMALLOC_CHECK", JWMALLOC_CHECK_DEFAULT) ? 1u : 0u, JW_RELAXED);
   jw_store(&jw_be.retain_roots, env_uint("JWMALLOC_RETAIN_ROOTS", 1), JW_RELAXED);
+  jw_reclaim_init(); /* its options set the reclamation mode (jw_backend_set_reclaim_mode) */
   jw_store(&jw_be.inited, 1, JW_RELEASE);
 }
 
 /* Entirely free roots kept mapped (the root class's free ranges). */
-static uint32_t free_roots(void) { return jw_load(&jw_be.bins.bin[ROOT_CLASS].total, JW_RELAXED); }
+static uint32_t free_roots(void) { return jw_load(&jw_be.bins.bin[JW_ROOT_CLASS].total, JW_RELAXED); }
 
 static inline int checking(void) { return jw_load(&jw_be.check, JW_RELAXED) != 0; }
 
@@ -75,13 +77,16 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
   jw_rec *recs;
   uint32_t g;
   if (k < 0) {
-    base = jw_roots_map(JW_RS_FREE_BUF0 + jw_bins_active(&jw_be.bins), &recs);
+    /* A fresh root has no physical pages: its remainders are filed as
+     * released (docs/design/reclamation.md, section 2). */
+    base = jw_roots_map(JW_RS_FREE_RELEASED, &recs);
     if (base == 0) return NULL;
     g = 0;
-    k = ROOT_CLASS;
+    k = JW_ROOT_CLASS;
   } else {
     unsigned buf;
     jw_rid r = jw_bins_pop(&jw_be.bins, (unsigned)k, &buf);
+    if (buf == JW_BUF_RELEASED) bump(&jw_be.allocs_from_released, 1); /* its pages fault back in */
     base = jw_meta_rid_base(r);
     recs = jw_root_map_get((const void *)base);
     g = jw_meta_rid_granule(r);
@@ -119,10 +124,12 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
   unsigned c = jw_class_index_up((uint32_t)granules);
   bool zeroed = false;
   jw_lock_take(&jw_be.lock);
-  jw_backend_drain_deferred();
+  unsigned drained = jw_backend_drain_deferred();
   void *p = alloc_locked(c, kind, &zeroed);
-  jw_backend_drain_deferred();
+  drained += jw_backend_drain_deferred();
   jw_lock_give(&jw_be.lock);
+  /* Deferred frees filed here are frees too: their memory must age. */
+  if (drained) jw_reclaim_after_free();
   if (p == NULL) {
     errno = ENOMEM;
     return NULL;
@@ -134,29 +141,55 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
 
 /* ---- free --------------------------------------------------------------- */
 
+/* Merging: what the pieces of the range being filed were (policy.h). */
+typedef struct merge_ctx {
+  uintptr_t base;
+  unsigned pieces;
+  uint64_t after_release; /* merges that joined memory already given back */
+} merge_ctx;
+
 /* A free sibling about to be merged leaves its list. */
-static void absorb(void *base, uint32_t pos, uint32_t tag) {
-  jw_bins_remove(&jw_be.bins, jw_meta_rid((uintptr_t)base, pos), jw_tag_class(tag));
+static void absorb(void *arg, uint32_t pos, uint32_t tag) {
+  merge_ctx *m = arg;
+  unsigned buf = jw_bins_remove(&jw_be.bins, jw_meta_rid(m->base, pos), jw_tag_class(tag));
+  unsigned piece = buf == JW_BUF_RELEASED ? JW_PIECE_RELEASED
+                   : buf == jw_bins_active(&jw_be.bins) ? JW_PIECE_ACTIVE
+                                                        : JW_PIECE_STANDBY;
+  if ((m->pieces | piece) & JW_PIECE_RELEASED) m->after_release++;
+  m->pieces |= piece;
 }
 
-/* Puts the range [g, g+n) of a root (head already in a free state) back:
- * merges it with every free sibling leaf while one exists (the merged size is
- * a class by closure), then files it in its class's active buffer (a range
- * that merged nothing starts its countdown there; a merged one restarts it),
- * or gives the root back when it became entirely free beyond the retained
+void jw_backend_set_reclaim_mode(int age_roots, unsigned policy) {
+  /* Read under the lock; set once at initialization or by tests: relaxed. */
+  jw_store(&jw_be.age_roots, age_roots ? 1u : 0u, JW_RELAXED);
+  jw_store(&jw_be.policy, policy, JW_RELAXED);
+}
+
+/* Merges the range [g, g+n) of a root (head in a free or in-transit state)
+ * with every free sibling leaf while one exists (the merged size is a class
+ * by closure), then files it in the buffer the countdown rule names
+ * (reclaim/policy.h: a fresh range that merged nothing starts its countdown
+ * in active; a merge restarts or keeps it by policy), or, with reclamation
+ * off, gives the root back when it became entirely free beyond the retained
  * count. */
-static void put_free(jw_tree *t, uintptr_t base, uint32_t g, uint32_t n) {
+void jw_backend_put_free(uintptr_t base, jw_rec *recs, uint32_t g, uint32_t n, unsigned pieces) {
+  jw_tree t = {recs, JW_ROOT_GRANULES};
   uint64_t merges = 0;
-  g = jw_tree_coalesce(t, g, &n, absorb, (void *)base, &merges);
+  merge_ctx m = {base, pieces, 0};
+  g = jw_tree_coalesce(&t, g, &n, absorb, &m, &merges);
   bump(&jw_be.merges, merges);
+  bump(&jw_be.merges_after_release, m.after_release);
   unsigned c = jw_class_index(n);
-  if (n == t->granules) {
-    if (free_roots() >= jw_load(&jw_be.retain_roots, JW_RELAXED)) {
-      jw_roots_unmap(base, t->rec);
-      return;
-    }
+  if (n == t.granules && !jw_load(&jw_be.age_roots, JW_RELAXED) &&
+      free_roots() >= jw_load(&jw_be.retain_roots, JW_RELAXED)) {
+    jw_roots_unmap(base, recs);
+    return;
   }
-  jw_bins_push(&jw_be.bins, jw_meta_rid(base, g), c, jw_bins_active(&jw_be.bins));
+  unsigned active = jw_bins_active(&jw_be.bins);
+  jw_filing f = jw_reclaim_filing(m.pieces, jw_load(&jw_be.policy, JW_RELAXED));
+  unsigned buf = f == JW_FILE_RELEASED ? JW_BUF_RELEASED : f == JW_FILE_STANDBY ? active ^ 1u : active;
+  jw_bins_push(&jw_be.bins, jw_meta_rid(base, g), c, buf);
+  if (checking() && jw_root_map_get((const void *)base) != NULL) check_root(recs, base, "filing");
 }
 
 /* Frees the live (or, from the deferred list, deferred) range at start. */
@@ -177,18 +210,19 @@ static int free_locked(void *start, int deferred) {
     for (uint32_t i = 1; i < n; i++) jw_store(&recs[g + i].tag, 0, JW_RELAXED);
   jw_fetch_sub(&jw_be.live_granules, n, JW_RELAXED);
   bump(&jw_be.frees, 1);
-  put_free(&t, base, g, n);
-  if (checking() && jw_root_map_get(start) != NULL) check_root(recs, base, "free");
+  jw_backend_put_free(base, recs, g, n, JW_PIECE_FRESH);
   return 0;
 bad:
   errno = EINVAL;
   return -1;
 }
 
-void jw_backend_drain_deferred(void) {
+unsigned jw_backend_drain_deferred(void) {
+  jw_release_file(); /* a released batch waiting for a lock holder */
   /* Relaxed peek: an empty list (the common case) costs no atomic
    * read-modify-write; a push racing with it waits for the next operation. */
-  if (jw_load(&jw_be.deferred, JW_RELAXED) == 0) return;
+  if (jw_load(&jw_be.deferred, JW_RELAXED) == 0) return 0;
+  unsigned drained = 0;
   /* Acquire pairs with the pushers' release: their state change to DEFERRED
    * and their link are visible. Takes the whole stack at once (no ABA). */
   jw_rid r = jw_xchg(&jw_be.deferred, 0, JW_ACQUIRE);
@@ -198,7 +232,9 @@ void jw_backend_drain_deferred(void) {
     jw_store(&rec->next, 0, JW_RELAXED);
     free_locked((void *)(jw_meta_rid_base(r) + ((uintptr_t)jw_meta_rid_granule(r) << JW_GRANULE_SHIFT)), 1);
     r = next;
+    drained++;
   }
+  return drained;
 }
 
 /* The lock is busy: mark the range DEFERRED (this also catches a double or
@@ -229,11 +265,18 @@ bad:
 
 int jw_backend_free(void *start) {
   jw_backend_init_once();
-  if (!jw_lock_try(&jw_be.lock)) return defer_free(start);
-  jw_backend_drain_deferred();
-  int rc = free_locked(start, 0);
-  jw_backend_drain_deferred();
-  jw_lock_give(&jw_be.lock);
+  int rc;
+  if (!jw_lock_try(&jw_be.lock)) {
+    rc = defer_free(start);
+  } else {
+    jw_backend_drain_deferred();
+    rc = free_locked(start, 0);
+    jw_backend_drain_deferred();
+    jw_lock_give(&jw_be.lock);
+  }
+  /* Outside the lock: start the reclaim thread, or release past the
+   * watermark (reclaim/reclaim.h). */
+  if (rc == 0) jw_reclaim_after_free();
   return rc;
 }
 
@@ -369,6 +412,8 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->allocs = jw_load(&jw_be.allocs, JW_RELAXED);
   o->frees = jw_load(&jw_be.frees, JW_RELAXED);
   o->deferred_frees = jw_load(&jw_be.deferred_frees, JW_RELAXED);
+  o->merges_after_release = jw_load(&jw_be.merges_after_release, JW_RELAXED);
+  o->allocs_from_released = jw_load(&jw_be.allocs_from_released, JW_RELAXED);
 }
 
 void jw_pages_get_stats(jw_pages_stats *out) {
@@ -391,47 +436,14 @@ void jw_backend_set_retain_roots(unsigned n) {
   for (;;) {
     if (free_roots() <= n) break;
     unsigned buf;
-    jw_rid r = jw_bins_pop(b, ROOT_CLASS, &buf);
+    jw_rid r = jw_bins_pop(b, JW_ROOT_CLASS, &buf);
     uintptr_t base = jw_meta_rid_base(r);
     jw_roots_unmap(base, jw_root_map_get((const void *)base));
   }
   jw_lock_give(&jw_be.lock);
 }
 
-uint64_t jw_backend_reclaim_step(void) {
-  jw_backend_init_once();
-  uint64_t released = 0;
-  jw_lock_take(&jw_be.lock);
-  jw_backend_drain_deferred();
-  jw_bins *b = &jw_be.bins;
-  unsigned standby = jw_bins_active(b) ^ 1u;
-  for (unsigned c = 0; c < JW_NCLASSES; c++) {
-    jw_rid r;
-    while ((r = jw_bins_first(b, c, standby)) != 0) {
-      jw_bins_remove(b, r, c);
-      uintptr_t base = jw_meta_rid_base(r);
-      uint32_t g = jw_meta_rid_granule(r), n = jw_class_granules[c];
-      jw_rec *recs = jw_root_map_get((const void *)base);
-      if (c == ROOT_CLASS) {
-        jw_roots_unmap(base, recs);
-        released += JW_ROOT;
-        continue;
-      }
-      void *p = (void *)(base + ((uintptr_t)g << JW_GRANULE_SHIFT));
-      /* Released pages read as zero; if the kernel refused, the range stays
-       * backed and waits in the active buffer for the next step. */
-      int ok = jw_os_release(p, (size_t)n * JW_GRANULE) == 0;
-      if (ok) {
-        jw_rec_update(&recs[g], JW_REC_ZEROED_MASK, JW_REC_ZEROED_MASK);
-        released += (uint64_t)n * JW_GRANULE;
-      }
-      jw_bins_push(b, r, c, ok ? JW_BUF_RELEASED : standby ^ 1u);
-    }
-  }
-  jw_bins_flip(b);
-  jw_lock_give(&jw_be.lock);
-  return released;
-}
+uint64_t jw_backend_reclaim_step(void) { return jw_reclaim_cycle(); }
 
 void jw_backend_test_lock(void) { jw_lock_take(&jw_be.lock); }
 
@@ -440,6 +452,15 @@ void jw_backend_test_unlock(void) {
   jw_lock_give(&jw_be.lock);
 }
 
-void jw_pages_atfork_prepare(void) { jw_lock_take(&jw_be.lock); }
+/* The child must inherit no range in transit: prepare waits for a batch in
+ * flight to finish its system calls (they need no lock) and files it. */
+void jw_pages_atfork_prepare(void) {
+  jw_lock_take(&jw_be.lock);
+  jw_backend_drain_deferred();
+  jw_release_quiesce();
+}
 void jw_pages_atfork_parent(void) { jw_lock_give(&jw_be.lock); }
-void jw_pages_atfork_child(void) { jw_lock_init(&jw_be.lock); }
+void jw_pages_atfork_child(void) {
+  jw_lock_init(&jw_be.lock);
+  jw_reclaim_atfork_child(); /* its reclaim thread is gone: restarted lazily */
+}

@@ -56,7 +56,8 @@ typedef enum jw_rec_state {
   JW_RS_LIVE_LARGE = 4,  /* live 16 KiB-4 MiB block */
   JW_RS_LIVE_LARGE_MARKED = 5, /* live block with jw_pages_mark_interior records */
   JW_RS_DEFERRED = 6,    /* freed while the backend lock was held: on the deferred list */
-  JW_RS_BUSY = 7,        /* reserved (part 4): owned by a thread mid-operation */
+  JW_RS_BUSY = 7,        /* free, owned by a thread mid-operation: a range being released
+                          * (part 3, backend/release.h); part 4's staged ownership */
   JW_RS_FREE_FAST = 8,   /* reserved (part 4): free, in a class's bounded bitmap */
   JW_RS_FREE_BUF0 = 9,   /* free, physically backed, in buffer 0 of its class */
   JW_RS_FREE_BUF1 = 10,  /* free, physically backed, in buffer 1 of its class */

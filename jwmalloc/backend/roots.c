@@ -38,12 +38,16 @@ fail:
   return 0;
 }
 
-void jw_roots_unmap(uintptr_t base, jw_rec *recs) {
+void jw_roots_forget(uintptr_t base) {
   jw_root_map_clear(base);
-  jw_os_unmap((void *)base, JW_ROOT);
-  jw_meta_slot_free(recs);
   jw_store(&nroots, jw_load(&nroots, JW_RELAXED) - 1, JW_RELAXED);
   jw_store(&unmapped_total, jw_load(&unmapped_total, JW_RELAXED) + 1, JW_RELAXED);
+}
+
+void jw_roots_unmap(uintptr_t base, jw_rec *recs) {
+  jw_roots_forget(base);
+  jw_os_unmap((void *)base, JW_ROOT);
+  jw_meta_slot_free(recs);
 }
 
 void jw_roots_get_stats(jw_roots_stats *out) {
