@@ -41,7 +41,9 @@ static int check_root(uintptr_t base, jw_rec *recs, census *cs, char *err, size_
       }
       cs->free[c][st - JW_RS_FREE_BUF0]++;
       cs->free_granules[st - JW_RS_FREE_BUF0] += n;
-    } else if (jw_state_is_live(st)) {
+    } else if (jw_state_is_live(st) || st == JW_RS_DEFERRED) {
+      /* A deferred range (freed by a thread that found the lock held, maybe
+       * while this check holds it) counts as live until it is drained. */
       cs->live_granules += n;
     } else {
       if (cap) jw_format(err, cap, "root %p granule %u: state %u outside an operation", (void *)base, g, st);
