@@ -39,3 +39,9 @@ fuzz: build
 
 bench-backend: build
 	@tests/backend/bench_backend.sh $(BUILD)
+
+# jwmalloc reclamation (issue 7): the generational workload in virtual time,
+# lifetime against fixed-delay (figures in build/bench-reclaim/bench.txt).
+.PHONY: bench-reclaim
+bench-reclaim: build
+	@tests/reclaim/bench_reclaim.sh $(BUILD)

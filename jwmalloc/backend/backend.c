@@ -86,7 +86,6 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
   } else {
     unsigned buf;
     jw_rid r = jw_bins_pop(&jw_be.bins, (unsigned)k, &buf);
-    if (buf == JW_BUF_RELEASED) bump(&jw_be.allocs_from_released, 1); /* its pages fault back in */
     base = jw_meta_rid_base(r);
     recs = jw_root_map_get((const void *)base);
     g = jw_meta_rid_granule(r);
@@ -95,6 +94,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
   uint32_t tag = jw_tree_tag(&t, g);
   unsigned st = kind_state(kind);
   *zeroed = jw_tag_zeroed(tag);
+  if (jw_tag_given_back(tag)) bump(&jw_be.allocs_refault, 1); /* its pages fault back in */
   if ((unsigned)k != c) {
     unsigned buf = jw_tag_state(tag) - JW_RS_FREE_BUF0; /* remainders stay in the range's buffer */
     jw_tree_piece pieces[JW_TREE_MAX_PIECES];
@@ -104,7 +104,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
       jw_bins_push(&jw_be.bins, jw_meta_rid(base, pieces[i].pos), jw_class_index(pieces[i].granules), buf);
     bump(&jw_be.splits, np);
   } else {
-    jw_tree_tag_update(&t, g, JW_REC_STATE_MASK | JW_REC_ZEROED_MASK, st);
+    jw_tree_tag_update(&t, g, JW_REC_STATE_MASK | JW_REC_FREE_FLAGS, st);
   }
   /* Slabs resolve from every granule (page_source.h): interior records. */
   if (kind != JW_KIND_LARGE)
@@ -145,6 +145,7 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
 typedef struct merge_ctx {
   uintptr_t base;
   unsigned pieces;
+  unsigned given_back;    /* the range being filed holds memory given back */
   uint64_t after_release; /* merges that joined memory already given back */
 } merge_ctx;
 
@@ -155,7 +156,8 @@ static void absorb(void *arg, uint32_t pos, uint32_t tag) {
   unsigned piece = buf == JW_BUF_RELEASED ? JW_PIECE_RELEASED
                    : buf == jw_bins_active(&jw_be.bins) ? JW_PIECE_ACTIVE
                                                         : JW_PIECE_STANDBY;
-  if ((m->pieces | piece) & JW_PIECE_RELEASED) m->after_release++;
+  if (m->given_back || jw_tag_given_back(tag)) m->after_release++;
+  m->given_back |= jw_tag_given_back(tag);
   m->pieces |= piece;
 }
 
@@ -175,7 +177,7 @@ void jw_backend_set_reclaim_mode(int age_roots, unsigned policy) {
 void jw_backend_put_free(uintptr_t base, jw_rec *recs, uint32_t g, uint32_t n, unsigned pieces) {
   jw_tree t = {recs, JW_ROOT_GRANULES};
   uint64_t merges = 0;
-  merge_ctx m = {base, pieces, 0};
+  merge_ctx m = {base, pieces, jw_tag_given_back(jw_tree_tag(&t, g)), 0};
   g = jw_tree_coalesce(&t, g, &n, absorb, &m, &merges);
   bump(&jw_be.merges, merges);
   bump(&jw_be.merges_after_release, m.after_release);
@@ -413,7 +415,7 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->frees = jw_load(&jw_be.frees, JW_RELAXED);
   o->deferred_frees = jw_load(&jw_be.deferred_frees, JW_RELAXED);
   o->merges_after_release = jw_load(&jw_be.merges_after_release, JW_RELAXED);
-  o->allocs_from_released = jw_load(&jw_be.allocs_from_released, JW_RELAXED);
+  o->allocs_refault = jw_load(&jw_be.allocs_refault, JW_RELAXED);
 }
 
 void jw_pages_get_stats(jw_pages_stats *out) {

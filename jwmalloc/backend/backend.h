@@ -57,8 +57,8 @@ typedef struct jw_backend_stats {
   uint64_t free_roots;          /* entirely free roots kept mapped */
   uint64_t peak_roots, roots_mapped_total, roots_unmapped_total;
   uint64_t allocs, frees, deferred_frees;
-  uint64_t merges_after_release; /* merges that joined a piece already given back */
-  uint64_t allocs_from_released; /* allocations served from the released buffer (page faults) */
+  uint64_t merges_after_release; /* merges that joined memory already given back (madvise) */
+  uint64_t allocs_refault;       /* allocations of ranges whose pages were given back: they fault in again */
 } jw_backend_stats;
 void jw_backend_get_stats(jw_backend_stats *out);
 

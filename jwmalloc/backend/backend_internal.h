@@ -18,7 +18,7 @@ typedef struct jw_backend_state {
   jw_atomic_u32 age_roots, policy;
   /* Statistics: written under the lock (or atomically), read racily. */
   jw_atomic_u64 live_granules, splits, merges, allocs, frees, deferred_frees;
-  jw_atomic_u64 merges_after_release, allocs_from_released;
+  jw_atomic_u64 merges_after_release, allocs_refault;
 } jw_backend_state;
 
 extern jw_backend_state jw_be;

@@ -26,7 +26,11 @@
  *   11..16 level of the boundary at this position (0: none / position 0)
  *   17..22 span_l: class index of the sibling node ending here
  *   23..28 span_r: class index of the node at depth `level` starting here
- *   29..31 unused
+ *   29     given back: a free range whose pages were released with madvise
+ *          since it was last live (a statistic: merges and allocations that
+ *          touch memory already given back; zeroed alone cannot tell a
+ *          never-touched range from a released one)
+ *   30..31 unused
  * An INTERIOR record (a granule inside a live slab, or an interior address
  * registered with jw_pages_mark_interior) instead holds the distance back to
  * its range's head in bits 5..14.
@@ -70,6 +74,7 @@ typedef enum jw_rec_state {
 #define JW_REC_LEVEL_SHIFT 11
 #define JW_REC_SPANL_SHIFT 17
 #define JW_REC_SPANR_SHIFT 23
+#define JW_REC_GIVEN_BACK_SHIFT 29
 #define JW_REC_OFFSET_SHIFT 5
 #define JW_REC_F6 0x3fu
 #define JW_REC_F10 0x3ffu
@@ -80,10 +85,13 @@ typedef enum jw_rec_state {
 #define JW_REC_LEVEL_MASK (JW_REC_F6 << JW_REC_LEVEL_SHIFT)
 #define JW_REC_SPANL_MASK (JW_REC_F6 << JW_REC_SPANL_SHIFT)
 #define JW_REC_SPANR_MASK (JW_REC_F6 << JW_REC_SPANR_SHIFT)
+#define JW_REC_GIVEN_BACK_MASK (1u << JW_REC_GIVEN_BACK_SHIFT)
+/* Flags of a free range, cleared when it becomes live. */
+#define JW_REC_FREE_FLAGS (JW_REC_ZEROED_MASK | JW_REC_GIVEN_BACK_MASK)
 /* The boundary part of a tag: survives the head's own state changes. */
 #define JW_REC_BOUNDARY_MASK (JW_REC_LEVEL_MASK | JW_REC_SPANL_MASK | JW_REC_SPANR_MASK)
 /* The head part of a tag: what the range starting here is. */
-#define JW_REC_HEAD_MASK (JW_REC_STATE_MASK | JW_REC_ZEROED_MASK | JW_REC_CLASS_MASK)
+#define JW_REC_HEAD_MASK (JW_REC_STATE_MASK | JW_REC_FREE_FLAGS | JW_REC_CLASS_MASK)
 
 /* Deepest boundary level the encoding can hold. A tree never needs more than
  * 35 (each nesting strictly shrinks the node, and there are 36 classes). */
@@ -95,6 +103,7 @@ static inline unsigned jw_tag_class(uint32_t t) { return (t >> JW_REC_CLASS_SHIF
 static inline unsigned jw_tag_level(uint32_t t) { return (t >> JW_REC_LEVEL_SHIFT) & JW_REC_F6; }
 static inline unsigned jw_tag_spanl(uint32_t t) { return (t >> JW_REC_SPANL_SHIFT) & JW_REC_F6; }
 static inline unsigned jw_tag_spanr(uint32_t t) { return (t >> JW_REC_SPANR_SHIFT) & JW_REC_F6; }
+static inline unsigned jw_tag_given_back(uint32_t t) { return (t >> JW_REC_GIVEN_BACK_SHIFT) & 1u; }
 static inline unsigned jw_tag_offset(uint32_t t) { return (t >> JW_REC_OFFSET_SHIFT) & JW_REC_F10; }
 
 static inline uint32_t jw_tag_head(unsigned state, unsigned zeroed, unsigned cls) {

@@ -177,7 +177,7 @@ void jw_release_file(void) {
     uint32_t g = jw_meta_rid_granule(r);
     /* Released pages read as zero. A range the kernel refused to release
      * is still backed: it waits in active for a later cycle. */
-    if (f & E_OK) jw_rec_update(&recs[g], JW_REC_ZEROED_MASK, JW_REC_ZEROED_MASK);
+    if (f & E_OK) jw_rec_update(&recs[g], JW_REC_FREE_FLAGS, JW_REC_FREE_FLAGS);
     jw_backend_put_free(base, recs, g, jw_class_granules[f & 0x3fu], (f & E_OK) ? JW_PIECE_RELEASED : JW_PIECE_ACTIVE);
   }
   jw_store(&batch.n, 0, JW_RELAXED);

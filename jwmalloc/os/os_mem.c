@@ -82,15 +82,20 @@ void jw_os_get_counts(jw_os_counts *out) {
   out->peak_mapped_bytes = jw_load(&peak_mapped, JW_RELAXED);
 }
 
+long jw_os_read_file(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, cap - 1);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  return (long)n;
+}
+
 uint64_t jw_os_resident_bytes(void) {
   /* /proc/self/statm field 2 is resident pages; parsed by hand (no stdio). */
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
   char buf[128];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
+  if (jw_os_read_file("/proc/self/statm", buf, sizeof buf) <= 0) return 0;
   const char *s = buf;
   while (*s && *s != ' ') s++;
   while (*s == ' ') s++;

@@ -87,7 +87,7 @@ void jw_reclaim_get_stats(jw_reclaim_stats *o) {
   o->release_failures = rs.failures;
   o->merges = bs.pages.merges;
   o->merges_after_release = bs.merges_after_release;
-  o->allocs_from_released = bs.allocs_from_released;
+  o->allocs_refault = bs.allocs_refault;
   o->cached_bytes = bs.pages.cached_bytes;
   o->thread_running = jw_load(&jw_rc.thread_state, JW_RELAXED) == JW_THREAD_RUNNING;
 }

@@ -71,7 +71,7 @@ typedef struct jw_reclaim_stats {
   uint64_t batches, ranges_released, bytes_released; /* backend/release.h */
   uint64_t madvise_calls, roots_unmapped, release_failures;
   uint64_t merges, merges_after_release; /* all merges; those joining released memory */
-  uint64_t allocs_from_released;  /* allocations that fault released pages back in */
+  uint64_t allocs_refault;        /* allocations of ranges given back: they fault in again */
   uint64_t cached_bytes;          /* now: backed free bytes (active + standby) */
   int thread_running;             /* now */
 } jw_reclaim_stats;

@@ -1,7 +1,6 @@
 /* The reclaim thread: started lazily, exits when idle, never keeps the
  * process alive, restarted in a forked child; without it, freeing threads
  * run due cycles. docs/design/reclamation.md, section 5. */
-#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../os/os_mem.h"
 #include "reclaim_internal.h"
 
 uint64_t jw_reclaim_now_ns(void) {
@@ -22,13 +22,8 @@ uint64_t jw_reclaim_now_ns(void) {
 /* The only thread of the process left (the application's threads all ended
  * with pthread_exit)? From /proc/self/stat, field 20, without allocating. */
 static int alone(void) {
-  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
   char buf[1024];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
+  if (jw_os_read_file("/proc/self/stat", buf, sizeof buf) <= 0) return 0;
   const char *p = NULL;
   for (const char *q = buf; *q; q++)
     if (*q == ')') p = q; /* the command name may hold spaces and parentheses */

@@ -83,9 +83,9 @@ static void t_merge(unsigned policy) {
   TB_CHECK(madvises() == m0 + 1 && rt_bstats().pages.cached_bytes == 0, "%s: AB not released after its countdown",
            name(policy));
   /* A request of AB's class: served from AB either way, zeroed. */
-  uint64_t faults = rt_stats().allocs_from_released;
+  uint64_t faults = rt_stats().allocs_refault;
   char *ab = jw_pages_alloc(512, JW_KIND_LARGE, NULL, NULL);
-  TB_CHECK(ab == s.a && rt_stats().allocs_from_released == faults + 1, "%s: AB not reused", name(policy));
+  TB_CHECK(ab == s.a && rt_stats().allocs_refault == faults + 1, "%s: AB not reused", name(policy));
   jw_pages_free(ab);
   jw_pages_free(s.c);
   rt_check_all("merge");
@@ -93,7 +93,7 @@ static void t_merge(unsigned policy) {
 
 /* Reuse between the cycles: under lifetime a request for AB's class after
  * the cycle that fixed-delay releases at is served from warm pages. Counted
- * as allocations served from released ranges (each faults its pages in). */
+ * as allocations of released ranges (each faults its pages in again). */
 static uint64_t merge_then_reuse(unsigned policy) {
   fresh(policy);
   scene s = make_scene();
@@ -101,10 +101,10 @@ static uint64_t merge_then_reuse(unsigned policy) {
   jw_reclaim_cycle();
   jw_pages_free(s.b);
   jw_reclaim_cycle();
-  uint64_t faults = rt_stats().allocs_from_released;
+  uint64_t faults = rt_stats().allocs_refault;
   char *ab = jw_pages_alloc(512, JW_KIND_LARGE, NULL, NULL);
   TB_REQUIRE(ab == s.a, "%s: AB not reused", name(policy));
-  faults = rt_stats().allocs_from_released - faults;
+  faults = rt_stats().allocs_refault - faults;
   jw_pages_free(ab);
   jw_pages_free(s.c);
   return faults;

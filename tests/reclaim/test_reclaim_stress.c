@@ -141,11 +141,11 @@ int main(int argc, char **argv) {
   printf("stress (%s): %d threads x %" PRIu64 " ops; %" PRIu64 " cycles, %" PRIu64 " synchronous releases, %" PRIu64
          " ranges and %" PRIu64 " MiB released in %" PRIu64 " madvise calls; %" PRIu64
          " checks of all live ranges after a release, %" PRIu64 " zeroed ranges checked; merges %" PRIu64
-         " (%" PRIu64 " after release), %" PRIu64 " allocations from released ranges\n",
+         " (%" PRIu64 " after release), %" PRIu64 " allocations refaulting released ranges\n",
          policy ? "fixed-delay" : "lifetime", THREADS, ops_per_thread, cycles, syncs, s.ranges_released - s0.ranges_released,
          (s.bytes_released - s0.bytes_released) >> 20, s.madvise_calls - s0.madvise_calls,
          jw_load(&total_checks, JW_RELAXED), jw_load(&total_zero_checks, JW_RELAXED), s.merges - s0.merges,
-         s.merges_after_release - s0.merges_after_release, s.allocs_from_released - s0.allocs_from_released);
+         s.merges_after_release - s0.merges_after_release, s.allocs_refault - s0.allocs_refault);
   /* The property was exercised: many releases happened while ranges were
    * live, and the threads checked their ranges after them. */
   TB_CHECK(cycles + syncs >= 20 && jw_load(&total_checks, JW_RELAXED) >= 20 && s.ranges_released > s0.ranges_released,

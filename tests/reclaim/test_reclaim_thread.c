@@ -41,6 +41,16 @@ static void spread_end(spread *s) {
   for (int i = 0; i < N; i++) jw_pages_free(s->guard[i]);
 }
 
+/* Makes a spread, frees it with the test hold on, and waits until the
+ * reclaimer has taken a batch of it and stopped (no lock held). */
+static void freeze_in_flight(spread *s) {
+  spread_make(s);
+  jw_reclaim_test_hold(1);
+  uint64_t held = jw_reclaim_test_held();
+  spread_free(s);
+  TB_REQUIRE(RT_WAIT_FOR(jw_reclaim_test_held() > held, HANG), "reclaimer never took a batch");
+}
+
 static bool thread_gone(void) { return !rt_stats().thread_running && rt_threads() == 1; }
 
 static void on_alarm(int sig) {
@@ -98,11 +108,7 @@ static void t_deferred_drained(void) {
  * allocatable, and a free of one is rejected. */
 static void t_no_lock_in_flight(void) {
   spread s;
-  spread_make(&s);
-  jw_reclaim_test_hold(1);
-  uint64_t held = jw_reclaim_test_held();
-  spread_free(&s);
-  TB_REQUIRE(RT_WAIT_FOR(jw_reclaim_test_held() > held, HANG), "reclaimer never took a batch");
+  freeze_in_flight(&s);
   signal(SIGALRM, on_alarm);
   alarm((unsigned)HANG);
   for (int i = 0; i < 500; i++) {
@@ -216,11 +222,7 @@ static void *forker(void *arg) {
  * not inherit ranges in transit), then both sides go on. */
 static void t_fork_in_flight(void) {
   spread s;
-  spread_make(&s);
-  jw_reclaim_test_hold(1);
-  uint64_t held = jw_reclaim_test_held();
-  spread_free(&s);
-  TB_REQUIRE(RT_WAIT_FOR(jw_reclaim_test_held() > held, HANG), "reclaimer never took a batch");
+  freeze_in_flight(&s);
   pid_t pid = 0;
   pthread_t th;
   jw_store(&forked, 0, JW_RELAXED);
