@@ -429,9 +429,20 @@ void jw_backend_set_check(int on) {
   jw_store(&jw_be.check, on ? 1u : 0u, JW_RELAXED); /* a flag read racily: relaxed */
 }
 
+void jw_backend_get_stats_quiet(jw_backend_stats *out) {
+  jw_backend_init_once();
+  jw_lock_take(&jw_be.lock);
+  jw_backend_drain_deferred();
+  jw_release_quiesce();
+  jw_backend_get_stats(out);
+  jw_lock_give(&jw_be.lock);
+}
+
 void jw_backend_set_retain_roots(unsigned n) {
   jw_backend_init_once();
   jw_lock_take(&jw_be.lock);
+  jw_backend_drain_deferred();
+  jw_release_quiesce(); /* ranges in flight have merged back by now */
   jw_store(&jw_be.retain_roots, n, JW_RELAXED); /* read under the lock */
   /* Entirely free roots beyond the new count go back now. */
   jw_bins *b = &jw_be.bins;

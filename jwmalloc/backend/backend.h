@@ -62,6 +62,11 @@ typedef struct jw_backend_stats {
 } jw_backend_stats;
 void jw_backend_get_stats(jw_backend_stats *out);
 
+/* The same figures at a quiet point, consistent with each other: under the
+ * backend lock, deferred frees done, no release batch in flight (waits for
+ * one to finish its system calls). For checks and reports. */
+void jw_backend_get_stats_quiet(jw_backend_stats *out);
+
 /* Invariant checks on (1) or off (0) from now on (overrides JWMALLOC_CHECK). */
 void jw_backend_set_check(int on);
 

@@ -50,6 +50,11 @@ void jw_meta_slot_release(jw_rec *recs) {
   }
 }
 
+void jw_meta_slot_retire(jw_rec *recs) {
+  (void)recs;
+  jw_fetch_sub(&slots_in_use, 1, JW_RELAXED);
+}
+
 void jw_meta_slot_put(jw_rec *recs) {
   uint32_t n = jw_load(&nchunks, JW_RELAXED);
   for (uint32_t c = 0; c < n; c++) {
@@ -57,12 +62,12 @@ void jw_meta_slot_put(jw_rec *recs) {
     if ((char *)recs < base || (char *)recs >= base + CHUNK_BYTES) continue;
     unsigned s = (unsigned)(((char *)recs - base) / JW_META_SLOT_BYTES);
     jw_store(&used[c], jw_load(&used[c], JW_RELAXED) & ~((uint64_t)1 << s), JW_RELAXED);
-    jw_fetch_sub(&slots_in_use, 1, JW_RELAXED);
     return;
   }
 }
 
 void jw_meta_slot_free(jw_rec *recs) {
+  jw_meta_slot_retire(recs);
   jw_meta_slot_release(recs);
   jw_meta_slot_put(recs);
 }

@@ -65,8 +65,9 @@ static uint64_t detach(jw_rid r, unsigned c, unsigned i) {
     /* The root leaves the root map now (lookups of stale pointers stop
      * resolving); its memory and records go back in the run. */
     uintptr_t base = jw_meta_rid_base(r);
-    jw_store(&e->recs, jw_root_map_get((const void *)base), JW_RELAXED);
-    jw_roots_forget(base);
+    jw_rec *recs = jw_root_map_get((const void *)base);
+    jw_store(&e->recs, recs, JW_RELAXED);
+    jw_roots_forget(base, recs);
     jw_store(&e->flags, c | E_ROOT, JW_RELAXED);
   } else {
     /* BUSY: not allocatable, not mergeable, not a valid free. */
