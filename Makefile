@@ -40,6 +40,15 @@ fuzz: build
 bench-backend: build
 	@tests/backend/bench_backend.sh $(BUILD)
 
+# Evaluation suite (docs/design/bench.md): make bench [QUICK=1] [BENCH_ARGS='--threads 1,4 ...'].
+# The full run publishes its report and plots to bench/results/full; raw data stays in bench/out.
+.PHONY: bench bench-traces
+bench-traces: build
+	@bench/trace/record.sh $(BUILD)
+
+bench: bench-traces
+	@bench/suite/run.py --build $(BUILD) $(if $(QUICK),--quick --out bench/out/quick,--out bench/out/full --publish bench/results/full) $(BENCH_ARGS)
+
 # jwmalloc reclamation (issue 7): the generational workload in virtual time,
 # lifetime against fixed-delay (figures in build/bench-reclaim/bench.txt).
 .PHONY: bench-reclaim

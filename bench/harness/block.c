@@ -1,0 +1,87 @@
+/* Bookkeeping memory, block patterns and the hand-off ring. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "harness.h"
+
+void *jwb_meta_alloc(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    fprintf(stderr, "%s: cannot map %zu bytes of bookkeeping memory\n", jwb.name, bytes);
+    exit(2);
+  }
+  return p;
+}
+
+void jwb_meta_free(void *p, size_t bytes) {
+  if (p) munmap(p, bytes ? bytes : 1);
+}
+
+#define PAGE 4096
+
+void jwb_fill(void *p, size_t n, uint64_t tag) {
+  unsigned char *b = p;
+  if (n >= 16) {
+    memcpy(b, &tag, 8);
+    memcpy(b + n - 8, &tag, 8);
+  } else {
+    memcpy(b, &tag, n < 8 ? n : 8);
+  }
+  for (size_t off = PAGE; off + 8 < n; off += PAGE) b[off] = (unsigned char)(tag >> 8);
+}
+
+int jwb_check(jwb_thread *t, const void *p, size_t n, uint64_t tag, size_t skip_head) {
+  if (!jwb.check) return 1;
+  const unsigned char *b = p;
+  int ok = 1;
+  if (n >= 16) {
+    if (skip_head < 8 && memcmp(b, &tag, 8) != 0) ok = 0;
+    if (skip_head + 8 <= n - 8 && memcmp(b + n - 8, &tag, 8) != 0) ok = 0;
+  } else if (skip_head == 0) {
+    if (memcmp(b, &tag, n < 8 ? n : 8) != 0) ok = 0;
+  }
+  for (size_t off = PAGE; ok && off + 8 < n; off += PAGE)
+    if (off >= skip_head && b[off] != (unsigned char)(tag >> 8)) ok = 0;
+  if (!ok) {
+    char what[160];
+    snprintf(what, sizeof what, "block %p of %zu bytes lost its pattern (overlap or corruption)", p, n);
+    jwb_fail(t, what);
+  }
+  return ok;
+}
+
+jwb_ring *jwb_ring_new(size_t capacity) {
+  size_t cap = 1;
+  while (cap < capacity) cap <<= 1;
+  jwb_ring *r = jwb_meta_alloc(sizeof *r);
+  r->mask = cap - 1;
+  r->items = jwb_meta_alloc(cap * sizeof(jwb_item));
+  atomic_init(&r->head, 0);
+  atomic_init(&r->tail, 0);
+  return r;
+}
+
+int jwb_ring_push(jwb_ring *r, jwb_item it) {
+  size_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+  /* acquire: the consumer has finished reading the slot it released */
+  size_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+  if (tail - head > r->mask) return 0;
+  r->items[tail & r->mask] = it;
+  /* release: the item is visible before the consumer sees the new tail */
+  atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
+  return 1;
+}
+
+int jwb_ring_pop(jwb_ring *r, jwb_item *out) {
+  size_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+  /* acquire: pairs with the producer's release of tail */
+  size_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+  if (head == tail) return 0;
+  *out = r->items[head & r->mask];
+  /* release: the slot is read before the producer may reuse it */
+  atomic_store_explicit(&r->head, head + 1, memory_order_release);
+  return 1;
+}

@@ -1,0 +1,377 @@
+/* Options, threads, the measured region and the result line of the benchmark
+ * harness (harness.h; docs/design/bench.md). */
+#include "harness.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define JWB_HAVE_CALLGRIND 1
+#endif
+#endif
+#ifndef JWB_HAVE_CALLGRIND
+#define CALLGRIND_ZERO_STATS
+#define CALLGRIND_DUMP_STATS_AT(x)
+#endif
+
+jwb_config jwb = {.threads = 1, .ops = 100000, .seed = 1, .lat_every = 32, .check = 1};
+atomic_int jwb_stop_flag;
+
+#define MAX_CTX 8192
+
+static const char *summary_text;
+static int mark_fd = -1;
+static uint64_t timer_median_ns, timer_p99_ns;
+static jwb_thread *ctxs[MAX_CTX];
+static unsigned nctx;
+static jwb_thread *main_ctx;
+static int region_open, region_closed;
+static uint64_t measured_ns;
+static int phase_timed;
+static atomic_int have_failure;
+static char first_failure[200];
+
+/* ------------------------------------------------------------------ random */
+
+jwb_rng jwb_rng_for(uint64_t seed, uint64_t index, uint64_t purpose) {
+  jwb_rng r = {seed * 0x9e3779b97f4a7c15ULL ^ (index + 1) * 0xd1b54a32d192ed03ULL ^ purpose << 56};
+  jwb_next(&r);
+  return r;
+}
+
+size_t jwb_size_log_uniform(jwb_rng *r, size_t min, size_t max) {
+  if (min < 1) min = 1;
+  if (max <= min) return min;
+  unsigned lo = 63u - (unsigned)__builtin_clzll(min);
+  unsigned hi = 63u - (unsigned)__builtin_clzll(max);
+  unsigned e = lo + (unsigned)jwb_below(r, hi - lo + 1);
+  size_t base = (size_t)1 << e;
+  size_t s = base + (size_t)jwb_below(r, base);
+  if (s < min) s = min;
+  if (s > max) s = max;
+  return s;
+}
+
+size_t jwb_size_mixed(jwb_rng *r) {
+  uint64_t u = jwb_below(r, 100);
+  if (u < 70) return jwb_size_log_uniform(r, 16, 512);
+  if (u < 95) return jwb_size_log_uniform(r, 513, 8192);
+  return jwb_size_log_uniform(r, 16384, 131072);
+}
+
+/* ----------------------------------------------------------------- options */
+
+static void usage(const jwb_opt *extra, FILE *f) {
+  fprintf(f, "usage: %s [options]\n%s\n\ncommon options:\n", jwb.name, summary_text ? summary_text : "");
+  fprintf(f,
+          "  --threads N       worker threads (default %u)\n"
+          "  --duration S      duration mode: run about S seconds (workloads with rounds repeat\n"
+          "                    them until S; default: a fixed amount of work)\n"
+          "  --ops N           allocator calls per thread in the fixed-work mode, for workloads\n"
+          "                    without their own unit of work (default %" PRIu64 ")\n"
+          "  --seed N          random seed (default %" PRIu64 ")\n"
+          "  --lat-every K     time one allocator call in about K (0: none; default %u)\n"
+          "  --no-check        do not verify block patterns\n",
+          jwb.threads, jwb.ops, jwb.seed, jwb.lat_every);
+  if (extra && extra[0].name) {
+    fprintf(f, "workload options:\n");
+    for (const jwb_opt *o = extra; o->name; o++) fprintf(f, "  --%-16s %s\n", o->name, o->help);
+  }
+}
+
+static void bad(const char *what, const char *arg) {
+  fprintf(stderr, "%s: %s '%s' (see --help)\n", jwb.name, what, arg ? arg : "");
+  exit(2);
+}
+
+static uint64_t parse_u64(const char *s, int allow_suffix) {
+  char *end;
+  errno = 0;
+  if (!s || !*s || *s == '-') bad("not a non-negative integer:", s);
+  unsigned long long v = strtoull(s, &end, 0);
+  if (errno) bad("out of range:", s);
+  uint64_t mul = 1;
+  if (allow_suffix && *end) {
+    if ((*end == 'k' || *end == 'K') && !end[1]) mul = 1024;
+    else if ((*end == 'm' || *end == 'M') && !end[1]) mul = 1024 * 1024;
+    else if ((*end == 'g' || *end == 'G') && !end[1]) mul = 1024ull * 1024 * 1024;
+    else bad("bad size (use N, NK, NM or NG):", s);
+  } else if (*end) {
+    bad("not an integer:", s);
+  }
+  if (v > UINT64_MAX / mul) bad("out of range:", s);
+  return v * mul;
+}
+
+static double parse_double(const char *s) {
+  char *end;
+  errno = 0;
+  if (!s || !*s) bad("not a number:", s);
+  double v = strtod(s, &end);
+  if (errno || *end || v < 0) bad("not a non-negative number:", s);
+  return v;
+}
+
+static void measure_timer(void) {
+  static jwb_hist h;
+  for (int i = 0; i < 100000; i++) {
+    uint64_t a = jwb_now_ns();
+    uint64_t b = jwb_now_ns();
+    jwb_hist_add(&h, b - a);
+  }
+  timer_median_ns = jwb_hist_quantile(&h, 0.5);
+  timer_p99_ns = jwb_hist_quantile(&h, 0.99);
+}
+
+void jwb_init(int argc, char **argv, const char *summary, const jwb_opt *extra) {
+  const char *slash = strrchr(argv[0], '/');
+  jwb.name = slash ? slash + 1 : argv[0];
+  summary_text = summary;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(extra, stdout);
+      exit(0);
+    }
+    if (strncmp(a, "--", 2) != 0) bad("unexpected argument", a);
+    const char *name = a + 2;
+    if (strcmp(name, "no-check") == 0) {
+      jwb.check = 0;
+      continue;
+    }
+    if (i + 1 >= argc) bad("missing value for", a);
+    const char *v = argv[++i];
+    if (strcmp(name, "threads") == 0) {
+      uint64_t n = parse_u64(v, 0);
+      if (n < 1 || n > MAX_CTX) bad("threads must be 1..8192:", v);
+      jwb.threads = (unsigned)n;
+    } else if (strcmp(name, "duration") == 0) {
+      jwb.duration_s = parse_double(v);
+    } else if (strcmp(name, "ops") == 0) {
+      jwb.ops = parse_u64(v, 1);
+    } else if (strcmp(name, "seed") == 0) {
+      jwb.seed = parse_u64(v, 0);
+    } else if (strcmp(name, "lat-every") == 0) {
+      uint64_t k = parse_u64(v, 0);
+      if (k > 1u << 30) bad("lat-every too large:", v);
+      jwb.lat_every = (unsigned)k;
+    } else {
+      const jwb_opt *o = extra;
+      while (o && o->name && strcmp(o->name, name) != 0) o++;
+      if (!o || !o->name) bad("unknown option", a);
+      switch (o->kind) {
+        case JWB_OPT_U64: *(uint64_t *)o->ptr = parse_u64(v, 0); break;
+        case JWB_OPT_SIZE: *(size_t *)o->ptr = (size_t)parse_u64(v, 1); break;
+        case JWB_OPT_DOUBLE: *(double *)o->ptr = parse_double(v); break;
+        case JWB_OPT_STR: *(const char **)o->ptr = v; break;
+      }
+    }
+  }
+  const char *fd = getenv("JWBENCH_MARK_FD");
+  if (fd && *fd) mark_fd = atoi(fd);
+  measure_timer();
+  /* The allocator's one-time initialisation happens here, outside the region. */
+  jwb_call_free(jwb_call_malloc(16));
+  main_ctx = jwb_meta_alloc(sizeof(jwb_thread) + sizeof(jwb_hist));
+  main_ctx->hist = (jwb_hist *)(main_ctx + 1);
+  main_ctx->index = MAX_CTX;
+  main_ctx->rng = jwb_rng_for(jwb.seed, MAX_CTX, 0);
+  main_ctx->lat_countdown = UINT32_MAX;
+}
+
+/* ----------------------------------------------------------------- threads */
+
+jwb_thread *jwb_main_ctx(void) { return main_ctx; }
+
+jwb_thread *jwb_ctx(unsigned index) {
+  if (index >= MAX_CTX) {
+    fprintf(stderr, "%s: more than %d thread contexts\n", jwb.name, MAX_CTX);
+    exit(2);
+  }
+  while (nctx <= index) {
+    jwb_thread *t = jwb_meta_alloc(sizeof(jwb_thread) + sizeof(jwb_hist));
+    t->hist = (jwb_hist *)(t + 1);
+    t->index = nctx;
+    t->rng = jwb_rng_for(jwb.seed, nctx, 0);
+    t->lat_rng = jwb_rng_for(jwb.seed, nctx, 1);
+    t->lat_countdown = jwb.lat_every ? 1 + (uint32_t)jwb_below(&t->lat_rng, 2ull * jwb.lat_every - 1) : UINT32_MAX;
+    atomic_init(&t->priv_handed_over, 0);
+    ctxs[nctx++] = t;
+  }
+  return ctxs[index];
+}
+
+void jwb_lat_sample(jwb_thread *t, uint64_t ns) {
+  if (!jwb.lat_every) {
+    t->lat_countdown = UINT32_MAX;
+    return;
+  }
+  jwb_hist_add(t->hist, ns);
+  t->lat_countdown = 1 + (uint32_t)jwb_below(&t->lat_rng, 2ull * jwb.lat_every - 1);
+}
+
+void jwb_oom(jwb_thread *t, size_t n) {
+  (void)t;
+  fprintf(stderr, "%s: the allocator returned NULL for %zu bytes\n", jwb.name, n);
+  exit(4);
+}
+
+void jwb_fail(jwb_thread *t, const char *what) {
+  t->check_failures++;
+  if (atomic_exchange(&have_failure, 1) == 0) snprintf(first_failure, sizeof first_failure, "%s", what);
+}
+
+typedef struct start_arg {
+  jwb_thread *t;
+  jwb_thread_fn fn;
+  pthread_barrier_t *gate;
+  pthread_t next;            /* set by jwb_hand_over */
+} start_arg;
+static start_arg *args;      /* MAX_CTX entries */
+static atomic_uint finished;
+static __thread int handed_over_here; /* this thread's turn ended with jwb_hand_over */
+
+/* Every workload thread starts here: callgrind attribution recognises the
+ * workload's own threads by this symbol on their stack. */
+__attribute__((noinline, used)) void *jwb_thread_entry(void *p) {
+  start_arg *a = p;
+  if (a->gate) pthread_barrier_wait(a->gate);
+  a->fn(a->t);
+  if (!handed_over_here) atomic_fetch_add_explicit(&finished, 1, memory_order_release);
+  return NULL;
+}
+
+static void start_thread(pthread_t *th, start_arg *a) {
+  int e = pthread_create(th, NULL, jwb_thread_entry, a);
+  if (e) {
+    fprintf(stderr, "%s: cannot create a thread: %s\n", jwb.name, strerror(e));
+    exit(2);
+  }
+}
+
+void jwb_hand_over(jwb_thread *t, jwb_thread_fn fn) {
+  start_arg *a = &args[t->index];
+  a->fn = fn;
+  a->gate = NULL;
+  handed_over_here = 1;
+  start_thread(&a->next, a);
+  /* release: `next` is written before the main thread sees the hand-over */
+  atomic_store_explicit(&t->priv_handed_over, 1, memory_order_release);
+}
+
+int jwb_done(jwb_thread *t) {
+  if (phase_timed) return atomic_load_explicit(&jwb_stop_flag, memory_order_relaxed);
+  return t->ops >= jwb.ops;
+}
+
+void jwb_run(unsigned n, jwb_thread_fn fn, double duration_s) {
+  if (!args) args = jwb_meta_alloc(MAX_CTX * sizeof(start_arg));
+  if (n == 0) n = 1;
+  double dur = duration_s > 0 ? duration_s : duration_s == 0 ? jwb.duration_s : 0;
+  phase_timed = dur > 0;
+  atomic_store(&jwb_stop_flag, 0);
+  atomic_store(&finished, 0);
+  pthread_barrier_t gate;
+  pthread_barrier_init(&gate, NULL, n + 1);
+  pthread_t *th = jwb_meta_alloc(n * sizeof(pthread_t));
+  for (unsigned i = 0; i < n; i++) {
+    jwb_thread *t = jwb_ctx(i);
+    t->index = i;
+    args[i] = (start_arg){.t = t, .fn = fn, .gate = &gate};
+    start_thread(&th[i], &args[i]);
+  }
+  if (!region_open) {
+    region_open = 1;
+    CALLGRIND_ZERO_STATS;
+  }
+  uint64_t t0 = jwb_now_ns();
+  pthread_barrier_wait(&gate);
+  if (phase_timed) {
+    uint64_t deadline = t0 + (uint64_t)(dur * 1e9);
+    while (atomic_load_explicit(&finished, memory_order_acquire) < n) {
+      uint64_t now = jwb_now_ns();
+      if (now >= deadline) break;
+      uint64_t left = deadline - now;
+      jwb_sleep_ms(left > 10000000 ? 10.0 : (double)left / 1e6);
+    }
+    atomic_store_explicit(&jwb_stop_flag, 1, memory_order_relaxed);
+  }
+  for (unsigned i = 0; i < n; i++) {
+    pthread_t cur = th[i];
+    for (;;) {
+      pthread_join(cur, NULL);
+      /* acquire: pairs with the release in jwb_hand_over */
+      if (!atomic_exchange_explicit(&args[i].t->priv_handed_over, 0, memory_order_acquire)) break;
+      cur = args[i].next;
+    }
+  }
+  measured_ns += jwb_now_ns() - t0;
+  pthread_barrier_destroy(&gate);
+  jwb_meta_free(th, n * sizeof(pthread_t));
+}
+
+double jwb_elapsed(void) { return (double)measured_ns / 1e9; }
+
+void jwb_region_end(void) {
+  if (region_closed) return;
+  region_closed = 1;
+  CALLGRIND_DUMP_STATS_AT("jwb-region");
+}
+
+void jwb_mark(const char *name) {
+  if (mark_fd < 0) return;
+  char line[128];
+  int len = snprintf(line, sizeof line, "%" PRIu64 " %s\n", jwb_now_ns(), name);
+  if (len > 0 && write(mark_fd, line, (size_t)len) < 0) mark_fd = -1;
+}
+
+void jwb_sleep_ms(double ms) {
+  if (ms <= 0) return;
+  struct timespec ts = {(time_t)(ms / 1000), (long)((ms - (double)(time_t)(ms / 1000) * 1000) * 1e6)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* ------------------------------------------------------------------ report */
+
+int jwb_report(const char *extra) {
+  jwb_region_end();
+  static jwb_hist all;
+  uint64_t ops = 0, allocs = 0, frees = 0, reallocs = 0, bytes = 0, failures = main_ctx->check_failures;
+  for (unsigned i = 0; i < nctx; i++) {
+    jwb_thread *t = ctxs[i];
+    jwb_hist_merge(&all, t->hist);
+    ops += t->ops;
+    allocs += t->allocs;
+    frees += t->frees;
+    reallocs += t->reallocs;
+    bytes += t->bytes;
+    failures += t->check_failures;
+  }
+  double secs = jwb_elapsed();
+  printf("jwbench prog=%s threads=%u seed=%" PRIu64 " mode=%s elapsed_s=%.6f ops=%" PRIu64 " allocs=%" PRIu64
+         " frees=%" PRIu64 " reallocs=%" PRIu64 " bytes=%" PRIu64 " ops_per_s=%.1f",
+         jwb.name, jwb.threads, jwb.seed, jwb.duration_s > 0 ? "duration" : "ops", secs, ops, allocs, frees,
+         reallocs, bytes, secs > 0 ? (double)ops / secs : 0.0);
+  printf(" lat_every=%u lat_samples=%" PRIu64 " lat_p50_ns=%" PRIu64 " lat_p90_ns=%" PRIu64 " lat_p99_ns=%" PRIu64
+         " lat_p999_ns=%" PRIu64 " lat_p9999_ns=%" PRIu64 " lat_max_ns=%" PRIu64 " timer_ns_median=%" PRIu64
+         " timer_ns_p99=%" PRIu64,
+         jwb.lat_every, all.count, jwb_hist_quantile(&all, 0.5), jwb_hist_quantile(&all, 0.9),
+         jwb_hist_quantile(&all, 0.99), jwb_hist_quantile(&all, 0.999), jwb_hist_quantile(&all, 0.9999), all.max,
+         timer_median_ns, timer_p99_ns);
+  if (extra && *extra) printf(" %s", extra);
+  printf(" check=%s\n", failures ? "fail" : "ok");
+  fflush(stdout);
+  if (failures) {
+    fprintf(stderr, "%s: %" PRIu64 " block check failure(s); first: %s\n", jwb.name, failures, first_failure);
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,271 @@
+/* Benchmark harness shared by every workload of the evaluation suite
+ * (docs/design/bench.md; brief "Results the paper reports").
+ *
+ * A workload sets its defaults in `jwb`, calls jwb_init() with its own options,
+ * runs its threads with jwb_run() (one or more phases), closes the measured
+ * region with jwb_region_end(), tears down, and returns jwb_report().
+ *
+ * Every allocator call goes through jwb_malloc()/jwb_free()/... below, which
+ * count operations, time a random sample of them and call the allocator through
+ * the noinline jwb_call_* functions (calls.c) that callgrind attribution keys on.
+ * Bookkeeping memory comes from jwb_meta_alloc() (mmap), never from the
+ * allocator under test. Thread-safety: a jwb_thread is used by one thread at a
+ * time; everything else is set up by the main thread before jwb_run().
+ */
+#ifndef JWB_HARNESS_H
+#define JWB_HARNESS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------- random */
+
+/* splitmix64: one 64-bit state word per stream; streams of different seeds are
+ * independent enough for workload generation. */
+typedef struct jwb_rng {
+  uint64_t s;
+} jwb_rng;
+
+static inline uint64_t jwb_next(jwb_rng *r) {
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+/* Uniform in [0, n) (n > 0), by multiply-shift. */
+static inline uint64_t jwb_below(jwb_rng *r, uint64_t n) {
+  return (uint64_t)(((unsigned __int128)jwb_next(r) * n) >> 64);
+}
+/* Uniform in [0, 1). */
+static inline double jwb_unit(jwb_rng *r) { return (double)(jwb_next(r) >> 11) * 0x1p-53; }
+static inline int jwb_chance(jwb_rng *r, double p) { return jwb_unit(r) < p; }
+/* A stream seeded from (seed, index): used per thread and per purpose. */
+jwb_rng jwb_rng_for(uint64_t seed, uint64_t index, uint64_t purpose);
+/* Log-uniform size in [min, max] bytes: the power of two is uniform, then the
+ * size is uniform inside it. Small sizes dominate by count, as in programs. */
+size_t jwb_size_log_uniform(jwb_rng *r, size_t min, size_t max);
+/* Mixture used by the footprint workloads: 70% 16 B-512 B, 25% 512 B-8 KiB,
+ * 5% 16 KiB-128 KiB (all log-uniform), so every tier of an allocator is used. */
+size_t jwb_size_mixed(jwb_rng *r);
+/* A 64-bit tag that differs for every (thread, counter). */
+static inline uint64_t jwb_tag(uint64_t thread, uint64_t counter) {
+  jwb_rng r = {(thread << 40) ^ counter ^ 0x5bd1e9955bd1e995ULL};
+  return jwb_next(&r) | 1;
+}
+
+/* ---------------------------------------------------------------- latency */
+
+/* Log-linear histogram of nanoseconds: exact below 64, then 32 sub-buckets per
+ * power of two up to 2^40 ns (3% relative error). */
+#define JWB_HIST_LINEAR 64
+#define JWB_HIST_SUB 32
+#define JWB_HIST_BUCKETS (JWB_HIST_LINEAR + (40 - 6) * JWB_HIST_SUB)
+typedef struct jwb_hist {
+  uint64_t count, max;
+  uint64_t b[JWB_HIST_BUCKETS];
+} jwb_hist;
+void jwb_hist_add(jwb_hist *h, uint64_t ns);
+void jwb_hist_merge(jwb_hist *into, const jwb_hist *from);
+/* The value at quantile q (0..1) of h: the upper edge of its bucket. */
+uint64_t jwb_hist_quantile(const jwb_hist *h, double q);
+
+static inline uint64_t jwb_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- threads */
+
+typedef struct jwb_thread {
+  unsigned index;              /* 0..threads-1 in the phase that runs it */
+  jwb_rng rng;                 /* the workload's stream */
+  jwb_rng lat_rng;             /* sampling stream, separate so sampling never changes requests */
+  uint32_t lat_countdown;      /* calls until the next timed one */
+  uint64_t ops;                /* allocator calls made by this thread */
+  uint64_t allocs, frees, reallocs;
+  uint64_t bytes;              /* bytes requested: with the counts, the fingerprint of the requests */
+  uint64_t check_failures;
+  uint64_t counter;            /* for tags */
+  jwb_hist *hist;
+  void *user;                  /* the workload's per-thread state */
+  /* harness-private: the thread now running this context, for hand-over */
+  void *priv_thread;
+  atomic_int priv_handed_over;
+} jwb_thread;
+
+typedef void (*jwb_thread_fn)(jwb_thread *t);
+
+/* Common options; a workload may change the defaults before jwb_init(). */
+typedef struct jwb_config {
+  const char *name;            /* program name, set by jwb_init */
+  unsigned threads;            /* --threads */
+  double duration_s;           /* --duration: > 0 selects duration mode */
+  uint64_t ops;                /* --ops: allocator calls per thread in ops mode */
+  uint64_t seed;               /* --seed */
+  unsigned lat_every;          /* --lat-every: mean gap between timed calls, 0 = none */
+  int check;                   /* 0 with --no-check */
+} jwb_config;
+extern jwb_config jwb;
+
+typedef enum { JWB_OPT_U64, JWB_OPT_SIZE, JWB_OPT_DOUBLE, JWB_OPT_STR } jwb_opt_kind;
+typedef struct jwb_opt {
+  const char *name;            /* without the leading "--" */
+  jwb_opt_kind kind;
+  void *ptr;                   /* uint64_t*, size_t*, double* or const char** */
+  const char *help;
+} jwb_opt;
+
+/* Parses argv (common options plus `extra`, terminated by a {0} entry); on bad
+ * input prints one line and exits 2; --help prints the options and exits 0. */
+void jwb_init(int argc, char **argv, const char *summary, const jwb_opt *extra);
+
+/* Contexts 0..n-1 (created on first use, kept across phases so counters and
+ * histograms accumulate). */
+jwb_thread *jwb_ctx(unsigned index);
+/* The main thread's context, for set-up and tear-down calls (not timed). */
+jwb_thread *jwb_main_ctx(void);
+
+/* Runs fn on n threads: all are created, then released together; in duration
+ * mode the main thread sets the stop flag after --duration seconds (or
+ * `duration_s` if > 0); returns when all have finished. The first call opens
+ * the measured region (callgrind statistics are zeroed). Wall time of each
+ * phase is added to the measured time. */
+void jwb_run(unsigned n, jwb_thread_fn fn, double duration_s);
+/* True when the thread should stop: stop flag (duration mode) or its op budget
+ * (ops mode). */
+int jwb_done(jwb_thread *t);
+extern atomic_int jwb_stop_flag;
+/* Ends the calling thread's turn: fn continues on a new thread with the same
+ * context, and the caller must return at once (larson's thread replacement). */
+void jwb_hand_over(jwb_thread *t, jwb_thread_fn fn);
+/* Closes the measured region: dumps callgrind statistics. Call once, after the
+ * last phase and before tear-down. */
+void jwb_region_end(void);
+/* Prints the one result line (plus `extra`, "key=value ..." or NULL) and
+ * returns the exit status: 0, or 3 when a block check failed. */
+int jwb_report(const char *extra);
+/* Measured time so far (sum of phases), seconds. */
+double jwb_elapsed(void);
+
+/* Writes "<monotonic ns> <name>" to the launcher's phase pipe, if any. */
+void jwb_mark(const char *name);
+void jwb_sleep_ms(double ms);
+
+/* ---------------------------------------------------------------- memory */
+
+/* Zeroed bookkeeping memory from mmap (never the allocator under test); exits
+ * with a message when the system refuses it. */
+void *jwb_meta_alloc(size_t bytes);
+void jwb_meta_free(void *p, size_t bytes);
+
+/* Writes tag into the first and last 8 bytes of the block (fewer for small
+ * blocks) and one byte into every 4 KiB page, so the block is resident. */
+void jwb_fill(void *p, size_t n, uint64_t tag);
+/* Verifies what jwb_fill wrote; on mismatch counts a failure and keeps the
+ * first one's description for the report. skip_head: bytes at the start not to
+ * check (a workload keeps a header there). Returns 1 when intact. */
+int jwb_check(jwb_thread *t, const void *p, size_t n, uint64_t tag, size_t skip_head);
+void jwb_fail(jwb_thread *t, const char *what);
+
+/* ---------------------------------------------------------------- allocator calls */
+
+/* The only places the workloads call the allocator (calls.c, noinline). */
+void *jwb_call_malloc(size_t n);
+void *jwb_call_calloc(size_t n, size_t size);
+void *jwb_call_realloc(void *p, size_t n);
+void *jwb_call_memalign(size_t align, size_t n);   /* posix_memalign */
+void *jwb_call_aligned_alloc(size_t align, size_t n);
+void *jwb_call_memalign_legacy(size_t align, size_t n);
+void *jwb_call_valloc(size_t n);
+void *jwb_call_pvalloc(size_t n);
+void jwb_call_free(void *p);
+
+void jwb_lat_sample(jwb_thread *t, uint64_t ns);
+void jwb_oom(jwb_thread *t, size_t n);
+
+#define JWB_TIMED(t, expr)                                         \
+  do {                                                             \
+    if (__builtin_expect(--(t)->lat_countdown == 0, 0)) {          \
+      uint64_t jwb_t0_ = jwb_now_ns();                             \
+      expr;                                                        \
+      jwb_lat_sample((t), jwb_now_ns() - jwb_t0_);                 \
+    } else {                                                       \
+      expr;                                                        \
+    }                                                              \
+  } while (0)
+
+static inline void *jwb_malloc(jwb_thread *t, size_t n) {
+  void *p;
+  JWB_TIMED(t, p = jwb_call_malloc(n));
+  t->ops++;
+  t->allocs++;
+  t->bytes += n;
+  if (__builtin_expect(p == NULL && n != 0, 0)) jwb_oom(t, n);
+  return p;
+}
+static inline void *jwb_calloc(jwb_thread *t, size_t n, size_t size) {
+  void *p;
+  JWB_TIMED(t, p = jwb_call_calloc(n, size));
+  t->ops++;
+  t->allocs++;
+  t->bytes += n * size;
+  if (__builtin_expect(p == NULL && n * size != 0, 0)) jwb_oom(t, n * size);
+  return p;
+}
+static inline void *jwb_realloc(jwb_thread *t, void *old, size_t n) {
+  void *p;
+  JWB_TIMED(t, p = jwb_call_realloc(old, n));
+  t->ops++;
+  t->reallocs++;
+  t->bytes += n;
+  if (__builtin_expect(p == NULL && n != 0, 0)) jwb_oom(t, n);
+  return p;
+}
+static inline void jwb_free(jwb_thread *t, void *p) {
+  JWB_TIMED(t, jwb_call_free(p));
+  t->ops++;
+  t->frees++;
+}
+
+/* ---------------------------------------------------------------- hand-off ring */
+
+/* Single-producer single-consumer ring of blocks handed from one thread to
+ * another (cross-thread frees). Lock-free; capacity a power of two. */
+typedef struct jwb_item {
+  void *p;
+  uint64_t size;
+  uint64_t tag;
+} jwb_item;
+typedef struct jwb_ring {
+  _Alignas(64) atomic_size_t head;   /* written by the consumer */
+  _Alignas(64) atomic_size_t tail;   /* written by the producer */
+  _Alignas(64) size_t mask;
+  jwb_item *items;
+} jwb_ring;
+jwb_ring *jwb_ring_new(size_t capacity);
+
+/* A block owned by the workload: allocates n bytes into *it under a fresh tag
+ * and fills it (jwb_fill). */
+static inline void jwb_item_alloc(jwb_thread *t, jwb_item *it, size_t n) {
+  it->size = n;
+  it->tag = jwb_tag(t->index, t->counter++);
+  it->p = jwb_malloc(t, n);
+  jwb_fill(it->p, n, it->tag);
+}
+/* Checks and frees it->p when there is one, and empties *it. */
+static inline void jwb_item_free(jwb_thread *t, jwb_item *it) {
+  if (!it->p) return;
+  jwb_check(t, it->p, it->size, it->tag, 0);
+  jwb_free(t, it->p);
+  it->p = NULL;
+}
+/* 0 when full. */
+int jwb_ring_push(jwb_ring *r, jwb_item it);
+/* 0 when empty. */
+int jwb_ring_pop(jwb_ring *r, jwb_item *out);
+
+#endif
