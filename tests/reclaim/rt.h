@@ -25,6 +25,13 @@ static inline jw_backend_stats rt_bstats(void) {
   return s;
 }
 
+/* The figures at a quiet point (deferred frees done, no batch in flight). */
+static inline jw_backend_stats rt_bstats_quiet(void) {
+  jw_backend_stats s;
+  jw_backend_get_stats_quiet(&s);
+  return s;
+}
+
 static inline void rt_config(int enabled, uint32_t interval_ms, uint64_t watermark, unsigned policy, int thread) {
   jw_reclaim_config c = {enabled, interval_ms, watermark, policy, thread};
   TB_REQUIRE(jw_reclaim_set_config(&c) == 0, "set_config");
