@@ -1,0 +1,93 @@
+/* libiosr internals shared by client.c, region.c and ctl.c. */
+#ifndef IOSR_CLIENT_INT_H
+#define IOSR_CLIENT_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/proto.h"
+#include "iosr.h"
+
+#define IOSR_DROPQ 4096u
+#define IOSR_MAX_CHILDREN 64u
+
+struct iosr_region {
+  iosr_ctx *ctx;
+  uint8_t *base;
+  size_t size;
+  struct iosr_region *next;
+  int live;
+};
+
+typedef struct iosr_dropreq {
+  uint64_t id, start, len;
+} iosr_dropreq;
+
+struct iosr_ctx {
+  int sock;
+  int uffd;
+  int ptfd;
+  uint64_t features;
+  int user_mode_only;
+  uint64_t token;
+  uint32_t app_id;
+  pid_t daemon_pid;
+  pid_t pid;
+  char name[IOSR_NAME_MAX];
+  char socket_path[108];
+  struct iosr_engine *engine;
+  void (*on_fg)(iosr_ctx *, int, void *);
+  void *arg;
+
+  pthread_t agent, dropper;
+  int wake_pipe[2];        /* tells the agent to stop */
+  int threads_started;
+
+  pthread_mutex_t send_mu; /* one sender at a time on sock */
+  pthread_mutex_t rpc_mu;  /* one request in flight */
+  pthread_mutex_t mu;      /* protects the fields below */
+  pthread_cond_t cv;
+  uint32_t seq;
+  uint32_t wait_seq;
+  int reply_ready;
+  uint16_t reply_type;
+  uint8_t reply[sizeof(iosr_m_app_stats) + 64];
+  uint32_t reply_len;
+  int reply_fd;
+  int connected;           /* 0 while the daemon is away */
+  int stopping;
+
+  iosr_dropreq dq[IOSR_DROPQ]; /* drops queued for the dropper */
+  uint32_t dq_head, dq_n;
+  iosr_dropreq cur;        /* the drop in madvise now (id 0: none) */
+
+  int children[IOSR_MAX_CHILDREN]; /* forked children's userfaultfds, kept alive */
+  unsigned nchildren;
+
+  pthread_mutex_t reg_mu;
+  iosr_region *regions;
+  iosr_region *free_regions;
+};
+
+/* Sends a request on ctx and waits for its reply (through the agent once it
+ * runs). Returns 0 with the reply in ctx->reply (type ctx->reply_type), or -1
+ * with errno (ENOTCONN when the daemon is away). Caller holds nothing. */
+int iosr_ctx_rpc(iosr_ctx *ctx, uint16_t type, const void *p, uint32_t len, const int *fds, int nfds,
+                 void *out, uint32_t out_cap, int *out_fd);
+
+/* Waits until no drop queued or running touches [start, start+len): queued
+ * ones are cancelled (reported with ENOENT), a running one is waited for. */
+void iosr_ctx_fence_drops(iosr_ctx *ctx, uint64_t start, uint64_t len);
+
+/* Default socket path for this uid (README): /run/iosrd.sock for root,
+ * /tmp/iosrd-UID.sock otherwise; IOSR_SOCKET overrides. */
+const char *iosr_default_socket(char *buf, size_t cap);
+int iosr_sock_connect(const char *path);
+
+/* In-process engines (client/inproc.c). */
+struct iosr_engine_s;
+struct iosr_engine_s *iosr_engine_core(struct iosr_engine *e);
+int iosr_engine_connect_fd(struct iosr_engine *e);
+
+#endif

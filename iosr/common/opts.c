@@ -1,0 +1,193 @@
+#include "opts.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+const char *iosr_slot_name(int v) { return v == IOSR_SLOT_GLOBAL ? "global" : "process"; }
+const char *iosr_ra_name(int v) {
+  return v == IOSR_RA_CLUSTER ? "cluster" : v == IOSR_RA_VMA ? "vma" : "adaptive";
+}
+const char *iosr_sched_name(int v) { return v == IOSR_SCHED_FIFO ? "fifo" : "sios"; }
+
+int iosr_parse_size(const char *s, uint64_t *out) {
+  if (!s || !*s) goto bad;
+  errno = 0;
+  char *end;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || s[0] == '-') goto bad;
+  uint64_t mul = 1;
+  if (*end) {
+    switch (toupper((unsigned char)*end)) {
+      case 'K': mul = 1ull << 10; break;
+      case 'M': mul = 1ull << 20; break;
+      case 'G': mul = 1ull << 30; break;
+      case 'T': mul = 1ull << 40; break;
+      default: goto bad;
+    }
+    end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) goto bad;
+  }
+  if (v > UINT64_MAX / mul) goto bad;
+  *out = v * mul;
+  return 0;
+bad:
+  errno = EINVAL;
+  return -1;
+}
+
+enum kind { K_U32, K_SIZE, K_BOOL, K_ENUM };
+struct key {
+  const char *name;
+  enum kind kind;
+  size_t off;
+  uint64_t min, max;
+  const char *const *names; /* K_ENUM: values in order */
+};
+
+static const char *const slot_names[] = {"global", "process", NULL};
+static const char *const ra_names[] = {"cluster", "vma", "adaptive", NULL};
+static const char *const sched_names[] = {"fifo", "sios", NULL};
+static const char *const io_names[] = {"uring", "sync", NULL};
+static const char *const wprio_names[] = {"be7", "idle", NULL};
+
+#define OFF(f) offsetof(iosr_settings, f)
+static const struct key keys[] = {
+    {"slot", K_ENUM, OFF(slot), 0, 0, slot_names},
+    {"readahead", K_ENUM, OFF(readahead), 0, 0, ra_names},
+    {"sched", K_ENUM, OFF(sched), 0, 0, sched_names},
+    {"page_cluster", K_U32, OFF(page_cluster), 0, 8, NULL},
+    {"ra_init", K_U32, OFF(ra_init), 1, 65536, NULL},
+    {"ra_max", K_U32, OFF(ra_max), 1, 65536, NULL},
+    {"ra_probe_stride", K_U32, OFF(ra_probe_stride), 2, 65536, NULL},
+    {"ra_probe_horizon", K_U32, OFF(ra_probe_horizon), 1, 65536, NULL},
+    {"max_io", K_SIZE, OFF(max_io), 4096, 16u << 20, NULL},
+    {"queue_depth", K_U32, OFF(queue_depth), 1, 1024, NULL},
+    {"write_hold_max", K_U32, OFF(write_hold_max), 0, 1u << 20, NULL},
+    {"write_hold_ms", K_U32, OFF(write_hold_ms), 0, 60000, NULL},
+    {"write_ioprio", K_ENUM, OFF(write_ioprio_idle), 0, 0, wprio_names},
+    {"budget", K_SIZE, OFF(budget), 0, UINT64_MAX, NULL},
+    {"budget_low", K_SIZE, OFF(budget_low), 0, UINT64_MAX, NULL},
+    {"zero_window", K_U32, OFF(zero_window), 1, 512, NULL},
+    {"reclaim_batch", K_U32, OFF(reclaim_batch), 1, 4096, NULL},
+    {"reclaim_inflight", K_U32, OFF(reclaim_inflight), 1, 256, NULL},
+    {"io", K_ENUM, OFF(io), 0, 0, io_names},
+    {"direct", K_BOOL, OFF(direct), 0, 1, NULL},
+    {"buffer", K_SIZE, OFF(buffer_bytes), 1u << 20, 1ull << 32, NULL},
+    {"probe_cache", K_U32, OFF(probe_cache), 0, 1u << 20, NULL},
+    {"restart_grace_ms", K_U32, OFF(restart_grace_ms), 0, 600000, NULL},
+    {"test_hooks", K_BOOL, OFF(test_hooks), 0, 1, NULL},
+};
+
+static void set_err(char *err, size_t cap, const char *fmt, const char *a, const char *b) {
+  if (err && cap) snprintf(err, cap, fmt, a, b);
+  errno = EINVAL;
+}
+
+int iosr_settings_set(iosr_settings *s, const char *key, const char *value, char *err, size_t cap) {
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const struct key *k = &keys[i];
+    if (strcmp(k->name, key) != 0) continue;
+    char *field = (char *)s + k->off;
+    if (k->kind == K_ENUM) {
+      for (int j = 0; k->names[j]; j++)
+        if (strcasecmp(k->names[j], value) == 0) {
+          *(int *)field = j;
+          return 0;
+        }
+      set_err(err, cap, "bad value '%s' for %s", value, key);
+      return -1;
+    }
+    uint64_t v;
+    if (k->kind == K_BOOL) {
+      if (!strcmp(value, "1") || !strcasecmp(value, "yes") || !strcasecmp(value, "on")) v = 1;
+      else if (!strcmp(value, "0") || !strcasecmp(value, "no") || !strcasecmp(value, "off")) v = 0;
+      else {
+        set_err(err, cap, "bad value '%s' for %s (want 0 or 1)", value, key);
+        return -1;
+      }
+      *(int *)field = (int)v;
+      return 0;
+    }
+    if (iosr_parse_size(value, &v) || v < k->min || v > k->max) {
+      set_err(err, cap, "bad value '%s' for %s (out of range)", value, key);
+      return -1;
+    }
+    if (k->kind == K_U32) *(uint32_t *)field = (uint32_t)v;
+    else *(uint64_t *)field = v;
+    return 0;
+  }
+  set_err(err, cap, "unknown option '%s'%s", key, "");
+  return -1;
+}
+
+int iosr_settings_parse(iosr_settings *s, const char *list, char *err, size_t cap) {
+  if (!list) return 0;
+  char buf[1024];
+  if (strlen(list) >= sizeof buf) {
+    set_err(err, cap, "option list too long%s%s", "", "");
+    return -1;
+  }
+  strcpy(buf, list);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(tok, '=');
+    if (!eq) {
+      set_err(err, cap, "option '%s' lacks '=value'%s", tok, "");
+      return -1;
+    }
+    *eq = 0;
+    if (iosr_settings_set(s, tok, eq + 1, err, cap)) return -1;
+  }
+  return 0;
+}
+
+const char *iosr_env(const char *name) {
+  char var[64];
+  snprintf(var, sizeof var, "IOSR_%s", name);
+  const char *v = getenv(var);
+  return v && *v ? v : NULL;
+}
+
+int iosr_settings_init(iosr_settings *s, char *err, size_t cap) {
+  memset(s, 0, sizeof *s);
+  s->slot = IOSR_SLOT_PROCESS;
+  s->readahead = IOSR_RA_ADAPTIVE;
+  s->sched = IOSR_SCHED_SIOS;
+  s->page_cluster = 3;
+  s->ra_init = 16;
+  s->ra_max = 1024;
+  s->ra_probe_stride = 16;
+  s->ra_probe_horizon = 64;
+  s->max_io = 1u << 20;
+  s->queue_depth = 32;
+  s->write_hold_max = 32;
+  s->write_hold_ms = 50;
+  s->zero_window = 16;
+  s->reclaim_batch = 256;
+  s->reclaim_inflight = 8;
+  s->io = IOSR_IO_URING;
+  s->direct = 1;
+  s->buffer_bytes = 32u << 20;
+  s->probe_cache = 4096;
+  s->restart_grace_ms = 5000;
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    char up[64];
+    size_t j = 0;
+    for (; keys[i].name[j] && j < sizeof up - 1; j++) up[j] = (char)toupper((unsigned char)keys[i].name[j]);
+    up[j] = 0;
+    const char *v = iosr_env(up);
+    if (v && iosr_settings_set(s, keys[i].name, v, err, cap)) {
+      char tmp[256];
+      snprintf(tmp, sizeof tmp, "IOSR_%s: %s", up, err ? err : "");
+      if (err && cap) snprintf(err, cap, "%s", tmp);
+      errno = EINVAL;
+      return -1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,70 @@
+/* IOSR options: every tunable of the engine, with its default, read from
+ * IOSR_* environment variables and from "key=value,key=value" strings (the
+ * same keys in lower case without the prefix; iosrd's command-line flags and
+ * `iosr set` use them too). The README lists them all.
+ *
+ * Sizes accept a K/M/G suffix (powers of 1024). Not thread-safe: an
+ * iosr_settings belongs to the engine thread once the engine runs.
+ */
+#ifndef IOSR_COMMON_OPTS_H
+#define IOSR_COMMON_OPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum iosr_slot_policy { IOSR_SLOT_GLOBAL = 0, IOSR_SLOT_PROCESS = 1 };
+enum iosr_ra_policy { IOSR_RA_CLUSTER = 0, IOSR_RA_VMA = 1, IOSR_RA_ADAPTIVE = 2 };
+enum iosr_sched_policy { IOSR_SCHED_FIFO = 0, IOSR_SCHED_SIOS = 1 };
+enum iosr_io_backend { IOSR_IO_URING = 0, IOSR_IO_SYNC = 1 };
+
+typedef struct iosr_settings {
+  int slot;              /* slot=global|process (default process) */
+  int readahead;         /* readahead=cluster|vma|adaptive (default adaptive) */
+  int sched;             /* sched=fifo|sios (default sios) */
+  uint32_t page_cluster; /* cluster/vma window = 2^page_cluster pages (3) */
+  uint32_t ra_init;      /* adaptive: first window, pages (16) */
+  uint32_t ra_max;       /* adaptive: largest window, pages (1024) */
+  uint32_t ra_probe_stride; /* one probe page per this many read-ahead pages (16) */
+  uint32_t ra_probe_horizon; /* a probe untouched after this many more major faults is a miss (8) */
+  uint64_t max_io;       /* largest read or write request, bytes (1M) */
+  uint32_t queue_depth;  /* requests in flight at the device (32) */
+  uint32_t write_hold_max; /* sios: read dispatches a waiting write may be passed by (32) */
+  uint32_t write_hold_ms;  /* sios: longest a queued write is held back (50) */
+  int write_ioprio_idle; /* write_ioprio=be7|idle (be7) */
+  uint64_t budget;       /* resident bytes of all regions before reclaim starts; 0 = none */
+  uint64_t budget_low;   /* reclaim down to this; 0 = 15/16 of budget */
+  uint32_t zero_window;  /* pages mapped per first-touch fault (16) */
+  uint32_t reclaim_batch;   /* pages per swap-out batch (256) */
+  uint32_t reclaim_inflight; /* swap-out batches in flight (8) */
+  int io;                /* io=uring|sync */
+  int direct;            /* direct=1: O_DIRECT on the swap area */
+  uint64_t buffer_bytes; /* I/O buffer arena (32M) */
+  uint32_t probe_cache;  /* probe pages kept at most (4096) */
+  uint32_t restart_grace_ms; /* after a dirty start, no new slots for this long (5000) */
+  int test_hooks;        /* test_hooks=1: fault injection, dispatch pause/log */
+} iosr_settings;
+
+/* Fills *s with the defaults, then applies IOSR_* environment variables.
+ * Returns 0, or -1 with errno=EINVAL and a message in err (cap bytes) naming
+ * the bad variable. */
+int iosr_settings_init(iosr_settings *s, char *err, size_t cap);
+
+/* Applies one key=value (key without prefix, lower case). 0 or -1/EINVAL
+ * with a message in err. */
+int iosr_settings_set(iosr_settings *s, const char *key, const char *value, char *err, size_t cap);
+
+/* Applies a comma-separated list of key=value. 0 or -1/EINVAL. */
+int iosr_settings_parse(iosr_settings *s, const char *list, char *err, size_t cap);
+
+/* Names of the enumerated values, for statistics. */
+const char *iosr_slot_name(int v);
+const char *iosr_ra_name(int v);
+const char *iosr_sched_name(int v);
+
+/* Parses "123", "64K", "16M", "2G" into bytes. 0 or -1/EINVAL. */
+int iosr_parse_size(const char *s, uint64_t *out);
+
+/* Reads an environment variable IOSR_<NAME>; NULL if unset or empty. */
+const char *iosr_env(const char *name);
+
+#endif

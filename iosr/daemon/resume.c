@@ -1,0 +1,186 @@
+/* Resuming a client after its connection or its daemon was lost (design note
+ * section 12). The client brings back its userfaultfd and its page-table
+ * memfd. Same engine (the connection dropped): the app is re-attached. New
+ * engine (the daemon died and was restarted): the page table is validated,
+ * every slot claimed (a slot claimed twice poisons the page: SIGBUS, never
+ * zero), interrupted transitions are finished from the kernel's view of which
+ * pages are present, write protection is lifted and every waiter woken so that
+ * blocked faults reach the new daemon.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "engine/engine_int.h"
+#include "fault/uffd.h"
+
+static void resend_drops(iosr_engine_s *e, iosr_app *a) {
+  for (iosr_drop *d = a->drops; d; d = d->next) {
+    iosr_m_drop m = {d->id, d->start_vpn << 12, d->n << 12};
+    iosr_srv_send(e, a->conn, IOSR_M_DROP, 0, 0, &m, sizeof m, NULL, 0);
+  }
+}
+
+/* Present bits from /proc/PID/pagemap for [vpn, vpn+n): 1 present (or in
+ * kernel swap), 0 not, -1 unknown. */
+static int pagemap_present(int fd, uint64_t vpn) {
+  uint64_t ent;
+  if (fd < 0 || pread(fd, &ent, sizeof ent, (off_t)(vpn * 8)) != (ssize_t)sizeof ent) return -1;
+  return (ent >> 63 & 1) || (ent >> 62 & 1);
+}
+
+int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int uffd, int ptfd, char *msg,
+                    size_t cap) {
+  if (iosr_field_str(h->name, sizeof h->name)) {
+    snprintf(msg, cap, "unterminated name");
+    return EPROTO;
+  }
+  /* 1. same engine: the app is still here, detached */
+  for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
+    iosr_app *a = iosr_eng_app(e, i);
+    if (!a || a->state != IOSR_APP_ACTIVE || a->forked || a->token != h->token) continue;
+    if (a->conn || a->pid != c->pid) {
+      snprintf(msg, cap, "app %s is attached to another connection", a->name);
+      return EBUSY;
+    }
+    a->conn = c;
+    c->app = a->id;
+    close(uffd);
+    close(ptfd);
+    resend_drops(e, a);
+    snprintf(msg, cap, "re-attached %s", a->name);
+    iosr_info("app %s (pid %d) re-attached", a->name, (int)a->pid);
+    return 0;
+  }
+  /* 2. a new engine: rebuild the app from its page table */
+  if (iosr_eng_find_app(e, h->name)) {
+    snprintf(msg, cap, "an app named %s is connected", h->name);
+    return EEXIST;
+  }
+  uint32_t id = iosr_eng_new_app_id(e);
+  iosr_app *a = id ? calloc(1, sizeof *a) : NULL;
+  if (!a) {
+    snprintf(msg, cap, "too many apps");
+    return EAGAIN;
+  }
+  if (iosr_pt_attach(&a->pt, ptfd)) {
+    free(a);
+    snprintf(msg, cap, "page table does not validate");
+    return EINVAL;
+  }
+  if (a->pt.hdr->token != h->token) {
+    a->pt.fd = -1; /* the caller closes it */
+    iosr_pt_destroy(&a->pt);
+    free(a);
+    snprintf(msg, cap, "page table belongs to another app");
+    return EINVAL;
+  }
+  a->id = id;
+  a->state = IOSR_APP_ACTIVE;
+  snprintf(a->name, sizeof a->name, "%s", h->name);
+  a->pid = c->pid;
+  a->token = h->token;
+  a->uffd = uffd;
+  a->conn = c;
+  a->probe_head = a->probe_tail = -1;
+  a->bg_since_ns = iosr_now_ns();
+  iosr_ra_adaptive_init(&a->ra, e->set.ra_init, e->set.ra_max);
+  iosr_extmap_init(&a->ext);
+  a->uffd_features = h->features | IOSR_UFFD_REQUIRED;
+  e->apps[id] = a;
+  c->app = id;
+  a->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+  if (a->pidfd >= 0) iosr_eng_watch(e, a->pidfd, iosr_tag(IOSR_TAG_PIDFD, id));
+
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/pagemap", (int)c->pid);
+  int pm = open(path, O_RDONLY | O_CLOEXEC);
+  uint64_t dlo = h->drop_id ? h->drop_start >> 12 : 0, dhi = h->drop_id ? (h->drop_start + h->drop_len) >> 12 : 0;
+  uint64_t claimed = 0, conflicts = 0;
+  for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
+    iosr_span *sp = &a->pt.spans[i];
+    sp->ra_hits = 0;
+    for (uint64_t v = sp->start; v < sp->start + sp->n; v++) {
+      iosr_pte *p = iosr_pt_pte(&a->pt, sp, v);
+      int st = p->state;
+      if (st > IOSR_PTE_POISONED) st = IOSR_PTE_POISONED;
+      p->state = IOSR_PTE_ZERO; /* counters are rebuilt through set_state */
+      int pres = pagemap_present(pm, v);
+      int has = (st >= IOSR_PTE_WRITING && st <= IOSR_PTE_CACHED) && !(p->flags & IOSR_PTE_F_ZEROPG);
+      int in_drop = v >= dlo && v < dhi && st == IOSR_PTE_DROPPING;
+      if (has) {
+        if (iosr_slot_claim(&e->slots, e->set.slot == IOSR_SLOT_PROCESS, p->slot, id, v)) {
+          conflicts++;
+          iosr_app_set_state(e, a, p, pres == 1 ? IOSR_PTE_PRESENT : IOSR_PTE_POISONED);
+          p->flags = 0;
+          if (pres != 1 && (a->uffd_features & UFFD_FEATURE_POISON)) iosr_uffd_poison(uffd, v << 12, 4096);
+          continue;
+        }
+        claimed++;
+      }
+      int ns;
+      if (in_drop) ns = IOSR_PTE_DROPPING; /* the dropper finishes it; its REMOVE events count */
+      else if (st == IOSR_PTE_ZERO || st == IOSR_PTE_PRESENT) ns = pres == 0 ? IOSR_PTE_ZERO : pres == 1 ? IOSR_PTE_PRESENT : st;
+      else if (st == IOSR_PTE_POISONED) ns = IOSR_PTE_POISONED;
+      else if (pres == 1) ns = IOSR_PTE_PRESENT;
+      else if (st == IOSR_PTE_DROPPING && (p->flags & IOSR_PTE_F_RMX)) ns = IOSR_PTE_ZERO;
+      else if (p->flags & IOSR_PTE_F_ZEROPG) ns = IOSR_PTE_ZERO;
+      else ns = IOSR_PTE_SWAPPED;
+      if (has && ns != IOSR_PTE_SWAPPED && ns != IOSR_PTE_DROPPING) iosr_slot_put(&e->slots, p->slot);
+      iosr_app_set_state(e, a, p, ns);
+      if (ns != IOSR_PTE_DROPPING) p->flags = 0;
+    }
+  }
+  if (pm >= 0) close(pm);
+  if (h->drop_id) {
+    iosr_drop *d = calloc(1, sizeof *d);
+    if (d) {
+      d->id = h->drop_id;
+      d->start_vpn = dlo;
+      d->n = dhi - dlo;
+      d->next = a->drops;
+      a->drops = d;
+      if (h->drop_id > a->drop_seq) a->drop_seq = h->drop_id;
+    }
+  }
+  /* lift write protection (except where the dropper still works) and wake
+   * every waiter: faults read by the dead daemon are issued again */
+  for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
+    iosr_span *sp = &a->pt.spans[i];
+    uint64_t lo = sp->start, hi = sp->start + sp->n;
+    if (dhi > dlo && dlo < hi && dhi > lo) {
+      if (dlo > lo) iosr_uffd_wp(uffd, lo << 12, (dlo - lo) << 12, 0);
+      if (dhi < hi) iosr_uffd_wp(uffd, dhi << 12, (hi - dhi) << 12, 0);
+    } else {
+      iosr_uffd_wp(uffd, lo << 12, (hi - lo) << 12, 0);
+    }
+    iosr_uffd_wake(uffd, lo << 12, (hi - lo) << 12);
+  }
+  iosr_eng_watch(e, uffd, iosr_tag(IOSR_TAG_UFFD, id));
+  iosr_warn("app %s (pid %d) resumed: %llu swapped slots recovered%s", a->name, (int)a->pid,
+            (unsigned long long)claimed, conflicts ? ", some pages lost (poisoned)" : "");
+  snprintf(msg, cap, "resumed %s: %llu slots, %llu conflicts", a->name, (unsigned long long)claimed,
+           (unsigned long long)conflicts);
+  return 0;
+}
+
+/* A forked child of a resumed app: its page table died with the old daemon,
+ * so which of its pages were swapped is unknown. Its present pages stay; any
+ * page it faults on gets SIGBUS (poisoned) rather than zero: loud, never
+ * silent. */
+void iosr_resume_orphan(iosr_engine_s *e, uint32_t parent, int uffd) {
+  iosr_app *p = iosr_eng_app(e, parent);
+  iosr_app *c = p ? iosr_app_new_child(e, p, uffd, "orphan") : NULL;
+  if (!p) close(uffd);
+  if (!c) return;
+  c->orphan = 1;
+  iosr_warn("%s: a forked child of %s lost its page table with the old daemon; pages it faults on give SIGBUS",
+            c->name, p->name);
+}

@@ -1,0 +1,361 @@
+/* The engine's internal model: apps, page tables, requests, reclaim jobs,
+ * probe cache. Everything here is owned by the engine thread (design note
+ * section 1); no locks. Layers below (swaparea, slots, sched, readahead) know
+ * nothing of these structs; the fault/ and engine/ files share them.
+ */
+#ifndef IOSR_ENGINE_INT_H
+#define IOSR_ENGINE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include "common/json.h"
+#include "common/opts.h"
+#include "common/proto.h"
+#include "fault/pagetable.h"
+#include "iosr.h"
+#include "readahead/window.h"
+#include "sched/sched.h"
+#include "slots/slotmap.h"
+#include "swaparea/bufpool.h"
+#include "swaparea/format.h"
+#include "swaparea/io.h"
+
+#define IOSR_MAX_APPS 4096u
+#define IOSR_MAX_BATCH 1024u
+
+typedef struct iosr_engine_s iosr_engine_s;
+typedef struct iosr_app iosr_app;
+
+/* ---- requests ---- */
+
+typedef struct iosr_target {
+  uint32_t app;
+  uint32_t weight;   /* read-ahead probe weight (0: not a probe) */
+  uint64_t vpn;
+  uint32_t win;      /* probe: its window record */
+  uint32_t pad;
+} iosr_target;
+
+enum { IOSR_REQ_READ = 0, IOSR_REQ_WRITE = 1 };
+
+typedef struct iosr_batch iosr_batch;
+
+typedef struct iosr_req {
+  iosr_sreq s;               /* scheduler node: slot, npages, class, app */
+  iosr_iocb cb;
+  struct iosr_req *prev_all, *next_all; /* all requests alive (queued or in flight) */
+  struct iosr_req *next_retry;
+  int kind;
+  int dispatched;
+  int installing;            /* completion being installed (retry list) */
+  uint8_t *buf;              /* read: owned buffer; write: inside the batch's buffer */
+  size_t buf_bytes;
+  uint64_t t_submit;
+  uint32_t fault_idx;        /* read: index of the faulting page, or UINT32_MAX */
+  uint32_t trigger_idx;      /* read: index of the asynchronous read-ahead trigger, or UINT32_MAX */
+  uint64_t trigger_next;     /* read: slot after the window, where the next one starts */
+  iosr_batch *batch;         /* write */
+  uint8_t *done;             /* read: per page, installed or given up (install retries) */
+  iosr_target tgt[];         /* per page i (slot s.slot + i) */
+} iosr_req;
+
+/* ---- swap-out ---- */
+
+struct iosr_batch {
+  struct iosr_batch *next;
+  struct iosr_job *job;
+  uint32_t app;
+  uint32_t n;
+  uint8_t *buf;              /* n pages, in buffer order */
+  uint64_t vpn[IOSR_MAX_BATCH];
+  uint32_t slot[IOSR_MAX_BATCH];
+  uint8_t zero[IOSR_MAX_BATCH];
+  uint32_t writes_pending;
+  uint32_t drops_pending;
+  int write_err;
+};
+
+typedef struct iosr_cand {
+  uint32_t pri;   /* 0 first (background apps), 1 after (the foreground app under the budget) */
+  uint32_t age;
+  uint32_t app;
+  uint32_t pad;
+  uint64_t vpn;
+} iosr_cand;
+
+typedef struct iosr_job {
+  struct iosr_job *next;
+  uint32_t id;
+  uint64_t target_pages;      /* 0: all candidates */
+  uint64_t swapped_pages, zero_pages, kept_pages;
+  iosr_cand *cand;
+  size_t ncand, pos;
+  iosr_cand *again;           /* candidates to retry (write-protect hit EAGAIN) */
+  size_t nagain, capagain, again_pos;
+  int err;                    /* first error (ENOSPC, EIO) */
+  uint32_t batches_inflight;
+  int budget;                 /* started by the budget */
+  uint32_t waiter;            /* client id to reply to (0: none) */
+  uint32_t waiter_seq;
+} iosr_job;
+
+typedef struct iosr_drop {
+  struct iosr_drop *next;
+  uint64_t id;
+  uint64_t start_vpn, n;
+  struct iosr_batch *batch;
+} iosr_drop;
+
+/* ---- probe cache (design note section 6) ---- */
+
+typedef struct iosr_probe {
+  uint32_t app;
+  uint32_t weight;
+  uint64_t vpn;
+  uint64_t slot;
+  uint64_t issued_major;     /* the app's major-fault count when read */
+  uint64_t next_slot;        /* trigger: where the next window starts */
+  int trigger;
+  int used;
+  uint32_t win;              /* window record (adaptive) */
+  int32_t prev, next;        /* app FIFO (indexes) */
+  uint8_t *data;
+} iosr_probe;
+
+/* A read-ahead window's probes, for the adaptive rule: a window none of whose
+ * probes was used halves the app's window. */
+#define IOSR_WINDOWS 8192u
+typedef struct iosr_window {
+  uint32_t id;     /* the full id (a sequence number): a stale reference does not match */
+  uint32_t app;
+  uint16_t probes, hits, resolved;
+  uint16_t live;
+} iosr_window;
+
+/* ---- pending retries of fault service after EAGAIN ---- */
+
+typedef struct iosr_retry {
+  struct iosr_retry *next;
+  uint32_t app;
+  int op;                    /* IOSR_RETRY_* */
+  uint64_t vpn, n;
+  uint64_t flags;
+} iosr_retry;
+enum { IOSR_RETRY_FAULT = 1, IOSR_RETRY_UNPROTECT = 2, IOSR_RETRY_WAKE = 3 };
+
+/* ---- apps ---- */
+
+enum { IOSR_APP_FREE = 0, IOSR_APP_ACTIVE, IOSR_APP_DETACHED, IOSR_APP_DEAD };
+
+typedef struct iosr_conn iosr_conn;
+
+struct iosr_app {
+  uint32_t id;
+  int state;
+  char name[IOSR_NAME_MAX];
+  pid_t pid;
+  int pidfd;
+  int uffd;
+  uint64_t uffd_features;
+  int user_mode_only;
+  int forked;
+  int orphan;                /* a forked child whose page table died with a daemon */
+  uint32_t parent;
+  uint64_t token;
+  iosr_conn *conn;           /* NULL while detached */
+  iosr_ptable pt;
+  iosr_extmap ext;
+  iosr_ra_adaptive ra;
+  uint32_t ra_last_window;
+  uint64_t ra_next_slot;     /* adaptive: the slot after the last window read */
+  int fg;
+  uint64_t fg_since_ns, bg_since_ns;
+  uint64_t resident, swapped;
+  uint64_t swapped_peak;     /* most pages swapped since the app last had none (probe horizon) */
+  uint64_t majors;           /* major faults so far (probe expiry clock) */
+  uint32_t faults_waiting;   /* major faults waiting for a read */
+  uint64_t busy_since;
+  int32_t probe_head, probe_tail; /* FIFO of this app's probes */
+  uint32_t nprobes;
+  iosr_drop *drops;
+  uint64_t drop_seq;
+  uint64_t resume_drop_id, resume_drop_start, resume_drop_n;
+  uint32_t inflight;         /* requests and batches referring to this app */
+  iosr_app_stats st;
+  uint64_t lat_start_count;  /* faults with a latency start recorded */
+  struct { uint64_t vpn, t0; } lat[64]; /* major faults waiting, for latency */
+  uint32_t nlat;
+};
+
+/* ---- connections ---- */
+
+struct iosr_conn {
+  int fd;
+  int role;
+  uint32_t id;               /* connection id (replies, waiters) */
+  uint32_t app;              /* app id for app connections */
+  pid_t pid;
+  uid_t uid;
+  int hello_done;
+  uint8_t *out;              /* pending outgoing packets: [u32 len][packet]... */
+  size_t out_len, out_cap;
+  int nfd_pending;
+  struct iosr_conn *next;
+  uint32_t idle_waiter_seq;
+  int idle_waiting;
+};
+
+/* ---- the engine ---- */
+
+struct iosr_engine_s {
+  iosr_settings set;
+  iosr_swap_area area;
+  iosr_slotmap slots;
+  iosr_bufpool bufs;
+  iosr_io *io;
+  iosr_sched sched;
+  int epfd, timerfd, listen_fd, wake_fd;
+  int fork_req;              /* atomic: an in-process app thread is forking (engine/forkmode.c) */
+  int fork_ack_fd;           /* eventfd: the engine entered fork mode */
+  struct iosr_fork_buf *fork_buf;
+  volatile sig_atomic_t stop;
+  unsigned nconns;           /* atomic: read by iosr_engine_stop on another thread */
+  int dirty_start;
+  uint64_t grace_until_ns;
+  uint64_t tick;             /* one per fault handled: page ages */
+  iosr_app *apps[IOSR_MAX_APPS];
+  uint32_t next_app_hint;
+  iosr_conn *conns;
+  uint32_t next_conn_id;
+  uint32_t fg_app;           /* 0: none */
+  iosr_req *reqs;            /* all live requests */
+  iosr_req *install_retry;   /* reads whose install hit EAGAIN */
+  iosr_retry *retries;
+  iosr_job *jobs;
+  uint32_t next_job_id;
+  iosr_batch *batches;
+  uint64_t resident_total;
+  iosr_ra_linux cluster_ra;  /* engine-wide, as Linux's cluster read-ahead */
+  iosr_probe *probes;
+  uint32_t probe_cap;
+  iosr_window windows[IOSR_WINDOWS];
+  uint32_t next_window;
+  int32_t probe_free;
+  uint64_t fail_reads, fail_writes; /* test hooks */
+  int has_rt_ioprio;
+  uint64_t full_warned;
+  uint64_t budget_backoff_ns; /* no budget job before this (after one failed) */
+  uint64_t next_reap_ns;      /* next check for exited forked children */
+  uint32_t nforked;           /* forked children tracked (dead ones until freed) */
+  /* engine-wide counters */
+  uint64_t reads, writes, read_bytes, write_bytes, io_errors;
+  uint64_t zero_fill_pages;
+  uint64_t inconsistencies;
+  uint64_t started_ns;
+  const char *role;          /* "iosrd" or "in-process" */
+};
+
+/* engine/engine.c */
+iosr_app *iosr_eng_app(iosr_engine_s *e, uint32_t id); /* live app or NULL */
+void iosr_eng_app_gone(iosr_engine_s *e, iosr_app *a, const char *why);
+void iosr_eng_maybe_finish_app(iosr_engine_s *e, iosr_app *a);
+uint32_t iosr_eng_new_app_id(iosr_engine_s *e);
+int iosr_eng_watch(iosr_engine_s *e, int fd, uint64_t tag);
+void iosr_eng_unwatch(iosr_engine_s *e, int fd);
+void iosr_eng_pump(iosr_engine_s *e);       /* dispatch what the scheduler releases */
+int iosr_eng_idle(const iosr_engine_s *e);
+void iosr_eng_notify_fg(iosr_engine_s *e, iosr_app *a, int fg);
+iosr_app *iosr_eng_find_app(iosr_engine_s *e, const char *sel);
+uint16_t iosr_eng_ioprio(const iosr_engine_s *e, int cls);
+
+/* fault/fault.c */
+void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a);
+void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t flags, uint32_t tid);
+void iosr_fault_run_retries(iosr_engine_s *e);
+void iosr_fault_add_retry(iosr_engine_s *e, uint32_t app, int op, uint64_t vpn, uint64_t n, uint64_t flags);
+void iosr_fault_lat_start(iosr_engine_s *e, iosr_app *a, uint64_t vpn);
+void iosr_fault_lat_end(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n);
+void iosr_app_set_state(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int state);
+
+/* fault/swapin.c */
+void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p);
+void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t next_slot);
+void iosr_swapin_complete(iosr_engine_s *e, iosr_req *r);
+void iosr_swapin_run_install_retries(iosr_engine_s *e);
+void iosr_swapin_all(iosr_engine_s *e, iosr_app *a);
+void iosr_req_free(iosr_engine_s *e, iosr_req *r);
+void iosr_req_link(iosr_engine_s *e, iosr_req *r);
+iosr_req *iosr_req_find_queued_read(iosr_engine_s *e, uint64_t slot);
+
+/* fault/swapout.c */
+int iosr_swapout_step(iosr_engine_s *e, iosr_job *j);
+void iosr_swapout_write_done(iosr_engine_s *e, iosr_req *r);
+void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err);
+void iosr_swapout_cancel_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p);
+void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a);
+
+/* fault/events.c */
+void iosr_event_remove(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end);
+void iosr_event_unmap(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end);
+void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t len);
+void iosr_event_fork(iosr_engine_s *e, iosr_app *a, int child_uffd);
+iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const char *kind);
+void iosr_pte_release(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p);
+
+/* readahead/probe.c */
+int iosr_probe_init(iosr_engine_s *e);
+void iosr_probe_destroy(iosr_engine_s *e);
+int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight, uint32_t win,
+                   const uint8_t *data, int trigger, uint64_t next_slot);
+uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes);
+void iosr_probe_used(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, uint32_t win, int trigger,
+                     uint64_t next);
+void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, int *copied);
+void iosr_probe_drop(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int miss);
+void iosr_probe_expire(iosr_engine_s *e, iosr_app *a);
+void iosr_probe_rekey(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t n);
+
+/* engine/reclaim.c */
+iosr_job *iosr_reclaim_start(iosr_engine_s *e, iosr_app **apps, unsigned napps, uint64_t pages,
+                             int budget);
+void iosr_reclaim_pump(iosr_engine_s *e);
+void iosr_reclaim_check_budget(iosr_engine_s *e);
+void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j);
+void iosr_reclaim_forget_app(iosr_engine_s *e, uint32_t app);
+
+/* engine/forkmode.c */
+#define IOSR_FORK_BUF 2048u
+int iosr_fork_init(iosr_engine_s *e);
+void iosr_fork_mode(iosr_engine_s *e);
+
+/* engine/stats.c */
+void iosr_stats_fill(iosr_engine_s *e, iosr_app *a, iosr_app_stats *out);
+void iosr_stats_json(iosr_engine_s *e, iosr_buf *b);
+
+/* daemon/server.c (also serves the in-process engine's socketpairs) */
+void iosr_srv_accept(iosr_engine_s *e);
+void iosr_srv_conn_readable(iosr_engine_s *e, iosr_conn *c);
+void iosr_srv_conn_writable(iosr_engine_s *e, iosr_conn *c);
+iosr_conn *iosr_srv_add_conn(iosr_engine_s *e, int fd);
+void iosr_srv_close_conn(iosr_engine_s *e, iosr_conn *c);
+int iosr_srv_send(iosr_engine_s *e, iosr_conn *c, uint16_t type, uint16_t flags, uint32_t seq,
+                  const void *p, uint32_t len, const int *fds, int nfds);
+int iosr_srv_reply(iosr_engine_s *e, iosr_conn *c, uint32_t seq, int err, uint64_t value,
+                   const char *msg);
+iosr_conn *iosr_srv_conn_by_id(iosr_engine_s *e, uint32_t id);
+void iosr_srv_idle_check(iosr_engine_s *e);
+
+/* daemon/resume.c */
+int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int uffd, int ptfd,
+                    char *msg, size_t cap);
+void iosr_resume_orphan(iosr_engine_s *e, uint32_t parent, int uffd);
+
+/* engine tags for epoll */
+enum { IOSR_TAG_LISTEN = 1, IOSR_TAG_IO, IOSR_TAG_TIMER, IOSR_TAG_WAKE, IOSR_TAG_CONN, IOSR_TAG_UFFD,
+       IOSR_TAG_PIDFD };
+static inline uint64_t iosr_tag(int kind, uint64_t v) { return (uint64_t)kind << 56 | v; }
+
+#endif

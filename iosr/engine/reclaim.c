@@ -1,0 +1,180 @@
+/* Reclaim jobs (brief: "Reclaim"; design note section 9): on request for
+ * one app or all background apps, and by itself when the resident pages of
+ * all regions pass the budget. Candidates are taken least recently used first
+ * (a page's age is the engine tick of its last fault-in), ties in address
+ * order; jobs run one swap-out step each in turn, at most reclaim_inflight
+ * batches in flight in all.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "engine/engine_int.h"
+
+static int cmp_cand_addr(const void *x, const void *y) {
+  const iosr_cand *a = x, *b = y;
+  if (a->app != b->app) return a->app < b->app ? -1 : 1;
+  return a->vpn < b->vpn ? -1 : a->vpn > b->vpn;
+}
+
+static int cmp_cand(const void *x, const void *y) {
+  const iosr_cand *a = x, *b = y;
+  if (a->pri != b->pri) return a->pri < b->pri ? -1 : 1;
+  if (a->age != b->age) return a->age < b->age ? -1 : 1;
+  if (a->app != b->app) return a->app < b->app ? -1 : 1;
+  return a->vpn < b->vpn ? -1 : a->vpn > b->vpn;
+}
+
+/* Drops the app's read-ahead probes: it is being reclaimed, so they were not
+ * used in time (misses). */
+static void drop_probes(iosr_engine_s *e, iosr_app *a) {
+  while (a->probe_head >= 0) {
+    iosr_probe *pr = &e->probes[a->probe_head];
+    iosr_pte *p = iosr_pt_lookup(&a->pt, pr->vpn, NULL);
+    if (p && p->state == IOSR_PTE_CACHED && p->aux == (uint16_t)a->probe_head) iosr_probe_drop(e, a, p, 1);
+    else break; /* inconsistent: leave it to expiry */
+  }
+}
+
+iosr_job *iosr_reclaim_start(iosr_engine_s *e, iosr_app **apps, unsigned napps, uint64_t pages, int budget) {
+  size_t n = 0;
+  for (unsigned k = 0; k < napps; k++) n += apps[k]->resident;
+  iosr_job *j = calloc(1, sizeof *j);
+  if (!j) return NULL;
+  j->cand = malloc(sizeof *j->cand * (n ? n : 1));
+  if (!j->cand) {
+    free(j);
+    return NULL;
+  }
+  for (unsigned k = 0; k < napps; k++) {
+    iosr_app *a = apps[k];
+    drop_probes(e, a);
+    for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
+      iosr_span *sp = &a->pt.spans[i];
+      for (uint64_t v = sp->start; v < sp->start + sp->n; v++) {
+        iosr_pte *p = iosr_pt_pte(&a->pt, sp, v);
+        if (p->state == IOSR_PTE_PRESENT && j->ncand < n)
+          j->cand[j->ncand++] = (iosr_cand){budget && a->id == e->fg_app, p->age, a->id, 0, v};
+      }
+    }
+  }
+  /* Least recently used first. Under the process policy a reclaim of whole
+   * apps takes each app's pages in address order instead: all of them go, so
+   * the order only decides the layout (and what stays if the area fills). */
+  int whole = !pages && !budget && e->set.slot == IOSR_SLOT_PROCESS;
+  qsort(j->cand, j->ncand, sizeof *j->cand, whole ? cmp_cand_addr : cmp_cand);
+  j->id = ++e->next_job_id;
+  j->target_pages = pages;
+  j->budget = budget;
+  j->next = NULL;
+  iosr_job **pp = &e->jobs;
+  while (*pp) pp = &(*pp)->next;
+  *pp = j;
+  return j;
+}
+
+void iosr_reclaim_forget_app(iosr_engine_s *e, uint32_t app) {
+  (void)e;
+  (void)app; /* candidates of a dead app are skipped when reached */
+}
+
+static int finished(const iosr_engine_s *e, const iosr_job *j) {
+  (void)e;
+  if (j->batches_inflight) return 0;
+  if (j->err) return 1;
+  if (j->target_pages && j->swapped_pages + j->zero_pages >= j->target_pages) return 1;
+  return j->pos >= j->ncand && j->again_pos >= j->nagain;
+}
+
+void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
+  if (!finished(e, j)) return;
+  iosr_job **pp = &e->jobs;
+  while (*pp && *pp != j) pp = &(*pp)->next;
+  if (!*pp) return;
+  *pp = j->next;
+  if (j->budget && (j->err || (!j->swapped_pages && !j->zero_pages)))
+    e->budget_backoff_ns = iosr_now_ns() + 1000000000ull;
+  if (j->waiter) {
+    iosr_conn *c = iosr_srv_conn_by_id(e, j->waiter);
+    if (c) {
+      char msg[160];
+      int err = j->err;
+      if (!err && j->kept_pages && !j->swapped_pages && !j->zero_pages) err = EIO;
+      if (err == ENOSPC)
+        snprintf(msg, sizeof msg, "swap area full: %llu pages swapped out, the rest stays resident",
+                 (unsigned long long)j->swapped_pages);
+      else if (err == EIO)
+        snprintf(msg, sizeof msg, "write errors: %llu pages stay resident", (unsigned long long)j->kept_pages);
+      else if (err == EAGAIN)
+        snprintf(msg, sizeof msg, "restart grace period: no new swap slots yet");
+      else
+        snprintf(msg, sizeof msg, "%llu pages swapped out, %llu zero pages dropped",
+                 (unsigned long long)j->swapped_pages, (unsigned long long)j->zero_pages);
+      iosr_srv_reply(e, c, j->waiter_seq, err, (j->swapped_pages + j->zero_pages) * 4096, msg);
+    }
+  }
+  free(j->cand);
+  free(j->again);
+  free(j);
+}
+
+void iosr_reclaim_pump(iosr_engine_s *e) {
+  for (;;) {
+    uint32_t inflight = 0;
+    for (iosr_batch *b = e->batches; b; b = b->next) inflight++;
+    int progress = 0;
+    for (iosr_job *j = e->jobs, *next; j; j = next) {
+      next = j->next;
+      if (inflight < e->set.reclaim_inflight && iosr_swapout_step(e, j)) {
+        progress = 1;
+        inflight = 0;
+        for (iosr_batch *b = e->batches; b; b = b->next) inflight++;
+      }
+      iosr_reclaim_job_done_maybe(e, j);
+    }
+    if (!progress || inflight >= e->set.reclaim_inflight) break;
+  }
+}
+
+static int bg_older(iosr_app *a, iosr_app *b) { return a->bg_since_ns < b->bg_since_ns; }
+
+void iosr_reclaim_check_budget(iosr_engine_s *e) {
+  if (!e->set.budget) return;
+  uint64_t now = iosr_now_ns();
+  if ((e->grace_until_ns && now < e->grace_until_ns) || now < e->budget_backoff_ns) return;
+  uint64_t budget = e->set.budget / 4096;
+  if (e->resident_total <= budget) return;
+  for (iosr_job *j = e->jobs; j; j = j->next)
+    if (j->budget) return; /* one at a time */
+  uint64_t low = e->set.budget_low ? e->set.budget_low / 4096 : budget - budget / 16;
+  uint64_t need = e->resident_total > low ? e->resident_total - low : 0;
+  if (!need) return;
+  iosr_app *apps[IOSR_MAX_APPS];
+  unsigned n = 0;
+  uint64_t bg_pages = 0;
+  for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
+    iosr_app *a = iosr_eng_app(e, i);
+    if (!a || a->state != IOSR_APP_ACTIVE || a->forked || !a->conn || a->id == e->fg_app || !a->resident) continue;
+    apps[n++] = a;
+    bg_pages += a->resident;
+  }
+  /* least recently backgrounded first (insertion sort: few apps) */
+  for (unsigned i = 1; i < n; i++)
+    for (unsigned k = i; k > 0 && bg_older(apps[k], apps[k - 1]); k--) {
+      iosr_app *t = apps[k];
+      apps[k] = apps[k - 1];
+      apps[k - 1] = t;
+    }
+  if (bg_pages < need) {
+    /* not enough in the background: the foreground app's oldest pages too */
+    iosr_app *fg = iosr_eng_app(e, e->fg_app);
+    if (fg && fg->conn && fg->resident) apps[n++] = fg;
+  }
+  if (!n) return;
+  if (e->full_warned && e->slots.used >= e->slots.nslots - e->slots.bad) return; /* full: nothing to do */
+  iosr_job *j = iosr_reclaim_start(e, apps, n, need, 1);
+  if (j) iosr_debug("budget: reclaiming %llu pages from %u apps", (unsigned long long)need, n);
+}

@@ -1,0 +1,106 @@
+/* Statistics (brief: "Statistics"; design note section 14): per app and for
+ * the engine, as iosr_app_stats and as the JSON of `iosr stat --json`.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/histo.h"
+#include "common/json.h"
+#include "engine/engine_int.h"
+
+void iosr_stats_fill(iosr_engine_s *e, iosr_app *a, iosr_app_stats *out) {
+  *out = a->st;
+  snprintf(out->name, sizeof out->name, "%s", a->name);
+  out->pid = a->pid;
+  out->id = a->id;
+  out->foreground = a->id == e->fg_app;
+  out->forked = a->forked;
+  out->resident_pages = a->resident;
+  out->swapped_pages = a->swapped;
+  out->ra_window = e->set.readahead == IOSR_RA_ADAPTIVE ? a->ra.window : a->ra_last_window;
+  /* an interval still open counts up to now */
+  if (a->nlat) out->swapin_busy_ns += iosr_now_ns() - a->busy_since;
+  out->lat_p50_ns = iosr_lat_quantile(out->lat_hist, 0.50);
+  out->lat_p90_ns = iosr_lat_quantile(out->lat_hist, 0.90);
+  out->lat_p99_ns = iosr_lat_quantile(out->lat_hist, 0.99);
+}
+
+static void app_json(iosr_engine_s *e, iosr_app *a, iosr_buf *b) {
+  iosr_app_stats s;
+  iosr_stats_fill(e, a, &s);
+  double mbps = s.swapin_busy_ns ? (double)s.swapin_bytes / 1e6 / ((double)s.swapin_busy_ns / 1e9) : 0;
+  iosr_buf_printf(b, "{\"name\":");
+  iosr_buf_json_str(b, s.name);
+  iosr_buf_printf(b,
+                  ",\"id\":%u,\"pid\":%d,\"foreground\":%s,\"forked\":%s,\"state\":\"%s\","
+                  "\"resident_pages\":%llu,\"swapped_pages\":%llu,"
+                  "\"faults\":{\"total\":%llu,\"zero\":%llu,\"major\":%llu,\"probe\":%llu,\"wp\":%llu},"
+                  "\"readahead\":{\"pages\":%llu,\"hits\":%llu,\"misses\":%llu,\"window\":%u},",
+                  s.id, s.pid, s.foreground ? "true" : "false", s.forked ? "true" : "false",
+                  a->state == IOSR_APP_ACTIVE ? (a->conn || a->forked ? "active" : "detached") : "dead",
+                  (unsigned long long)s.resident_pages, (unsigned long long)s.swapped_pages,
+                  (unsigned long long)s.faults, (unsigned long long)s.zero_faults,
+                  (unsigned long long)s.major_faults, (unsigned long long)s.probe_faults,
+                  (unsigned long long)s.wp_faults, (unsigned long long)s.ra_pages, (unsigned long long)s.ra_hits,
+                  (unsigned long long)s.ra_misses, s.ra_window);
+  iosr_buf_printf(b, "\"io\":{\"read_reqs\":%llu,\"read_bytes\":%llu,\"write_reqs\":%llu,\"write_bytes\":%llu,",
+                  (unsigned long long)s.read_reqs, (unsigned long long)s.read_bytes,
+                  (unsigned long long)s.write_reqs, (unsigned long long)s.write_bytes);
+  iosr_buf_printf(b, "\"size_buckets_bytes\":[");
+  for (unsigned i = 0; i < IOSR_SIZE_BUCKETS; i++)
+    iosr_buf_printf(b, i ? ",%llu" : "%llu", (unsigned long long)iosr_size_bucket_floor(i));
+  iosr_buf_printf(b, "],\"read_hist\":");
+  iosr_buf_json_u64s(b, s.read_hist, IOSR_SIZE_BUCKETS);
+  iosr_buf_printf(b, ",\"write_hist\":");
+  iosr_buf_json_u64s(b, s.write_hist, IOSR_SIZE_BUCKETS);
+  iosr_buf_printf(b,
+                  "},\"swapin\":{\"bytes\":%llu,\"busy_ns\":%llu,\"mb_per_s\":%.1f},"
+                  "\"swapout\":{\"pages\":%llu,\"zero_pages\":%llu},"
+                  "\"fault_latency_ns\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"max\":%llu,\"hist\":",
+                  (unsigned long long)s.swapin_bytes, (unsigned long long)s.swapin_busy_ns, mbps,
+                  (unsigned long long)s.swapout_pages, (unsigned long long)s.zero_pages,
+                  (unsigned long long)s.lat_p50_ns, (unsigned long long)s.lat_p90_ns,
+                  (unsigned long long)s.lat_p99_ns, (unsigned long long)s.lat_max_ns);
+  iosr_buf_json_u64s(b, s.lat_hist, IOSR_LAT_BUCKETS);
+  iosr_buf_printf(b, "},\"errors\":{\"read\":%llu,\"write\":%llu}}", (unsigned long long)s.read_errors,
+                  (unsigned long long)s.write_errors);
+}
+
+void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
+  iosr_app *fg = iosr_eng_app(e, e->fg_app);
+  iosr_buf_printf(b, "{\"engine\":{\"role\":\"%s\",\"pid\":%d,\"uptime_ms\":%llu,\"swap\":{\"path\":", e->role,
+                  (int)getpid(), (unsigned long long)((iosr_now_ns() - e->started_ns) / 1000000));
+  iosr_buf_json_str(b, e->area.path);
+  iosr_buf_printf(b,
+                  ",\"slots\":%llu,\"used\":%llu,\"bad\":%llu,\"spills\":%llu,\"direct\":%s,\"io\":\"%s\"},"
+                  "\"policy\":{\"slot\":\"%s\",\"readahead\":\"%s\",\"sched\":\"%s\"},\"foreground\":",
+                  (unsigned long long)e->slots.nslots, (unsigned long long)e->slots.used,
+                  (unsigned long long)e->slots.bad, (unsigned long long)e->slots.spills,
+                  e->area.direct ? "true" : "false", iosr_io_backend_name(e->io), iosr_slot_name(e->set.slot),
+                  iosr_ra_name(e->set.readahead), iosr_sched_name(e->set.sched));
+  if (fg) iosr_buf_json_str(b, fg->name);
+  else iosr_buf_printf(b, "null");
+  iosr_buf_printf(b,
+                  ",\"budget_bytes\":%llu,\"resident_pages\":%llu,\"reads\":%llu,\"read_bytes\":%llu,"
+                  "\"writes\":%llu,\"write_bytes\":%llu,\"submit_calls\":%llu,\"io_errors\":%llu,"
+                  "\"forced_writes\":%llu,\"zero_fill_pages\":%llu,\"inconsistencies\":%llu,"
+                  "\"queued\":%u,\"inflight\":%u,\"restart_grace\":%s},\"apps\":[",
+                  (unsigned long long)e->set.budget, (unsigned long long)e->resident_total,
+                  (unsigned long long)e->reads, (unsigned long long)e->read_bytes, (unsigned long long)e->writes,
+                  (unsigned long long)e->write_bytes, (unsigned long long)iosr_io_submit_calls(e->io),
+                  (unsigned long long)e->io_errors, (unsigned long long)e->sched.forced_writes,
+                  (unsigned long long)e->zero_fill_pages, (unsigned long long)e->inconsistencies,
+                  iosr_sched_queued(&e->sched), e->sched.inflight,
+                  e->grace_until_ns && iosr_now_ns() < e->grace_until_ns ? "true" : "false");
+  int first = 1;
+  for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
+    iosr_app *a = iosr_eng_app(e, i);
+    if (!a || a->state == IOSR_APP_DEAD) continue;
+    if (!first) iosr_buf_printf(b, ",");
+    first = 0;
+    app_json(e, a, b);
+  }
+  iosr_buf_printf(b, "]}\n");
+}

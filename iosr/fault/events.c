@@ -1,0 +1,205 @@
+/* userfaultfd events (design note section 10; brief: "The faulting process
+ * can unmap or remap the range ... discard pages itself (madvise DONTNEED,
+ * munmap, mremap, fork): ask for the corresponding userfaultfd events and keep
+ * the page table of the swap system consistent with them").
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "engine/engine_int.h"
+#include "fault/uffd.h"
+
+/* A page leaves the table or becomes ZERO: releases what it holds. */
+void iosr_pte_release(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
+  (void)vpn;
+  if (p->state == IOSR_PTE_CACHED) iosr_probe_drop(e, a, p, 0);
+  if (iosr_pte_has_slot(p)) iosr_slot_put(&e->slots, p->slot);
+  iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
+  p->flags = 0;
+  p->slot = 0;
+}
+
+typedef struct rm_ctx {
+  iosr_engine_s *e;
+  iosr_app *a;
+  uint64_t wake_lo, wake_hi; /* READING pages whose waiters must retry */
+} rm_ctx;
+
+static void note_wake(rm_ctx *c, uint64_t vpn) {
+  if (c->wake_hi == 0) {
+    c->wake_lo = vpn;
+    c->wake_hi = vpn + 1;
+  } else {
+    if (vpn < c->wake_lo) c->wake_lo = vpn;
+    if (vpn + 1 > c->wake_hi) c->wake_hi = vpn + 1;
+  }
+}
+
+static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
+  rm_ctx *c = arg;
+  switch (p->state) {
+    case IOSR_PTE_ZERO: break;
+    case IOSR_PTE_DROPPING:
+      /* Our own drop produces one REMOVE; a second one means the app
+       * discarded the page too (design note section 9). */
+      if (p->flags & IOSR_PTE_F_RM1) p->flags |= IOSR_PTE_F_RMX;
+      else p->flags |= IOSR_PTE_F_RM1;
+      break;
+    case IOSR_PTE_READING:
+      note_wake(c, vpn);
+      iosr_fault_lat_end(c->e, c->a, vpn, 1);
+      iosr_pte_release(c->e, c->a, vpn, p);
+      break;
+    case IOSR_PTE_POISONED:
+      /* the discard removes the poison marker as well */
+      iosr_pte_release(c->e, c->a, vpn, p);
+      break;
+    default: /* PRESENT, WRITING (its write completes into nothing), SWAPPED, CACHED */
+      iosr_pte_release(c->e, c->a, vpn, p);
+      break;
+  }
+}
+
+static void for_range(iosr_app *a, uint64_t lo, uint64_t hi, void (*cb)(void *, uint64_t, iosr_pte *), void *arg) {
+  for (iosr_span *sp = iosr_pt_first_from(&a->pt, lo); sp && sp->start < hi;) {
+    uint64_t s = sp->start > lo ? sp->start : lo, t = sp->start + sp->n < hi ? sp->start + sp->n : hi;
+    uint64_t next = sp->start + sp->n;
+    for (uint64_t v = s; v < t; v++) cb(arg, v, iosr_pt_pte(&a->pt, sp, v));
+    sp = iosr_pt_first_from(&a->pt, next);
+  }
+}
+
+void iosr_event_remove(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end) {
+  iosr_debug("remove %#llx-%#llx", (unsigned long long)start, (unsigned long long)end);
+  rm_ctx c = {e, a, 0, 0};
+  for_range(a, start >> 12, (end + 4095) >> 12, remove_cb, &c);
+  if (c.wake_hi) iosr_uffd_wake(a->uffd, c.wake_lo << 12, (c.wake_hi - c.wake_lo) << 12);
+}
+
+static void unmap_cb(void *arg, uint64_t vpn, iosr_pte *p) {
+  rm_ctx *c = arg;
+  if (p->state == IOSR_PTE_READING) iosr_fault_lat_end(c->e, c->a, vpn, 1);
+  iosr_pte_release(c->e, c->a, vpn, p);
+}
+
+void iosr_event_unmap(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end) {
+  rm_ctx c = {e, a, 0, 0};
+  uint64_t lo = start >> 12, hi = (end + 4095) >> 12;
+  if (iosr_pt_cut(&a->pt, lo, hi - lo, unmap_cb, &c))
+    iosr_warn("app %s: page table directory full after munmap", a->name);
+}
+
+/* mremap moved [from, from+len) to [to, to+len). */
+void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t len) {
+  uint64_t f = from >> 12, t = to >> 12, n = (len + 4095) >> 12;
+  rm_ctx c = {e, a, 0, 0};
+  if (iosr_pt_move(&a->pt, f, t, n, unmap_cb, &c)) {
+    iosr_warn("app %s: page table directory full after mremap", a->name);
+    return;
+  }
+  /* the reverse map, in-flight requests, batches and probes follow the pages */
+  for (iosr_span *sp = iosr_pt_first_from(&a->pt, t); sp && sp->start < t + n;) {
+    uint64_t s0 = sp->start > t ? sp->start : t, s1 = sp->start + sp->n < t + n ? sp->start + sp->n : t + n;
+    uint64_t next = sp->start + sp->n;
+    for (uint64_t v = s0; v < s1; v++) {
+      iosr_pte *p = iosr_pt_pte(&a->pt, sp, v);
+      uint64_t old = f + (v - t);
+      if (iosr_pte_has_slot(p) && e->slots.rev[p->slot] == iosr_rev_pack(a->id, old))
+        e->slots.rev[p->slot] = iosr_rev_pack(a->id, v);
+      if (p->state == IOSR_PTE_DROPPING) {
+        /* the dropper works on the old addresses: keep the moved page
+         * resident (it is present and write-protected at its new place) */
+        iosr_swapout_cancel_page(e, a, v, p);
+      }
+    }
+    sp = iosr_pt_first_from(&a->pt, next);
+  }
+  for (iosr_req *r = e->reqs; r; r = r->next_all)
+    for (uint32_t i = 0; i < r->s.npages; i++)
+      if (r->tgt[i].app == a->id && r->tgt[i].vpn >= f && r->tgt[i].vpn < f + n) r->tgt[i].vpn = t + (r->tgt[i].vpn - f);
+  for (iosr_batch *b = e->batches; b; b = b->next)
+    if (b->app == a->id)
+      for (uint32_t i = 0; i < b->n; i++)
+        if (b->vpn[i] >= f && b->vpn[i] < f + n) b->vpn[i] = t + (b->vpn[i] - f);
+  for (uint32_t i = 0; i < a->nlat; i++)
+    if (a->lat[i].vpn >= f && a->lat[i].vpn < f + n) a->lat[i].vpn = t + (a->lat[i].vpn - f);
+  iosr_probe_rekey(e, a, f, t, n);
+}
+
+/* A forked child of app `parent` served through `uffd`: registered with the
+ * engine, with an empty page table. kind names it ("fork", "orphan"). NULL
+ * (descriptor closed) when it cannot be tracked. */
+iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const char *kind) {
+  uint32_t id = iosr_eng_new_app_id(e);
+  iosr_app *c = id ? calloc(1, sizeof *c) : NULL;
+  if (!c || iosr_pt_create(&c->pt, 0, parent->name)) {
+    iosr_err("app %s forked but the child cannot be tracked (out of memory or apps); its swapped pages "
+             "are unreachable", parent->name);
+    free(c);
+    close(uffd);
+    return NULL;
+  }
+  c->id = id;
+  c->state = IOSR_APP_ACTIVE;
+  c->forked = 1;
+  c->parent = parent->id;
+  c->pid = -1;
+  c->pidfd = -1;
+  c->uffd = uffd;
+  c->uffd_features = parent->uffd_features;
+  c->probe_head = c->probe_tail = -1;
+  snprintf(c->name, sizeof c->name, "%.30s/%.6s%u", parent->name, kind, id % 100000u);
+  iosr_ra_adaptive_init(&c->ra, e->set.ra_init, e->set.ra_max);
+  iosr_extmap_init(&c->ext);
+  e->apps[id] = c;
+  e->nforked++;
+  iosr_eng_watch(e, uffd, iosr_tag(IOSR_TAG_UFFD, id));
+  return c;
+}
+
+/* fork: the child's descriptor arrives in the event. The child shares every
+ * swapped slot of the parent (a reference each); its faults are served like
+ * any app's; it has no agent, so it is never reclaimed. */
+void iosr_event_fork(iosr_engine_s *e, iosr_app *a, int child_uffd) {
+  iosr_app *c = iosr_app_new_child(e, a, child_uffd, "fork");
+  if (!c) return;
+  for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
+    iosr_span *ps = &a->pt.spans[i];
+    iosr_span *cs = iosr_pt_add(&c->pt, ps->start, ps->n, ps->region);
+    if (!cs) break;
+    for (uint64_t v = ps->start; v < ps->start + ps->n; v++) {
+      iosr_pte *pp = iosr_pt_pte(&a->pt, ps, v), *cp = iosr_pt_pte(&c->pt, cs, v);
+      switch (pp->state) {
+        case IOSR_PTE_SWAPPED:
+        case IOSR_PTE_READING:
+        case IOSR_PTE_CACHED:
+          /* not mapped in the parent at the fork: not in the child either */
+          if (iosr_slot_ref(&e->slots, pp->slot) == 0) {
+            cp->slot = pp->slot;
+            iosr_app_set_state(e, c, cp, IOSR_PTE_SWAPPED);
+          } else {
+            iosr_app_set_state(e, c, cp, IOSR_PTE_POISONED);
+          }
+          break;
+        case IOSR_PTE_POISONED:
+          iosr_app_set_state(e, c, cp, IOSR_PTE_POISONED);
+          break;
+        case IOSR_PTE_ZERO: break;
+        default: /* PRESENT, WRITING, DROPPING: the child got a copy of the page */
+          iosr_app_set_state(e, c, cp, IOSR_PTE_PRESENT);
+          break;
+      }
+    }
+  }
+  /* the parent client keeps a copy so that the child's regions stay
+   * registered (faults block, never read zero) even if this daemon dies */
+  if (a->conn) {
+    iosr_m_child m = {c->id};
+    iosr_srv_send(e, a->conn, IOSR_M_CHILD_UFFD, 0, 0, &m, sizeof m, &child_uffd, 1);
+  }
+  iosr_info("app %s forked: child tracked as %s", a->name, c->name);
+}

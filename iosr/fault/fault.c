@@ -1,0 +1,310 @@
+/* Fault service (design note sections 3, 7, 9): reads an app's userfaultfd,
+ * dispatches page faults by page state and events to events.c.
+ *
+ * Brief: "What the field has learned the hard way about userfaultfd
+ * handlers": EEXIST means present (wake explicitly), EAGAIN means retry after
+ * reading the pending events, ENOENT means the range went away.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/histo.h"
+#include "common/log.h"
+#include "engine/engine_int.h"
+#include "fault/uffd.h"
+
+static uint8_t *zero_buf; /* zero_window pages of zeros, the source of write-fault fills */
+static size_t zero_buf_bytes;
+
+void iosr_app_set_state(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int state) {
+  int was_res = p->state == IOSR_PTE_PRESENT || p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING;
+  int is_res = state == IOSR_PTE_PRESENT || state == IOSR_PTE_WRITING || state == IOSR_PTE_DROPPING;
+  int was_sw = p->state == IOSR_PTE_SWAPPED || p->state == IOSR_PTE_READING || p->state == IOSR_PTE_CACHED;
+  int is_sw = state == IOSR_PTE_SWAPPED || state == IOSR_PTE_READING || state == IOSR_PTE_CACHED;
+  /* forked children share their pages with the parent until written and
+   * are never reclaimed: they do not count against the budget */
+  if (was_res && !is_res) {
+    a->resident--;
+    if (!a->forked) e->resident_total--;
+  } else if (!was_res && is_res) {
+    a->resident++;
+    if (!a->forked) e->resident_total++;
+  }
+  if (was_sw && !is_sw) {
+    if (--a->swapped == 0) a->swapped_peak = 0;
+  } else if (!was_sw && is_sw) {
+    if (++a->swapped > a->swapped_peak) a->swapped_peak = a->swapped;
+  }
+  p->state = (uint8_t)state;
+}
+
+void iosr_fault_add_retry(iosr_engine_s *e, uint32_t app, int op, uint64_t vpn, uint64_t n, uint64_t flags) {
+  iosr_retry *r = calloc(1, sizeof *r);
+  if (!r) iosr_die("out of memory queuing a fault retry");
+  r->app = app;
+  r->op = op;
+  r->vpn = vpn;
+  r->n = n;
+  r->flags = flags;
+  r->next = e->retries;
+  e->retries = r;
+}
+
+void iosr_fault_lat_start(iosr_engine_s *e, iosr_app *a, uint64_t vpn) {
+  (void)e;
+  for (uint32_t i = 0; i < a->nlat; i++)
+    if (a->lat[i].vpn == vpn) return;
+  if (a->nlat >= sizeof a->lat / sizeof a->lat[0]) return;
+  uint64_t now = iosr_now_ns();
+  if (a->nlat == 0) a->busy_since = now;
+  a->lat[a->nlat].vpn = vpn;
+  a->lat[a->nlat].t0 = now;
+  a->nlat++;
+}
+
+void iosr_fault_lat_end(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
+  (void)e;
+  if (!a->nlat) return;
+  uint64_t now = 0;
+  for (uint32_t i = 0; i < a->nlat;) {
+    if (a->lat[i].vpn >= vpn && a->lat[i].vpn < vpn + n) {
+      if (!now) now = iosr_now_ns();
+      uint64_t d = now - a->lat[i].t0;
+      a->st.lat_hist[iosr_lat_bucket(d)]++;
+      if (d > a->st.lat_max_ns) a->st.lat_max_ns = d;
+      a->lat[i] = a->lat[--a->nlat];
+      if (a->nlat == 0) a->st.swapin_busy_ns += now - a->busy_since;
+    } else {
+      i++;
+    }
+  }
+}
+
+static int ensure_zero_buf(iosr_engine_s *e) {
+  size_t want = (size_t)e->set.zero_window * 4096;
+  if (zero_buf && zero_buf_bytes >= want) return 0;
+  free(zero_buf);
+  zero_buf = NULL;
+  if (posix_memalign((void **)&zero_buf, 4096, want)) return -1;
+  memset(zero_buf, 0, want);
+  zero_buf_bytes = want;
+  return 0;
+}
+
+/* MISSING fault on a page we believe present: either the fault message is
+ * older than our copy (the page is there: wake the waiter) or our table is
+ * wrong; ZEROPAGE tells which (EEXIST = present). */
+static void present_missing(iosr_engine_s *e, iosr_app *a, uint64_t vpn) {
+  uint64_t done;
+  int r = iosr_uffd_zeropage(a->uffd, vpn << 12, 4096, &done);
+  if (r == -EEXIST) {
+    iosr_uffd_wake(a->uffd, vpn << 12, 4096);
+  } else if (r == 0) {
+    e->inconsistencies++;
+    iosr_warn("app %s: page %#llx was missing although resident in the table; mapped zero", a->name,
+              (unsigned long long)(vpn << 12));
+  } else if (r == -EAGAIN) {
+    iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, 0);
+  }
+}
+
+/* First touch: map zero pages for the run of ZERO pages around vpn inside an
+ * aligned window of zero_window pages. Write faults get real zeroed pages
+ * (UFFDIO_COPY, no second fault); read faults the shared zero page. */
+static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, int write) {
+  uint64_t zw = e->set.zero_window;
+  uint64_t lo = vpn - vpn % zw, hi = lo + zw;
+  if (lo < sp->start) lo = sp->start;
+  if (hi > sp->start + sp->n) hi = sp->start + sp->n;
+  uint64_t a0 = vpn, b0 = vpn + 1;
+  while (a0 > lo && iosr_pt_pte(&a->pt, sp, a0 - 1)->state == IOSR_PTE_ZERO) a0--;
+  while (b0 < hi && iosr_pt_pte(&a->pt, sp, b0)->state == IOSR_PTE_ZERO) b0++;
+  if (write && ensure_zero_buf(e)) write = 0;
+  uint64_t v = a0;
+  while (v < b0) {
+    uint64_t done = 0;
+    int r = write ? iosr_uffd_copy(a->uffd, v << 12, zero_buf, (b0 - v) << 12, 1, &done)
+                  : iosr_uffd_zeropage(a->uffd, v << 12, (b0 - v) << 12, &done);
+    uint64_t np = done >> 12;
+    iosr_debug("zero fill %#llx+%llu pages: r=%d done=%llu", (unsigned long long)(v << 12),
+               (unsigned long long)(b0 - v), r, (unsigned long long)np);
+    for (uint64_t k = 0; k < np; k++) {
+      iosr_pte *p = iosr_pt_pte(&a->pt, sp, v + k);
+      iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+      p->age = (uint32_t)e->tick;
+    }
+    e->zero_fill_pages += np;
+    v += np;
+    if (r == 0) break;
+    if (r == -EEXIST) {
+      /* already there (a table inconsistency): take it as present */
+      iosr_pte *p = iosr_pt_pte(&a->pt, sp, v);
+      iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+      iosr_uffd_wake(a->uffd, v << 12, 4096);
+      e->inconsistencies++;
+      v++;
+      continue;
+    }
+    if (r == -EAGAIN) {
+      if (v <= vpn) iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, write);
+      break;
+    }
+    iosr_debug("app %s: zero fill at %#llx: %s", a->name, (unsigned long long)(v << 12), strerror(-r));
+    break; /* ENOENT/EFAULT: range going away, an UNMAP event follows; ESRCH: app gone */
+  }
+}
+
+static void poison_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t tid) {
+  if (a->uffd_features & UFFD_FEATURE_POISON) {
+    int r = iosr_uffd_poison(a->uffd, vpn << 12, 4096);
+    if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, 0);
+    else if (r && r != -EEXIST) iosr_warn("app %s: cannot poison %#llx: %s", a->name,
+                                          (unsigned long long)(vpn << 12), strerror(-r));
+  } else if (a->pid > 0) {
+    /* no UFFDIO_POISON (Linux < 6.6): signal the faulting thread itself */
+    if (tid) syscall(SYS_tgkill, a->pid, tid, SIGBUS);
+    else kill(a->pid, SIGBUS);
+  }
+}
+
+void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t flags, uint32_t tid) {
+  uint64_t vpn = addr >> 12;
+  e->tick++;
+  iosr_span *sp;
+  iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, &sp);
+  iosr_debug("app %s: fault %#llx flags %#llx state %d", a->name, (unsigned long long)addr,
+             (unsigned long long)flags, p ? p->state : -1);
+  a->st.faults++;
+  int wp = (flags & UFFD_PAGEFAULT_FLAG_WP) != 0;
+  int write = (flags & UFFD_PAGEFAULT_FLAG_WRITE) != 0;
+  if (!p && a->orphan && !wp) {
+    poison_page(e, a, vpn, tid);
+    return;
+  }
+  if (!p) {
+    /* A registered page outside every span (mremap with MREMAP_DONTUNMAP
+     * leaves such ranges): serve zero, as the kernel would. */
+    uint64_t done;
+    int r = wp ? iosr_uffd_wp(a->uffd, addr & ~4095ull, 4096, 0)
+               : iosr_uffd_zeropage(a->uffd, addr & ~4095ull, 4096, &done);
+    if (r == -EEXIST) iosr_uffd_wake(a->uffd, addr & ~4095ull, 4096);
+    else if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, flags);
+    return;
+  }
+  switch (p->state) {
+    case IOSR_PTE_ZERO:
+      if (wp) { /* a stale write-protect fault on a page discarded since: wake it */
+        iosr_uffd_wake(a->uffd, vpn << 12, 4096);
+        break;
+      }
+      a->st.zero_faults++;
+      zero_fill(e, a, sp, vpn, write);
+      break;
+    case IOSR_PTE_PRESENT:
+      if (wp) {
+        int r = iosr_uffd_wp(a->uffd, vpn << 12, 4096, 0);
+        if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, 1, 0);
+      } else {
+        present_missing(e, a, vpn);
+      }
+      break;
+    case IOSR_PTE_WRITING:
+      if (wp) {
+        a->st.wp_faults++;
+        iosr_swapout_cancel_page(e, a, vpn, p);
+      } else {
+        present_missing(e, a, vpn);
+      }
+      break;
+    case IOSR_PTE_DROPPING:
+      /* Still write-protected; the drop confirmation wakes the run and the
+       * retried access faults the page back in from its slot. */
+      if (wp) a->st.wp_faults++;
+      break;
+    case IOSR_PTE_SWAPPED:
+      iosr_swapin_fault(e, a, sp, vpn, p);
+      break;
+    case IOSR_PTE_READING: {
+      p->flags |= IOSR_PTE_F_FAULT;
+      iosr_fault_lat_start(e, a, vpn);
+      iosr_req *r = iosr_req_find_queued_read(e, p->slot);
+      if (r) iosr_sched_promote(&e->sched, &r->s, a->id == e->fg_app ? IOSR_CLS_FG_FAULT : IOSR_CLS_BG_FAULT);
+      break;
+    }
+    case IOSR_PTE_CACHED: {
+      int copied = 0;
+      iosr_probe_hit(e, a, vpn, p, &copied);
+      if (!copied) iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, flags);
+      break;
+    }
+    case IOSR_PTE_POISONED:
+      poison_page(e, a, vpn, tid);
+      break;
+  }
+}
+
+void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a) {
+  struct uffd_msg msg[64];
+  for (int rounds = 0; rounds < 64 && a->state != IOSR_APP_FREE && a->uffd >= 0; rounds++) {
+    ssize_t n = read(a->uffd, msg, sizeof msg);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return; /* EAGAIN: drained */
+    }
+    if (n == 0) return;
+    for (ssize_t i = 0; i < n / (ssize_t)sizeof msg[0]; i++) {
+      struct uffd_msg *m = &msg[i];
+      switch (m->event) {
+        case UFFD_EVENT_PAGEFAULT:
+          iosr_fault_handle(e, a, m->arg.pagefault.address, m->arg.pagefault.flags,
+                            m->arg.pagefault.feat.ptid);
+          break;
+        case UFFD_EVENT_REMOVE:
+          iosr_event_remove(e, a, m->arg.remove.start, m->arg.remove.end);
+          break;
+        case UFFD_EVENT_UNMAP:
+          iosr_event_unmap(e, a, m->arg.remove.start, m->arg.remove.end);
+          break;
+        case UFFD_EVENT_REMAP:
+          iosr_event_remap(e, a, m->arg.remap.from, m->arg.remap.to, m->arg.remap.len);
+          break;
+        case UFFD_EVENT_FORK:
+          iosr_event_fork(e, a, (int)m->arg.fork.ufd);
+          break;
+        default:
+          iosr_warn("app %s: unknown userfaultfd event %u", a->name, m->event);
+      }
+      if (a->state == IOSR_APP_FREE) return;
+    }
+  }
+}
+
+void iosr_fault_run_retries(iosr_engine_s *e) {
+  iosr_retry *list = e->retries;
+  e->retries = NULL;
+  while (list) {
+    iosr_retry *r = list;
+    list = r->next;
+    iosr_app *a = iosr_eng_app(e, r->app);
+    if (a && a->uffd >= 0) {
+      if (r->op == IOSR_RETRY_FAULT) {
+        iosr_pte *p = iosr_pt_lookup(&a->pt, r->vpn, NULL);
+        /* re-handle as a fresh fault, unless the page got resolved meanwhile */
+        if (p && p->state != IOSR_PTE_PRESENT) iosr_fault_handle(e, a, r->vpn << 12, r->flags, 0);
+        else iosr_uffd_wake(a->uffd, r->vpn << 12, 4096);
+        a->st.faults--; /* counted once */
+      } else if (r->op == IOSR_RETRY_UNPROTECT) {
+        int rc = iosr_uffd_wp(a->uffd, r->vpn << 12, r->n << 12, 0);
+        if (rc == -EAGAIN) iosr_fault_add_retry(e, a->id, r->op, r->vpn, r->n, 0);
+      } else if (r->op == IOSR_RETRY_WAKE) {
+        iosr_uffd_wake(a->uffd, r->vpn << 12, r->n << 12);
+      }
+    }
+    free(r);
+  }
+}

@@ -1,0 +1,103 @@
+/* Per-app page table (design note section 3): a memfd the daemon creates and
+ * maps and the client holds, so a restarted daemon can recover the slot of
+ * every swapped page. Layout: a header page, a directory of spans (one per
+ * registered range, sorted by first virtual page), then 12-byte entries.
+ * Entry arrays are bump-allocated and never move; splitting or moving a span
+ * (munmap, mremap) only edits the directory.
+ *
+ * Not thread-safe: owned by the engine thread.
+ */
+#ifndef IOSR_FAULT_PAGETABLE_H
+#define IOSR_FAULT_PAGETABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum iosr_pte_state {
+  IOSR_PTE_ZERO = 0,    /* never populated or discarded: first touch maps zero */
+  IOSR_PTE_PRESENT = 1,
+  IOSR_PTE_WRITING = 2, /* write-protected, write to its slot in flight */
+  IOSR_PTE_DROPPING = 3,/* written; the client's dropper is discarding it */
+  IOSR_PTE_SWAPPED = 4, /* only in its slot */
+  IOSR_PTE_READING = 5, /* swap-in in flight */
+  IOSR_PTE_CACHED = 6,  /* swapped, a copy held as a read-ahead probe (aux = probe index) */
+  IOSR_PTE_POISONED = 7 /* unreadable: access gives SIGBUS until discarded */
+};
+
+enum {
+  IOSR_PTE_F_RM1 = 1,    /* DROPPING: one REMOVE event covered it */
+  IOSR_PTE_F_RMX = 2,    /* DROPPING: two or more (the app discarded it too) */
+  IOSR_PTE_F_ZEROPG = 4, /* WRITING/DROPPING an all-zero page: no slot */
+  IOSR_PTE_F_FAULT = 8,  /* READING: a fault waits on it */
+};
+
+typedef struct iosr_pte {
+  uint32_t slot;  /* valid in WRITING, DROPPING, SWAPPED, READING, CACHED (owns one slot reference) */
+  uint32_t age;   /* engine tick of the last fault-in */
+  uint8_t state;
+  uint8_t flags;
+  uint16_t aux;
+} iosr_pte;
+
+static inline int iosr_pte_has_slot(const iosr_pte *p) {
+  return p->state >= IOSR_PTE_WRITING && p->state <= IOSR_PTE_CACHED &&
+         !(p->flags & IOSR_PTE_F_ZEROPG);
+}
+
+typedef struct iosr_span {
+  uint64_t start;   /* first virtual page */
+  uint64_t n;       /* pages */
+  uint64_t off;     /* byte offset of the entry of `start` in the memfd */
+  uint64_t ra_prev; /* vma read-ahead: previous faulting page */
+  uint32_t ra_win, ra_hits;
+  uint32_t region;  /* region id given by the client */
+  uint32_t pad;
+} iosr_span;
+
+#define IOSR_PT_MAGIC 0x3154504f5253494full /* "IOSRPT1" */
+#define IOSR_PT_MAX_SPANS 32768u
+
+typedef struct iosr_pt_hdr {
+  uint64_t magic;
+  uint32_t version, nspans;
+  uint64_t bump;  /* end of the entries allocated so far */
+  uint64_t token; /* the app's resume token */
+  char name[48];
+} iosr_pt_hdr;
+
+typedef struct iosr_ptable {
+  int fd;
+  uint8_t *map;
+  uint64_t size;   /* ftruncated bytes */
+  iosr_pt_hdr *hdr;
+  iosr_span *spans;
+} iosr_ptable;
+
+int iosr_pt_create(iosr_ptable *pt, uint64_t token, const char *name);
+/* Maps an existing page table (resume). -1/EINVAL when it does not validate. */
+int iosr_pt_attach(iosr_ptable *pt, int fd);
+void iosr_pt_destroy(iosr_ptable *pt);
+
+/* Adds a span of n pages at start, every entry ZERO. NULL with errno EEXIST
+ * (overlaps a span), ENOSPC (directory full), ENOMEM. */
+iosr_span *iosr_pt_add(iosr_ptable *pt, uint64_t start, uint64_t n, uint32_t region);
+/* The span holding vpn, or NULL. */
+iosr_span *iosr_pt_find(iosr_ptable *pt, uint64_t vpn);
+/* The first span that ends after vpn (for walking a range), or NULL. */
+iosr_span *iosr_pt_first_from(iosr_ptable *pt, uint64_t vpn);
+
+static inline iosr_pte *iosr_pt_pte(iosr_ptable *pt, const iosr_span *sp, uint64_t vpn) {
+  return (iosr_pte *)(pt->map + sp->off) + (vpn - sp->start);
+}
+/* Entry of vpn or NULL (lookup + index). */
+iosr_pte *iosr_pt_lookup(iosr_ptable *pt, uint64_t vpn, iosr_span **span);
+
+typedef void (*iosr_pt_cb)(void *arg, uint64_t vpn, iosr_pte *p);
+/* Removes [start, start+n) from the table, calling cb for every entry
+ * removed first. 0, or -1/ENOSPC when a split finds the directory full. */
+int iosr_pt_cut(iosr_ptable *pt, uint64_t start, uint64_t n, iosr_pt_cb cb, void *arg);
+/* Moves the entries of [from, from+n) to [to, to+n) (mremap); whatever the
+ * table had at the destination is removed through cb first. */
+int iosr_pt_move(iosr_ptable *pt, uint64_t from, uint64_t to, uint64_t n, iosr_pt_cb cb, void *arg);
+
+#endif

@@ -1,0 +1,509 @@
+/* Swap-in (brief: "Swap-in"; design note sections 6 and 7): page fault ->
+ * slot lookup -> read-ahead window (cluster / vma / adaptive) -> contiguous
+ * slots merged into reads of at most max_io -> on completion the faulting
+ * page is mapped first, then the rest in virtual-contiguous runs, many pages
+ * per UFFDIO_COPY; probe pages go to the probe cache.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/histo.h"
+#include "common/log.h"
+#include "engine/engine_int.h"
+#include "fault/uffd.h"
+
+typedef struct pick {
+  uint64_t slot;
+  uint32_t app;
+  uint32_t weight;
+  uint64_t vpn;
+  int fault;
+  uint32_t win;
+} pick;
+
+typedef struct picks {
+  pick *v;
+  uint32_t n, cap;
+} picks;
+
+static void picks_add(picks *ps, uint64_t slot, uint32_t app, uint64_t vpn, int fault) {
+  if (ps->n == ps->cap) {
+    uint32_t nc = ps->cap ? ps->cap * 2 : 64;
+    pick *nv = realloc(ps->v, nc * sizeof *nv);
+    if (!nv) return; /* read-ahead is optional; the faulting page was added first */
+    ps->v = nv;
+    ps->cap = nc;
+  }
+  ps->v[ps->n++] = (pick){slot, app, 0, vpn, fault, 0};
+}
+
+/* A page may join a read when it is swapped (not already in flight or cached)
+ * and its entry still owns this slot. */
+static iosr_pte *readable(iosr_engine_s *e, uint32_t app, uint64_t vpn, uint64_t slot) {
+  iosr_app *a = iosr_eng_app(e, app);
+  if (!a) return NULL;
+  iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, NULL);
+  return p && p->state == IOSR_PTE_SWAPPED && p->slot == slot ? p : NULL;
+}
+
+/* The primary owner of a slot, if its page can be read. */
+static int owner_readable(iosr_engine_s *e, uint64_t s, uint32_t *app, uint64_t *vpn) {
+  if (s >= e->slots.nslots || !iosr_slot_refs(&e->slots, s) || !e->slots.rev[s]) return 0;
+  *app = iosr_rev_app(e->slots.rev[s]);
+  *vpn = iosr_rev_vpn(e->slots.rev[s]);
+  return readable(e, *app, *vpn, s) != NULL;
+}
+
+static int cmp_pick(const void *x, const void *y) {
+  const pick *a = x, *b = y;
+  return a->slot < b->slot ? -1 : a->slot > b->slot;
+}
+
+/* ---- window selection per policy ---- */
+
+static void pick_cluster(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, picks *ps) {
+  iosr_ra_linux *st = &e->cluster_ra;
+  unsigned win = iosr_ra_linux_pages(st->prev_off, slot, st->hits, 1u << e->set.page_cluster, st->prev_win);
+  st->hits = 0;
+  st->prev_off = slot;
+  st->prev_win = win;
+  a->ra_last_window = win;
+  picks_add(ps, slot, a->id, vpn, 1);
+  if (win <= 1) return;
+  uint64_t lo, hi;
+  iosr_ra_cluster_block(slot, win, &lo, &hi);
+  for (uint64_t s = lo; s < hi && s < e->slots.nslots; s++) {
+    uint32_t app;
+    uint64_t v;
+    if (s != slot && owner_readable(e, s, &app, &v)) picks_add(ps, s, app, v, 0);
+  }
+}
+
+static void pick_vma(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, uint64_t slot, picks *ps) {
+  unsigned win = iosr_ra_linux_pages(sp->ra_prev, vpn, sp->ra_hits, 1u << e->set.page_cluster, sp->ra_win);
+  uint64_t prev = sp->ra_prev;
+  sp->ra_hits = 0;
+  sp->ra_prev = vpn;
+  sp->ra_win = win;
+  a->ra_last_window = win;
+  picks_add(ps, slot, a->id, vpn, 1);
+  if (win <= 1) return;
+  uint64_t lo, hi;
+  iosr_ra_vma_range(vpn, prev, win, sp->start, sp->start + sp->n, &lo, &hi);
+  for (uint64_t v = lo; v < hi; v++) {
+    if (v == vpn) continue;
+    iosr_pte *p = iosr_pt_pte(&a->pt, sp, v);
+    if (p->state == IOSR_PTE_SWAPPED) picks_add(ps, p->slot, a->id, v, 0);
+  }
+}
+
+/* adaptive: the app's own slot run from `from`, forward then backward, up to
+ * `want` pages, skipping free slots and this app's unswapped pages, stopping
+ * at another app's slot; scans at most 2 * want slots each way. */
+static void collect_run(iosr_engine_s *e, iosr_app *a, uint64_t from, int dir, uint32_t want, picks *ps,
+                        uint32_t *got) {
+  uint64_t s = from;
+  for (uint32_t scanned = 0; *got < want && scanned < 2 * want; scanned++) {
+    if (dir < 0 && s == 0) break;
+    s = dir > 0 ? s + 1 : s - 1;
+    if (s >= e->slots.nslots) break;
+    if (!iosr_slot_refs(&e->slots, s) || !e->slots.rev[s]) continue;
+    uint64_t r = e->slots.rev[s];
+    /* a forked child follows its parent's runs: it shares those slots */
+    if (iosr_rev_app(r) != a->id && !(a->forked && iosr_rev_app(r) == a->parent)) break;
+    if (readable(e, a->id, iosr_rev_vpn(r), s)) {
+      picks_add(ps, s, a->id, iosr_rev_vpn(r), 0);
+      (*got)++;
+    }
+  }
+}
+
+static void pick_adaptive(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, picks *ps) {
+  /* a fault right after the last window is the app streaming through its
+   * slot run: the window was used, like a probe hit */
+  if (a->ra_next_slot && slot == a->ra_next_slot) iosr_ra_adaptive_hit(&a->ra);
+  uint32_t want = a->ra.window, got = 1;
+  a->ra_last_window = want;
+  picks_add(ps, slot, a->id, vpn, 1);
+  collect_run(e, a, slot, +1, want, ps, &got);
+  collect_run(e, a, slot, -1, want, ps, &got);
+}
+
+/* ---- requests ---- */
+
+void iosr_req_link(iosr_engine_s *e, iosr_req *r) {
+  r->prev_all = NULL;
+  r->next_all = e->reqs;
+  if (e->reqs) e->reqs->prev_all = r;
+  e->reqs = r;
+}
+
+void iosr_req_free(iosr_engine_s *e, iosr_req *r) {
+  if (r->prev_all) r->prev_all->next_all = r->next_all;
+  else if (e->reqs == r) e->reqs = r->next_all;
+  if (r->next_all) r->next_all->prev_all = r->prev_all;
+  if (r->kind == IOSR_REQ_READ && r->buf) iosr_bufpool_free(&e->bufs, r->buf, r->buf_bytes);
+  free(r->done);
+  free(r);
+}
+
+iosr_req *iosr_req_find_queued_read(iosr_engine_s *e, uint64_t slot) {
+  for (iosr_req *r = e->reqs; r; r = r->next_all)
+    if (r->kind == IOSR_REQ_READ && !r->dispatched && slot >= r->s.slot && slot < r->s.slot + r->s.npages)
+      return r;
+  return NULL;
+}
+
+/* Turns picks (sorted by slot) into reads: runs of contiguous slots of at most
+ * max_io. Marks every page READING. trigger_idx: index in ps of the adaptive
+ * trigger probe, or UINT32_MAX. */
+static void issue(iosr_engine_s *e, iosr_app *a, picks *ps, int fault_cls) {
+  uint32_t maxp = (uint32_t)(e->set.max_io / 4096);
+  uint64_t window_end = ps->n ? ps->v[ps->n - 1].slot + 1 : 0;
+  a->ra_next_slot = window_end;
+  uint64_t now = iosr_now_ns();
+  for (uint32_t i = 0; i < ps->n;) {
+    uint32_t j = i + 1;
+    while (j < ps->n && j - i < maxp && ps->v[j].slot == ps->v[j - 1].slot + 1) j++;
+    uint32_t n = j - i;
+    iosr_req *r = calloc(1, sizeof *r + n * sizeof(iosr_target));
+    if (!r) iosr_die("out of memory building a read request");
+    r->kind = IOSR_REQ_READ;
+    r->s.slot = ps->v[i].slot;
+    r->s.npages = n;
+    r->s.app = a->id;
+    r->s.cls = IOSR_CLS_READAHEAD;
+    r->fault_idx = UINT32_MAX;
+    r->trigger_idx = UINT32_MAX;
+    r->t_submit = now;
+    iosr_debug("queue read slot %llu n %u", (unsigned long long)ps->v[i].slot, n);
+    for (uint32_t k = 0; k < n; k++) {
+      pick *pk = &ps->v[i + k];
+      r->tgt[k].app = pk->app;
+      r->tgt[k].vpn = pk->vpn;
+      r->tgt[k].weight = pk->weight;
+      r->tgt[k].win = pk->win;
+      if (pk->fault) {
+        r->fault_idx = k;
+        r->s.cls = (uint8_t)fault_cls;
+      }
+      if (pk->weight & 0x80000000u) {
+        r->trigger_idx = k;
+        r->trigger_next = window_end;
+        r->tgt[k].weight &= 0x7fffffffu;
+      }
+      iosr_app *o = iosr_eng_app(e, pk->app);
+      iosr_pte *p = o ? iosr_pt_lookup(&o->pt, pk->vpn, NULL) : NULL;
+      if (o) o->inflight++;
+      if (p) {
+        iosr_app_set_state(e, o, p, IOSR_PTE_READING);
+        p->flags = pk->fault ? IOSR_PTE_F_FAULT : 0;
+        if (!pk->fault) o->st.ra_pages++;
+      }
+      iosr_slot_io_begin(&e->slots, pk->slot);
+    }
+    a->inflight++;
+    iosr_req_link(e, r);
+    iosr_sched_push(&e->sched, &r->s, now);
+    i = j;
+  }
+}
+
+/* Marks probes among the read-ahead picks (everything but the faulting page),
+ * in slot order: every stride-th, the last, and for adaptive the trigger at
+ * three quarters of the window. Weights say how many pages each stands for. */
+static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trigger) {
+  if (!e->probe_cap) return;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < ps->n; i++) n += !ps->v[i].fault;
+  if (!n) return;
+  /* at least ra_probe_stride pages per probe, and at most 16 probes per
+   * window: every probe costs the app a fault */
+  uint32_t stride = e->set.ra_probe_stride > n / 16 ? e->set.ra_probe_stride : n / 16;
+  uint32_t trig = with_trigger && n >= 4 ? n - n / 4 - 1 : UINT32_MAX;
+  uint32_t idx = 0, last = 0, nprobes = 0;
+  for (uint32_t i = 0; i < ps->n; i++) {
+    if (ps->v[i].fault) continue;
+    int probe = (idx + 1) % stride == 0 || idx + 1 == n || idx == trig;
+    if (probe) {
+      ps->v[i].weight = idx + 1 - last;
+      if (idx == trig) ps->v[i].weight |= 0x80000000u;
+      last = idx + 1;
+      nprobes++;
+    }
+    idx++;
+  }
+  uint32_t win = iosr_probe_window(e, a->id, nprobes);
+  for (uint32_t i = 0; i < ps->n; i++)
+    if (ps->v[i].weight) ps->v[i].win = win;
+}
+
+void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p) {
+  a->majors++;
+  a->st.major_faults++;
+  iosr_probe_expire(e, a);
+  picks ps = {0};
+  switch (e->set.readahead) {
+    case IOSR_RA_CLUSTER: pick_cluster(e, a, vpn, p->slot, &ps); break;
+    case IOSR_RA_VMA: pick_vma(e, a, sp, vpn, p->slot, &ps); break;
+    default: pick_adaptive(e, a, vpn, p->slot, &ps); break;
+  }
+  if (!ps.n) iosr_die("out of memory picking a read-ahead window");
+  qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
+  place_probes(e, a, &ps, e->set.readahead == IOSR_RA_ADAPTIVE);
+  iosr_fault_lat_start(e, a, vpn);
+  issue(e, a, &ps, a->id == e->fg_app ? IOSR_CLS_FG_FAULT : IOSR_CLS_BG_FAULT);
+  free(ps.v);
+}
+
+/* Asynchronous read-ahead after a trigger probe hit: the next window of the
+ * app's slot run from next_slot on. */
+void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t next_slot) {
+  if (e->set.readahead != IOSR_RA_ADAPTIVE || !next_slot) return;
+  picks ps = {0};
+  uint32_t got = 0, want = a->ra.window;
+  collect_run(e, a, next_slot - 1, +1, want, &ps, &got);
+  if (ps.n) {
+    qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
+    place_probes(e, a, &ps, 1);
+    issue(e, a, &ps, IOSR_CLS_READAHEAD);
+    }
+  free(ps.v);
+}
+
+/* ---- completion ---- */
+
+static void page_lost(iosr_engine_s *e, iosr_app *o, uint64_t vpn, iosr_pte *p) {
+  iosr_slot_put(&e->slots, p->slot);
+  iosr_app_set_state(e, o, p, IOSR_PTE_POISONED);
+  p->flags = 0;
+  uint64_t done;
+  (void)done;
+  if (o->uffd_features & UFFD_FEATURE_POISON) {
+    int r = iosr_uffd_poison(o->uffd, vpn << 12, 4096);
+    if (r == -EAGAIN) iosr_fault_add_retry(e, o->id, IOSR_RETRY_FAULT, vpn, 1, 0);
+  } else {
+    iosr_fault_handle(e, o, vpn << 12, 0, 0);
+  }
+  iosr_fault_lat_end(e, o, vpn, 1);
+}
+
+static void read_failed(iosr_engine_s *e, iosr_req *r, int err) {
+  iosr_app *fa = iosr_eng_app(e, r->s.app);
+  if (fa) fa->st.read_errors++;
+  e->io_errors++;
+  iosr_warn("read of %u slots at %llu failed: %s", r->s.npages, (unsigned long long)r->s.slot, strerror(err));
+  for (uint32_t i = 0; i < r->s.npages; i++) {
+    iosr_app *o = iosr_eng_app(e, r->tgt[i].app);
+    iosr_pte *p = o ? iosr_pt_lookup(&o->pt, r->tgt[i].vpn, NULL) : NULL;
+    if (!p || p->state != IOSR_PTE_READING || p->slot != r->s.slot + i) continue;
+    if (p->flags & IOSR_PTE_F_FAULT) {
+      /* a thread waits on it: the data is unreadable, it gets SIGBUS */
+      page_lost(e, o, r->tgt[i].vpn, p);
+    } else {
+      iosr_app_set_state(e, o, p, IOSR_PTE_SWAPPED); /* read-ahead only: retried when faulted */
+      p->flags = 0;
+    }
+  }
+}
+
+/* Maps pages [i, j) of r (one app, consecutive pages and buffer positions).
+ * Returns 0, or -EAGAIN when the rest must be retried later. */
+static int map_run(iosr_engine_s *e, iosr_req *r, iosr_app *o, uint32_t i, uint32_t j) {
+  while (i < j) {
+    uint64_t done = 0;
+    int rc = iosr_uffd_copy(o->uffd, r->tgt[i].vpn << 12, r->buf + (size_t)i * 4096, (uint64_t)(j - i) << 12, 1,
+                            &done);
+    uint32_t np = (uint32_t)(done >> 12);
+    for (uint32_t k = i; k < i + np; k++) {
+      iosr_pte *p = iosr_pt_lookup(&o->pt, r->tgt[k].vpn, NULL);
+      iosr_slot_put(&e->slots, p->slot);
+      iosr_app_set_state(e, o, p, IOSR_PTE_PRESENT);
+      p->flags = 0;
+      p->age = (uint32_t)e->tick;
+      r->done[k] = 1;
+    }
+    if (np) {
+      o->st.swapin_bytes += (uint64_t)np * 4096;
+      iosr_fault_lat_end(e, o, r->tgt[i].vpn, np);
+    }
+    i += np;
+    if (rc == 0) return 0;
+    if (rc == -EEXIST) {
+      /* present already (cannot normally happen: the page was READING): keep
+       * what is there, free the slot, and wake explicitly */
+      iosr_pte *p = iosr_pt_lookup(&o->pt, r->tgt[i].vpn, NULL);
+      iosr_slot_put(&e->slots, p->slot);
+      iosr_app_set_state(e, o, p, IOSR_PTE_PRESENT);
+      p->flags = 0;
+      iosr_uffd_wake(o->uffd, r->tgt[i].vpn << 12, 4096);
+      iosr_fault_lat_end(e, o, r->tgt[i].vpn, 1);
+      e->inconsistencies++;
+      r->done[i++] = 1;
+      continue;
+    }
+    if (rc == -EAGAIN) return -EAGAIN;
+    /* ENOENT/EFAULT: unmapped under us (an UNMAP event follows); ESRCH: gone */
+    for (uint32_t k = i; k < j; k++) r->done[k] = 1;
+    return 0;
+  }
+  return 0;
+}
+
+static int valid_target(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app **o, iosr_pte **p) {
+  *o = iosr_eng_app(e, r->tgt[k].app);
+  *p = *o && (*o)->uffd >= 0 ? iosr_pt_lookup(&(*o)->pt, r->tgt[k].vpn, NULL) : NULL;
+  return *p && (*p)->state == IOSR_PTE_READING && (*p)->slot == r->s.slot + k;
+}
+
+/* Installs what is left of r; returns -EAGAIN when it must be retried. */
+static int install(iosr_engine_s *e, iosr_req *r) {
+  uint32_t n = r->s.npages;
+  iosr_app *o;
+  iosr_pte *p;
+  /* 1. the faulting page first: its thread wakes before the rest is copied */
+  uint32_t f = r->fault_idx;
+  if (f != UINT32_MAX && !r->done[f]) {
+    if (!valid_target(e, r, f, &o, &p)) r->done[f] = 1;
+    else if (map_run(e, r, o, f, f + 1)) return -EAGAIN;
+  }
+  /* 2. probes to the cache, the rest in runs of consecutive virtual pages */
+  for (uint32_t i = 0; i < n;) {
+    if (r->done[i]) {
+      i++;
+      continue;
+    }
+    if (!valid_target(e, r, i, &o, &p)) {
+      r->done[i++] = 1;
+      continue;
+    }
+    if (r->tgt[i].weight && (p->flags & IOSR_PTE_F_FAULT)) {
+      /* a thread already waits on this probe: it was used; map it now */
+      uint32_t w = r->tgt[i].weight;
+      int trig = i == r->trigger_idx;
+      r->tgt[i].weight = 0;
+      if (map_run(e, r, o, i, i + 1)) {
+        r->tgt[i].weight = w;
+        return -EAGAIN;
+      }
+      iosr_probe_used(e, o, r->tgt[i].vpn, w, r->tgt[i].win, trig, trig ? r->trigger_next : 0);
+      i++;
+      continue;
+    }
+    if (r->tgt[i].weight) {
+      int trig = i == r->trigger_idx;
+      uint64_t next = trig ? r->trigger_next : 0;
+      if (iosr_probe_add(e, o, r->tgt[i].vpn, r->s.slot + i, r->tgt[i].weight, r->tgt[i].win,
+                         r->buf + (size_t)i * 4096, trig, next) == 0) {
+        o->st.swapin_bytes += 4096;
+        r->done[i++] = 1;
+        continue;
+      }
+      /* cache full: map it like the rest */
+    }
+    uint32_t j = i + 1;
+    while (j < n && !r->done[j] && !r->tgt[j].weight && r->tgt[j].app == r->tgt[i].app &&
+           r->tgt[j].vpn == r->tgt[j - 1].vpn + 1) {
+      iosr_app *o2;
+      iosr_pte *p2;
+      if (!valid_target(e, r, j, &o2, &p2)) break;
+      j++;
+    }
+    if (map_run(e, r, o, i, j)) return -EAGAIN;
+    i = j;
+  }
+  return 0;
+}
+
+static void finish(iosr_engine_s *e, iosr_req *r) {
+  iosr_app *fa = iosr_eng_app(e, r->s.app);
+  for (uint32_t i = 0; i < r->s.npages; i++) {
+    iosr_app *o = iosr_eng_app(e, r->tgt[i].app);
+    if (o && o->inflight) o->inflight--;
+  }
+  if (fa && fa->inflight) fa->inflight--;
+  uint32_t apps[8];
+  unsigned na = 0;
+  for (uint32_t i = 0; i < r->s.npages && na < 8; i++) {
+    unsigned k = 0;
+    while (k < na && apps[k] != r->tgt[i].app) k++;
+    if (k == na) apps[na++] = r->tgt[i].app;
+  }
+  iosr_req_free(e, r);
+  if (fa) iosr_eng_maybe_finish_app(e, fa);
+  for (unsigned k = 0; k < na; k++) {
+    iosr_app *o = iosr_eng_app(e, apps[k]);
+    if (o && o != fa) iosr_eng_maybe_finish_app(e, o);
+  }
+}
+
+void iosr_swapin_complete(iosr_engine_s *e, iosr_req *r) {
+  iosr_debug("read done slot %llu n %u res %d", (unsigned long long)r->s.slot, r->s.npages, r->cb.res);
+  iosr_sched_done(&e->sched, &r->s);
+  for (uint32_t i = 0; i < r->s.npages; i++) iosr_slot_io_end(&e->slots, r->s.slot + i);
+  int res = r->cb.res;
+  if (res >= 0 && e->fail_reads) {
+    e->fail_reads--;
+    res = -EIO;
+  }
+  iosr_app *fa = iosr_eng_app(e, r->s.app);
+  if (fa) {
+    fa->st.read_reqs++;
+    fa->st.read_bytes += (uint64_t)r->s.npages * 4096;
+    fa->st.read_hist[iosr_size_bucket((uint64_t)r->s.npages * 4096)]++;
+  }
+  e->reads++;
+  e->read_bytes += (uint64_t)r->s.npages * 4096;
+  if (res < 0) {
+    read_failed(e, r, -res);
+    finish(e, r);
+    return;
+  }
+  r->done = calloc(r->s.npages, 1);
+  if (!r->done) iosr_die("out of memory installing a read");
+  r->installing = 1;
+  if (install(e, r) == -EAGAIN) {
+    r->next_retry = e->install_retry;
+    e->install_retry = r;
+    return;
+  }
+  finish(e, r);
+}
+
+void iosr_swapin_run_install_retries(iosr_engine_s *e) {
+  iosr_req *list = e->install_retry;
+  e->install_retry = NULL;
+  while (list) {
+    iosr_req *r = list;
+    list = r->next_retry;
+    if (install(e, r) == -EAGAIN) {
+      r->next_retry = e->install_retry;
+      e->install_retry = r;
+    } else {
+      finish(e, r);
+    }
+  }
+}
+
+/* Reads every swapped page of the app back (orderly daemon shutdown). */
+void iosr_swapin_all(iosr_engine_s *e, iosr_app *a) {
+  picks ps = {0};
+  for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
+    iosr_span *sp = &a->pt.spans[i];
+    for (uint64_t v = sp->start; v < sp->start + sp->n; v++) {
+      iosr_pte *p = iosr_pt_pte(&a->pt, sp, v);
+      if (p->state == IOSR_PTE_CACHED) {
+        int copied;
+        iosr_probe_hit(e, a, v, p, &copied);
+      }
+      if (p->state == IOSR_PTE_SWAPPED) picks_add(&ps, p->slot, a->id, v, 0);
+    }
+  }
+  if (ps.n) {
+    qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
+    issue(e, a, &ps, IOSR_CLS_READAHEAD);
+    }
+  free(ps.v);
+}

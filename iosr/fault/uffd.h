@@ -1,0 +1,62 @@
+/* userfaultfd wrappers (design note sections 2 and 7).
+ *
+ * Every ioctl returns 0 or a negative errno (never sets errno), and reports
+ * how far a partial copy got, because the engine must resume partial copies
+ * (EAGAIN) and treat EEXIST as "present, wake it" (brief: "What the field has
+ * learned the hard way"). Thread-safe (plain system calls).
+ */
+#ifndef IOSR_FAULT_UFFD_H
+#define IOSR_FAULT_UFFD_H
+
+#include <linux/userfaultfd.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+#ifndef USERFAULTFD_IOC_NEW
+#define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
+#endif
+#ifndef UFFD_FEATURE_POISON
+#define UFFD_FEATURE_POISON (1 << 14)
+#endif
+#ifndef UFFDIO_POISON
+#define _UFFDIO_POISON (0x08)
+struct uffdio_poison {
+  struct uffdio_range range;
+#define UFFDIO_POISON_MODE_DONTWAKE ((__u64)1 << 0)
+  __u64 mode;
+  __s64 updated;
+};
+#define UFFDIO_POISON _IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)
+#endif
+
+/* Features the engine needs / uses when present. */
+#define IOSR_UFFD_REQUIRED \
+  (UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP | \
+   UFFD_FEATURE_EVENT_REMAP)
+#define IOSR_UFFD_OPTIONAL (UFFD_FEATURE_EVENT_FORK | UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_POISON)
+
+/* Creates a userfaultfd (O_CLOEXEC | O_NONBLOCK): the system call, then
+ * /dev/userfaultfd, then the system call with UFFD_USER_MODE_ONLY (sets
+ * *user_mode_only). Negotiates the API with the required features and the
+ * optional ones the kernel has; *features gets what was granted. Returns the
+ * descriptor, or -errno: ENOTSUP when a required feature is missing, EPERM
+ * when no way of creating one is allowed. */
+int iosr_uffd_open(uint64_t *features, int *user_mode_only);
+
+/* Registers [addr, addr+len) for MISSING and WP faults. */
+int iosr_uffd_register(int uffd, uint64_t addr, uint64_t len);
+int iosr_uffd_unregister(int uffd, uint64_t addr, uint64_t len);
+/* Copies len bytes from src (this process) to dst (the uffd's process).
+ * *done gets the bytes mapped even on error. */
+int iosr_uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake, uint64_t *done);
+int iosr_uffd_zeropage(int uffd, uint64_t dst, uint64_t len, uint64_t *done);
+/* Write-protects (protect=1) or un-protects (0, which wakes waiters) a range. */
+int iosr_uffd_wp(int uffd, uint64_t addr, uint64_t len, int protect);
+int iosr_uffd_wake(int uffd, uint64_t addr, uint64_t len);
+/* Marks a missing page poisoned: access then raises SIGBUS. */
+int iosr_uffd_poison(int uffd, uint64_t addr, uint64_t len);
+
+#endif

@@ -1,0 +1,247 @@
+/* Probe pages (design note section 6): read-ahead pages kept unmapped in a
+ * small cache so that using them shows up as a fault. A hit feeds the
+ * policy's window (adaptive: double; cluster/vma: Linux's hit counter); a
+ * probe still untouched at its app's second major fault after it was read is
+ * a miss (adaptive: halve) and its page reverts to SWAPPED: its slot was kept,
+ * so nothing is lost.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "engine/engine_int.h"
+#include "fault/uffd.h"
+
+int iosr_probe_init(iosr_engine_s *e) {
+  uint32_t cap = e->set.probe_cache > 65535 ? 65535 : e->set.probe_cache;
+  e->probe_cap = cap;
+  e->probe_free = -1;
+  if (!cap) return 0;
+  e->probes = calloc(cap, sizeof *e->probes);
+  if (!e->probes) return -1;
+  for (uint32_t i = cap; i-- > 0;) {
+    e->probes[i].next = e->probe_free;
+    e->probes[i].used = 0;
+    e->probe_free = (int32_t)i;
+  }
+  return 0;
+}
+
+void iosr_probe_destroy(iosr_engine_s *e) {
+  for (uint32_t i = 0; i < e->probe_cap; i++) free(e->probes[i].data);
+  free(e->probes);
+  e->probes = NULL;
+  e->probe_cap = 0;
+}
+
+static void unlink_app(iosr_engine_s *e, iosr_app *a, int32_t i) {
+  iosr_probe *pr = &e->probes[i];
+  if (pr->prev >= 0) e->probes[pr->prev].next = pr->next;
+  else a->probe_head = pr->next;
+  if (pr->next >= 0) e->probes[pr->next].prev = pr->prev;
+  else a->probe_tail = pr->prev;
+  a->nprobes--;
+}
+
+static void release(iosr_engine_s *e, int32_t i) {
+  iosr_probe *pr = &e->probes[i];
+  pr->used = 0;
+  pr->next = e->probe_free;
+  e->probe_free = i;
+}
+
+/* A record for a window of `probes` probes; its id (never 0) names it. */
+uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes) {
+  if (!probes) return 0;
+  uint32_t id = ++e->next_window;
+  if (!id) id = ++e->next_window;
+  iosr_window *w = &e->windows[id % IOSR_WINDOWS];
+  w->id = id;
+  w->app = app;
+  w->probes = (uint16_t)(probes > 65535 ? 65535 : probes);
+  w->hits = w->resolved = 0;
+  w->live = 1;
+  return id;
+}
+
+/* One probe of window `win` resolved: hit, miss, or (hit < 0) no verdict
+ * (evicted for room: not evidence either way). Growth is immediate (every hit
+ * doubles, see feed); shrinking waits for the window: only a window none of
+ * whose probes was used halves the app's window. */
+static void window_resolve(iosr_engine_s *e, iosr_app *a, uint32_t win, int hit) {
+  if (!win) return;
+  iosr_window *w = &e->windows[win % IOSR_WINDOWS];
+  if (!w->live || w->id != win || w->app != a->id) return;
+  if (hit < 0) {
+    if (w->probes) w->probes--;
+  } else {
+    w->hits += hit != 0;
+    w->resolved++;
+  }
+  if (w->resolved < w->probes) return;
+  w->live = 0;
+  if (w->resolved && !w->hits && e->set.readahead == IOSR_RA_ADAPTIVE) iosr_ra_adaptive_miss(&a->ra);
+}
+
+static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, int hit) {
+  if (hit) {
+    a->st.ra_hits += weight;
+    switch (e->set.readahead) {
+      case IOSR_RA_CLUSTER: e->cluster_ra.hits += weight; break;
+      case IOSR_RA_VMA: {
+        /* as Linux's swap cache hit: count it and remember where it was */
+        iosr_span *sp = iosr_pt_find(&a->pt, vpn);
+        if (sp) {
+          sp->ra_hits += weight;
+          sp->ra_prev = vpn;
+        }
+        break;
+      }
+      default: iosr_ra_adaptive_hit(&a->ra); break;
+    }
+  } else {
+    a->st.ra_misses += weight;
+  }
+}
+
+/* Maps probe i's page into the app (verdict: 0 miss, -1 none) and frees the
+ * probe; the page stays SWAPPED if the copy cannot be made now. */
+static void install(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int32_t i, int verdict) {
+  iosr_probe *pr = &e->probes[i];
+  uint64_t done, vpn = pr->vpn;
+  int r = iosr_uffd_copy(a->uffd, vpn << 12, pr->data, 4096, 1, &done);
+  if (verdict == 0) feed(e, a, vpn, pr->weight, 0);
+  window_resolve(e, a, pr->win, verdict);
+  unlink_app(e, a, i);
+  release(e, i);
+  iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+  if (r == 0 || r == -EEXIST) {
+    iosr_slot_put(&e->slots, p->slot);
+    iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+    p->flags = 0;
+    p->age = (uint32_t)e->tick;
+  }
+}
+
+int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight, uint32_t win,
+                   const uint8_t *data, int trigger, uint64_t next_slot) {
+  if (e->probe_free < 0 && a->probe_head >= 0) {
+    /* full: this app's oldest probe is mapped and leaves without a verdict */
+    int32_t old = a->probe_head;
+    iosr_pte *p = iosr_pt_lookup(&a->pt, e->probes[old].vpn, NULL);
+    if (p && p->state == IOSR_PTE_CACHED && p->aux == (uint16_t)old) install(e, a, p, old, -1);
+    else {
+      unlink_app(e, a, old);
+      release(e, old);
+    }
+  }
+  if (e->probe_free < 0) return -1;
+  int32_t i = e->probe_free;
+  iosr_probe *pr = &e->probes[i];
+  if (!pr->data && !(pr->data = malloc(4096))) return -1;
+  e->probe_free = pr->next;
+  memcpy(pr->data, data, 4096);
+  pr->app = a->id;
+  pr->vpn = vpn;
+  pr->slot = slot;
+  pr->weight = weight;
+  pr->win = win;
+  pr->issued_major = a->majors;
+  pr->trigger = trigger;
+  pr->next_slot = next_slot;
+  pr->used = 1;
+  pr->next = -1;
+  pr->prev = a->probe_tail;
+  if (a->probe_tail >= 0) e->probes[a->probe_tail].next = i;
+  else a->probe_head = i;
+  a->probe_tail = i;
+  a->nprobes++;
+  iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, NULL);
+  iosr_app_set_state(e, a, p, IOSR_PTE_CACHED);
+  p->flags = 0;
+  p->aux = (uint16_t)i;
+  return 0;
+}
+
+void iosr_probe_drop(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int miss) {
+  int32_t i = p->aux;
+  iosr_probe *pr = &e->probes[i];
+  if (miss) {
+    feed(e, a, pr->vpn, pr->weight, 0);
+    window_resolve(e, a, pr->win, 0);
+  }
+  unlink_app(e, a, i);
+  release(e, i);
+  iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+}
+
+/* A probe page that a thread was already waiting for when its read
+ * completed: mapped at once, and a hit. */
+void iosr_probe_used(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, uint32_t win, int trigger,
+                     uint64_t next) {
+  feed(e, a, vpn, weight, 1);
+  window_resolve(e, a, win, 1);
+  if (trigger) iosr_swapin_continue(e, a, next);
+}
+
+void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, int *copied) {
+  int32_t i = p->aux;
+  iosr_probe *pr = &e->probes[i];
+  *copied = 0;
+  uint64_t done;
+  int r = iosr_uffd_copy(a->uffd, vpn << 12, pr->data, 4096, 1, &done);
+  if (r == -EAGAIN) return;
+  *copied = 1;
+  a->st.probe_faults++;
+  uint32_t weight = pr->weight, win = pr->win;
+  int trig = pr->trigger;
+  uint64_t next = pr->next_slot;
+  unlink_app(e, a, i);
+  release(e, i);
+  if (r == 0 || r == -EEXIST) {
+    if (r == -EEXIST) iosr_uffd_wake(a->uffd, vpn << 12, 4096);
+    iosr_slot_put(&e->slots, p->slot);
+    iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+    p->flags = 0;
+    p->age = (uint32_t)e->tick;
+    feed(e, a, vpn, weight, 1);
+    window_resolve(e, a, win, 1);
+    if (trig) iosr_swapin_continue(e, a, next);
+  } else {
+    /* ENOENT: unmapped meanwhile; keep the slot, the UNMAP event frees it */
+    iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+  }
+}
+
+/* A probe untouched after H more major faults of its app is a miss, H =
+ * max(ra_probe_horizon, swapped pages / 32), counting the swapped pages the
+ * app had when its swap-in began: an app touching a large swapped
+ * hot set in random order reaches a probe only after a good part of the set
+ * came in, and must be given that long (design note section 6). */
+void iosr_probe_expire(iosr_engine_s *e, iosr_app *a) {
+  uint64_t h = e->set.ra_probe_horizon, h2 = a->swapped_peak / 32;
+  if (h2 > h) h = h2;
+  while (a->probe_head >= 0) {
+    int32_t i = a->probe_head;
+    iosr_probe *pr = &e->probes[i];
+    if (pr->issued_major + h > a->majors) break;
+    iosr_pte *p = iosr_pt_lookup(&a->pt, pr->vpn, NULL);
+    if (p && p->state == IOSR_PTE_CACHED && p->aux == (uint16_t)i) {
+      /* a miss for the window rule, but the data was read: map it rather
+       * than read it again should the app want it after all (as Linux keeps
+       * read-ahead pages in its swap cache) */
+      install(e, a, p, i, 0);
+    } else {
+      unlink_app(e, a, i);
+      release(e, i);
+    }
+  }
+}
+
+void iosr_probe_rekey(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t n) {
+  for (int32_t i = a->probe_head; i >= 0; i = e->probes[i].next) {
+    iosr_probe *pr = &e->probes[i];
+    if (pr->vpn >= from && pr->vpn < from + n) pr->vpn = to + (pr->vpn - from);
+  }
+}

@@ -1,0 +1,266 @@
+/* iosr: make swap areas and control iosrd.
+ *
+ *   iosr mkswap PATH --size N [--force] [--label L]
+ *   iosr info PATH
+ *   iosr fg APP | --none
+ *   iosr reclaim APP | --background [--bytes N]
+ *   iosr stat [--json] [APP]
+ *   iosr set KEY VALUE
+ *   iosr slots APP
+ *   iosr idle
+ * Control commands take --socket PATH (default: IOSR_SOCKET, README).
+ * Exit status 0 on success, 1 with a one-line message otherwise, 2 on usage.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/opts.h"
+#include "iosr.h"
+#include "swaparea/format.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: iosr mkswap PATH --size N [--force] [--label L]   format a swap area\n"
+          "       iosr info PATH                                   show a swap area's header\n"
+          "       iosr fg APP | --none                             make APP the foreground app\n"
+          "       iosr reclaim APP|--background [--bytes N]        swap out an app (all by default)\n"
+          "       iosr stat [--json] [APP]                         statistics\n"
+          "       iosr set KEY VALUE                               change an option at run time\n"
+          "       iosr slots APP                                   an app's slot map (address slot)\n"
+          "       iosr idle                                        wait until no swap I/O is pending\n"
+          "options: --socket PATH (default $IOSR_SOCKET, /run/iosrd.sock as root, /tmp/iosrd-UID.sock)\n"
+          "APP: a name, #PID, or #id:N\n");
+}
+
+static int fail(const char *what) {
+  fprintf(stderr, "iosr: %s: %s\n", what, strerror(errno));
+  return 1;
+}
+
+static iosr_ctl *open_ctl(const char *sock) {
+  iosr_ctl *c = iosr_ctl_open(sock);
+  if (!c) {
+    if (errno == EACCES) fprintf(stderr, "iosr: refused by iosrd (wrong uid)\n");
+    else fprintf(stderr, "iosr: cannot reach iosrd%s%s: %s\n", sock ? " at " : "", sock ? sock : "", strerror(errno));
+  }
+  return c;
+}
+
+static void print_stats(const iosr_app_stats *s) {
+  uint64_t reqs = s->read_reqs;
+  double avg = reqs ? (double)s->read_bytes / (double)reqs / 1024 : 0;
+  double mbps = s->swapin_busy_ns ? (double)s->swapin_bytes / 1e6 / ((double)s->swapin_busy_ns / 1e9) : 0;
+  printf("%-20s %7d %2s %10llu %10llu %9llu %8llu %6u %8llu %8.1f %9.1f %8.3f %8.3f\n", s->name, s->pid,
+         s->foreground ? "fg" : s->forked ? "fk" : "bg", (unsigned long long)s->resident_pages,
+         (unsigned long long)s->swapped_pages, (unsigned long long)s->faults, (unsigned long long)s->major_faults,
+         s->ra_window, (unsigned long long)reqs, avg, mbps, s->lat_p50_ns / 1e6, s->lat_p99_ns / 1e6);
+}
+
+int main(int argc, char **argv) {
+  iosr_log_init("iosr", iosr_env("LOG") ? atoi(iosr_env("LOG")) : IOSR_LOG_WARN);
+  const char *sock = NULL;
+  /* pull out --socket anywhere */
+  int n = 0;
+  char *args[64];
+  for (int i = 1; i < argc && n < 63; i++) {
+    if (!strcmp(argv[i], "--socket") && i + 1 < argc) sock = argv[++i];
+    else if (!strncmp(argv[i], "--socket=", 9)) sock = argv[i] + 9;
+    else args[n++] = argv[i];
+  }
+  if (!n) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = args[0];
+  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "mkswap")) {
+    const char *path = NULL, *label = NULL;
+    uint64_t size = 0;
+    int force = 0, have_size = 0;
+    for (int i = 1; i < n; i++) {
+      if (!strcmp(args[i], "--force")) force = 1;
+      else if (!strcmp(args[i], "--size") && i + 1 < n) {
+        if (iosr_parse_size(args[++i], &size)) {
+          fprintf(stderr, "iosr: bad size '%s' (e.g. 512M, 4G)\n", args[i]);
+          return 2;
+        }
+        have_size = 1;
+      } else if (!strcmp(args[i], "--label") && i + 1 < n) label = args[++i];
+      else if (!path && args[i][0] != '-') path = args[i];
+      else {
+        usage(stderr);
+        return 2;
+      }
+    }
+    if (!path) {
+      usage(stderr);
+      return 2;
+    }
+    struct stat st;
+    if (!have_size && (stat(path, &st) || !S_ISBLK(st.st_mode))) {
+      fprintf(stderr, "iosr: mkswap on a file needs --size N (e.g. --size 1G)\n");
+      return 2;
+    }
+    char err[256];
+    if (iosr_mkswap(path, size, label, force, err, sizeof err)) {
+      fprintf(stderr, "iosr: %s\n", err);
+      return 1;
+    }
+    iosr_swap_header h;
+    if (iosr_swap_read_header(path, &h, err, sizeof err) == 0)
+      printf("%s: IOSR swap area, %llu slots (%llu MiB)\n", path, (unsigned long long)h.slots,
+             (unsigned long long)(h.slots * 4096 >> 20));
+    return 0;
+  }
+  if (!strcmp(cmd, "info")) {
+    if (n != 2) {
+      usage(stderr);
+      return 2;
+    }
+    iosr_swap_header h;
+    char err[256];
+    if (iosr_swap_read_header(args[1], &h, err, sizeof err)) {
+      fprintf(stderr, "iosr: %s\n", err);
+      return 1;
+    }
+    printf("path %s\nversion %u\npage_size %u\nslots %llu\nclean %u\nlabel %s\nuuid ", args[1], h.version,
+           h.page_size, (unsigned long long)h.slots, h.clean, h.label);
+    for (int i = 0; i < 16; i++) printf("%02x%s", h.uuid[i], i == 3 || i == 5 || i == 7 || i == 9 ? "-" : "");
+    printf("\n");
+    return 0;
+  }
+  if (!strcmp(cmd, "fg")) {
+    if (n != 2) {
+      usage(stderr);
+      return 2;
+    }
+    iosr_ctl *c = open_ctl(sock);
+    if (!c) return 1;
+    int r = iosr_ctl_foreground(c, strcmp(args[1], "--none") ? args[1] : "");
+    iosr_ctl_close(c);
+    return r ? fail(args[1]) : 0;
+  }
+  if (!strcmp(cmd, "reclaim")) {
+    const char *app = NULL;
+    uint64_t bytes = 0;
+    for (int i = 1; i < n; i++) {
+      if (!strcmp(args[i], "--bytes") && i + 1 < n) {
+        if (iosr_parse_size(args[++i], &bytes)) {
+          fprintf(stderr, "iosr: bad size '%s'\n", args[i]);
+          return 2;
+        }
+      } else if (!app) app = args[i];
+      else {
+        usage(stderr);
+        return 2;
+      }
+    }
+    if (!app) {
+      usage(stderr);
+      return 2;
+    }
+    iosr_ctl *c = open_ctl(sock);
+    if (!c) return 1;
+    uint64_t got = 0;
+    int r = iosr_ctl_reclaim(c, app, bytes, &got);
+    int e = errno;
+    iosr_ctl_close(c);
+    if (r) {
+      errno = e;
+      if (e == ENOSPC) fprintf(stderr, "iosr: swap area full: %llu bytes swapped out, the rest stays resident\n",
+                               (unsigned long long)got);
+      else fail(app);
+      return 1;
+    }
+    printf("reclaimed %llu KiB\n", (unsigned long long)(got >> 10));
+    return 0;
+  }
+  if (!strcmp(cmd, "stat")) {
+    int json = 0;
+    const char *app = NULL;
+    for (int i = 1; i < n; i++) {
+      if (!strcmp(args[i], "--json")) json = 1;
+      else if (!app) app = args[i];
+      else {
+        usage(stderr);
+        return 2;
+      }
+    }
+    iosr_ctl *c = open_ctl(sock);
+    if (!c) return 1;
+    if (json && !app) {
+      char *s = iosr_ctl_stat_json(c);
+      iosr_ctl_close(c);
+      if (!s) return fail("stat");
+      fputs(s, stdout);
+      free(s);
+      return 0;
+    }
+    char *s = iosr_ctl_stat_json(c);
+    if (!s) {
+      iosr_ctl_close(c);
+      return fail("stat");
+    }
+    printf("%-20s %7s %2s %10s %10s %9s %8s %6s %8s %8s %9s %8s %8s\n", "app", "pid", "", "resident", "swapped",
+           "faults", "major", "window", "reads", "avgKiB", "in-MB/s", "p50-ms", "p99-ms");
+    /* names from the JSON, figures from the per-app call */
+    for (char *p = strstr(s, "\"apps\":["); p && (p = strstr(p, "{\"name\":\"")); p++) {
+      p += 9;
+      char name[IOSR_NAME_MAX * 2];
+      size_t k = 0;
+      while (*p && *p != '"' && k < sizeof name - 1) name[k++] = *p++;
+      name[k] = 0;
+      if (app && strcmp(app, name)) continue;
+      iosr_app_stats st;
+      if (iosr_ctl_app_stats(c, name, &st) == 0) print_stats(&st);
+    }
+    free(s);
+    iosr_ctl_close(c);
+    return 0;
+  }
+  if (!strcmp(cmd, "set")) {
+    if (n != 3) {
+      usage(stderr);
+      return 2;
+    }
+    iosr_ctl *c = open_ctl(sock);
+    if (!c) return 1;
+    int r = iosr_ctl_set(c, args[1], args[2]);
+    iosr_ctl_close(c);
+    return r ? 1 : 0;
+  }
+  if (!strcmp(cmd, "slots")) {
+    if (n != 2) {
+      usage(stderr);
+      return 2;
+    }
+    iosr_ctl *c = open_ctl(sock);
+    if (!c) return 1;
+    iosr_slot_entry *v;
+    size_t k;
+    int r = iosr_ctl_slot_map(c, args[1], &v, &k);
+    iosr_ctl_close(c);
+    if (r) return fail(args[1]);
+    for (size_t i = 0; i < k; i++) printf("%#llx %llu\n", (unsigned long long)v[i].addr, (unsigned long long)v[i].slot);
+    free(v);
+    return 0;
+  }
+  if (!strcmp(cmd, "idle")) {
+    iosr_ctl *c = open_ctl(sock);
+    if (!c) return 1;
+    int r = iosr_ctl_wait_idle(c);
+    iosr_ctl_close(c);
+    return r ? fail("idle") : 0;
+  }
+  fprintf(stderr, "iosr: unknown command '%s'\n", cmd);
+  usage(stderr);
+  return 2;
+}

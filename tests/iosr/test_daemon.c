@@ -1,0 +1,111 @@
+/* iosrd with client processes (issue 5: "Daemon and clients", "Statistics",
+ * "Must be shown": a client that crashes has its slots freed and the daemon
+ * carries on). Two app processes; the `iosr` command reclaims them, reads
+ * statistics (also as JSON) and sets the foreground; one app is killed with
+ * SIGKILL while its pages are swapped out. */
+#include "util.h"
+
+#define NPAGES 1024u
+
+static char sock[300];
+
+static int json_u64(const char *js, const char *key, uint64_t *out) {
+  const char *p = strstr(js, key);
+  if (!p) return -1;
+  *out = strtoull(p + strlen(key), NULL, 10);
+  return 0;
+}
+
+/* An app process: fill, then obey the parent: v = verify, q = quit. */
+static pid_t app(const char *name, uint64_t seed, int *to, int *from) {
+  int in, out;
+  pid_t pid = iosr_test_fork(to, from);
+  if (pid) return pid;
+  in = *from;
+  out = *to;
+  iosr_connect_opts o = {.app_name = name, .socket_path = sock};
+  iosr_ctx *ctx = iosr_connect(&o);
+  CHECK(ctx);
+  iosr_region *r = iosr_region_create(ctx, NPAGES * 4096);
+  CHECK(r);
+  uint8_t *p = iosr_region_base(r);
+  for (uint64_t i = 0; i < NPAGES; i++) iosr_fill(p + i * 4096, seed, i, 0);
+  chan_send(out, 'r');
+  for (;;) {
+    char c = chan_recv(in);
+    if (c == 'v') {
+      int ok = 1;
+      for (uint64_t i = 0; i < NPAGES; i++) ok &= iosr_check(p + i * 4096, seed, i, 0);
+      chan_send(out, ok ? 'o' : 'x');
+    } else {
+      break;
+    }
+  }
+  iosr_region_destroy(r); /* without a daemon (appC) these report ENOTCONN */
+  iosr_disconnect(ctx);
+  _exit(0);
+}
+
+int main(void) {
+  iosr_test_require();
+  char swap[256], out[65536];
+  iosr_test_swap(swap, sizeof swap, 64u << 20);
+  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
+  pid_t d = iosr_test_daemon(swap, sock, NULL, NULL);
+  int ta, fa, tb, fb;
+  pid_t pa = app("appA", 1, &ta, &fa), pb = app("appB", 2, &tb, &fb);
+  CHECK(chan_recv(fa) == 'r' && chan_recv(fb) == 'r');
+  CHECK(iosr_tool(sock, "reclaim appA", out, sizeof out) == 0);
+  CHECKF(strstr(out, "reclaimed 4096 KiB"), "%s", out);
+  CHECK(iosr_tool(sock, "reclaim appB", out, sizeof out) == 0);
+  CHECK(iosr_tool(sock, "fg appA", out, sizeof out) == 0);
+  CHECK(iosr_tool(sock, "stat --json", out, sizeof out) == 0);
+  uint64_t used = 0;
+  CHECKF(json_u64(out, "\"used\":", &used) == 0 && used == 2 * NPAGES, "%s", out);
+  CHECKF(strstr(out, "\"name\":\"appA\"") && strstr(out, "\"name\":\"appB\"") && strstr(out, "\"foreground\":\"appA\""),
+         "%s", out);
+  CHECK(strstr(out, "\"read_hist\":") && strstr(out, "\"fault_latency_ns\":") && strstr(out, "\"swapped_pages\":1024"));
+  /* appB crashes with its pages swapped out */
+  kill(pb, SIGKILL);
+  int st;
+  waitpid(pb, &st, 0);
+  for (int i = 0; i < 2000; i++) {
+    CHECK(iosr_tool(sock, "stat --json", out, sizeof out) == 0);
+    if (!strstr(out, "\"name\":\"appB\"")) break;
+    usleep(2000);
+  }
+  CHECKF(!strstr(out, "\"name\":\"appB\""), "appB still listed: %s", out);
+  CHECK(json_u64(out, "\"used\":", &used) == 0);
+  CHECKF(used == NPAGES, "%llu slots used after appB died (want appA's %u)", (unsigned long long)used, NPAGES);
+  /* the daemon carries on: appA's pages come back intact */
+  chan_send(ta, 'v');
+  CHECK(chan_recv(fa) == 'o');
+  CHECK(iosr_tool(sock, "stat appA", out, sizeof out) == 0);
+  CHECKF(strstr(out, "appA") && strstr(out, "fg"), "%s", out);
+  CHECK(iosr_tool(sock, "reclaim nosuchapp", out, sizeof out) == 1);
+  CHECK(iosr_tool(sock, "set readahead sideways", out, sizeof out) == 1);
+  CHECK(iosr_tool(sock, "set readahead vma", out, sizeof out) == 0);
+  CHECK(iosr_tool(sock, "set buffer 64M", out, sizeof out) == 1); /* start-time option */
+  chan_send(ta, 'q');
+  waitpid(pa, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  /* an orderly stop with an app's pages swapped out: iosrd brings them back
+   * first, and the app goes on with ordinary memory */
+  int tc, fc;
+  pid_t pc = app("appC", 3, &tc, &fc);
+  CHECK(chan_recv(fc) == 'r');
+  CHECK(iosr_tool(sock, "reclaim appC", out, sizeof out) == 0);
+  st = iosr_test_stop_daemon(d);
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "iosrd status %d", st);
+  chan_send(tc, 'v');
+  CHECK(chan_recv(fc) == 'o');
+  chan_send(tc, 'q');
+  waitpid(pc, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "info %s", swap);
+  CHECK(iosr_tool(sock, cmd, out, sizeof out) == 0 && strstr(out, "clean 1"));
+  iosr_test_cleanup();
+  printf("daemon: ok\n");
+  return 0;
+}
