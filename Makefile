@@ -29,6 +29,11 @@ install: build
 clean:
 	rm -rf $(BUILD) build-*
 
+# jwmalloc: instructions per warm malloc+free pair, jwmalloc vs mimalloc (callgrind).
+.PHONY: bench-fastpath
+bench-fastpath: build
+	@tests/jwmalloc/fastpath_bench.sh $(BUILD)
+
 # jwmalloc backend (issue 3): long libFuzzer run with a kept corpus, and the
 # backend microbenchmark (reformatting, peak-trough, callgrind counts).
 FUZZ_SECONDS ?= 600

@@ -11,6 +11,7 @@ pkgs=(
   python3 sqlite3 git                                          # real programs run under jwmalloc
   libjemalloc2 libmimalloc2.0 libmimalloc-dev libtcmalloc-minimal4  # peer allocators
   gnuplot-nox fio                                              # reports and disk limits
+  time                                                         # jwmalloc demo: wall time and peak RSS
 )
 
 missing=()

@@ -1,4 +1,7 @@
 /* See os_mem.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* mremap */
+#endif
 #include "os_mem.h"
 
 #include <errno.h>
@@ -18,9 +21,9 @@ static void account_mapped(int64_t delta) {
   }
 }
 
-static void *raw_map(size_t size) {
+static void *raw_map(size_t size, int extra) {
   jw_fetch_add(&n_mmap, 1, JW_RELAXED);
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
@@ -29,12 +32,12 @@ static void raw_unmap(void *p, size_t size) {
   munmap(p, size);
 }
 
-void *jw_os_map(size_t size, size_t align) {
+static void *map_aligned(size_t size, size_t align, int extra) {
   if (size == 0 || (size & 4095) != 0 || align < 4096 || (align & (align - 1)) != 0) {
     errno = EINVAL;
     return NULL;
   }
-  void *p = raw_map(size);
+  void *p = raw_map(size, extra);
   if (p == NULL) {
     errno = ENOMEM;
     return NULL;
@@ -47,7 +50,7 @@ void *jw_os_map(size_t size, size_t align) {
       errno = ENOMEM;
       return NULL;
     }
-    char *q = raw_map(size + align);
+    char *q = raw_map(size + align, extra);
     if (q == NULL) {
       errno = ENOMEM;
       return NULL;
@@ -62,6 +65,10 @@ void *jw_os_map(size_t size, size_t align) {
   return p;
 }
 
+void *jw_os_map(size_t size, size_t align) { return map_aligned(size, align, MAP_NORESERVE); }
+
+void *jw_os_map_committed(size_t size, size_t align) { return map_aligned(size, align, 0); }
+
 int jw_os_unmap(void *p, size_t size) {
   jw_fetch_add(&n_munmap, 1, JW_RELAXED);
   if (munmap(p, size) != 0) return -1;
@@ -72,6 +79,14 @@ int jw_os_unmap(void *p, size_t size) {
 int jw_os_release(void *p, size_t size) {
   jw_fetch_add(&n_madvise, 1, JW_RELAXED);
   return madvise(p, size, MADV_DONTNEED);
+}
+
+void *jw_os_remap(void *p, size_t old, size_t size) {
+  jw_fetch_add(&n_mmap, 1, JW_RELAXED); /* counted as a mapping call */
+  void *q = mremap(p, old, size, MREMAP_MAYMOVE);
+  if (q == MAP_FAILED) return NULL;
+  account_mapped((int64_t)size - (int64_t)old);
+  return q;
 }
 
 void jw_os_get_counts(jw_os_counts *out) {
@@ -92,6 +107,12 @@ long jw_os_read_file(const char *path, char *buf, size_t cap) {
   return (long)n;
 }
 
+static uint64_t parse_u64(const char *s) {
+  uint64_t v = 0;
+  while (*s >= '0' && *s <= '9') v = v * 10 + (uint64_t)(*s++ - '0');
+  return v;
+}
+
 uint64_t jw_os_resident_bytes(void) {
   /* /proc/self/statm field 2 is resident pages; parsed by hand (no stdio). */
   char buf[128];
@@ -99,7 +120,19 @@ uint64_t jw_os_resident_bytes(void) {
   const char *s = buf;
   while (*s && *s != ' ') s++;
   while (*s == ' ') s++;
-  uint64_t pages = 0;
-  while (*s >= '0' && *s <= '9') pages = pages * 10 + (uint64_t)(*s++ - '0');
-  return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+  return parse_u64(s) * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+uint64_t jw_os_peak_resident_bytes(void) {
+  char buf[4096];
+  if (jw_os_read_file("/proc/self/status", buf, sizeof buf) <= 0) return 0;
+  for (const char *s = buf; *s; s++) {
+    if ((s == buf || s[-1] == '\n') && s[0] == 'V' && s[1] == 'm' && s[2] == 'H' && s[3] == 'W' && s[4] == 'M' &&
+        s[5] == ':') {
+      s += 6;
+      while (*s == ' ' || *s == '\t') s++;
+      return parse_u64(s) << 10; /* kB */
+    }
+  }
+  return 0;
 }

@@ -15,12 +15,23 @@
  * (a power of two, at least 4 KiB). NULL with errno=ENOMEM on failure. */
 void *jw_os_map(size_t size, size_t align);
 
+/* Like jw_os_map, but the mapping is charged to the kernel's overcommit
+ * accounting (no MAP_NORESERVE), so an absurd size fails with ENOMEM at
+ * once instead of succeeding and faulting later: used for blocks handed to
+ * the program whole (direct mappings). */
+void *jw_os_map_committed(size_t size, size_t align);
+
 /* Unmaps [p, p+size). Returns 0, or -1 with errno. */
 int jw_os_unmap(void *p, size_t size);
 
 /* Gives the physical pages of [p, p+size) back to the OS; the range stays
  * mapped and reads as zero afterwards (MADV_DONTNEED). Returns 0 or -1. */
 int jw_os_release(void *p, size_t size);
+
+/* Resizes the mapping [p, p+old) to `size` bytes (multiples of 4 KiB) with
+ * mremap, moving it if needed; the new address, or NULL with errno (the old
+ * mapping intact). */
+void *jw_os_remap(void *p, size_t old, size_t size);
 
 /* System calls made so far (relaxed counters, for statistics and tests). */
 typedef struct jw_os_counts {
@@ -36,5 +47,9 @@ uint64_t jw_os_resident_bytes(void);
 /* Reads the start of a small file (/proc) into buf, NUL terminated, without
  * allocating. Returns the bytes read, or -1 with errno. */
 long jw_os_read_file(const char *path, char *buf, size_t cap);
+
+/* Peak resident bytes of the whole process (VmHWM from /proc/self/status),
+ * without allocating; 0 if unavailable. */
+uint64_t jw_os_peak_resident_bytes(void);
 
 #endif

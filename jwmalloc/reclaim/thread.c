@@ -148,4 +148,10 @@ void jw_reclaim_atfork_child(void) {
   jw_store(&jw_rc.token, 0, JW_RELAXED);
   jw_store(&jw_rc.wake, 0, JW_RELAXED);
   jw_store(&jw_rc.last_cycle_ns, jw_reclaim_now_ns(), JW_RELAXED);
+#if defined(__SANITIZE_THREAD__)
+  /* ThreadSanitizer's runtime kills a child of a multi-threaded parent that
+   * starts a thread: in the TSan build the child ages its memory on its
+   * freeing threads instead (the no-thread mode). */
+  jw_store(&jw_rc.thread_on, 0, JW_RELAXED);
+#endif
 }

@@ -1,0 +1,104 @@
+/* jwmalloc: a malloc for mobile workloads (brief: ../shared/brief/jwmalloc.md).
+ *
+ * Linking libjwmalloc.so or libjwmalloc.a (or LD_PRELOAD of the .so) replaces
+ * the process's malloc, free, calloc, realloc, reallocarray, memalign,
+ * posix_memalign, aligned_alloc, valloc, pvalloc, malloc_usable_size,
+ * malloc_trim, malloc_stats, mallinfo, mallinfo2 and every C++ operator
+ * new/delete. The jw_-prefixed functions below are the same allocator under
+ * its own names; link libjwmalloc_api.a to use them beside the system
+ * allocator (memory from jw_* must go back to jw_*).
+ *
+ * Every function is thread-safe, may be called before main, from any thread,
+ * in a forked child, and from signal-free contexts; none blocks on another
+ * thread's lock except where docs/design/concurrency.md says so.
+ *
+ * Sizes are bytes. Alignments are bytes, powers of two. Every block is at
+ * least 16-byte aligned. Allocation failure returns NULL with errno=ENOMEM,
+ * never aborts. An invalid or double free is reported on stderr and aborts,
+ * unless JWMALLOC_ABORT_ON_ERROR=0 (then a warning, and the call is ignored).
+ */
+#ifndef JWMALLOC_H
+#define JWMALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* malloc(3) semantics: a block of at least n bytes, 16-byte aligned; n = 0
+ * gives a unique minimal block. NULL, errno=ENOMEM on failure. */
+void *jw_malloc(size_t n);
+/* free(3): p from any jw_ allocation function, or NULL (no-op). */
+void jw_free(void *p);
+/* calloc(3): zeroed block of n*size bytes; overflow: NULL, errno=ENOMEM. */
+void *jw_calloc(size_t n, size_t size);
+/* realloc(3), glibc semantics: p == NULL is malloc(n); n == 0 frees p and
+ * returns NULL; the first min(old usable size, n) bytes are kept. On failure
+ * NULL with errno=ENOMEM and p untouched. */
+void *jw_realloc(void *p, size_t n);
+/* reallocarray(3): realloc(p, n*size) with overflow -> NULL, ENOMEM. */
+void *jw_reallocarray(void *p, size_t n, size_t size);
+/* posix_memalign(3): align a power of two multiple of sizeof(void *), else
+ * returns EINVAL; ENOMEM on failure; errno untouched. */
+int jw_posix_memalign(void **out, size_t align, size_t n);
+/* aligned_alloc(3) / memalign(3): align a power of two (0 counts as 1), else
+ * NULL with errno=EINVAL. */
+void *jw_aligned_alloc(size_t align, size_t n);
+void *jw_memalign(size_t align, size_t n);
+/* valloc(3): page-aligned; pvalloc(3): page-aligned, size rounded up to a
+ * page (0 -> one page). */
+void *jw_valloc(size_t n);
+void *jw_pvalloc(size_t n);
+/* malloc_usable_size(3): bytes usable at p (>= the size asked); 0 for NULL. */
+size_t jw_malloc_usable_size(void *p);
+/* malloc_trim(3): gives cached memory of the calling thread and of the
+ * midend back to the page source; returns 1 if any was given back, else 0.
+ * pad is ignored. */
+int jw_malloc_trim(size_t pad);
+
+/* Statistics (docs/design/api.md "Statistics"). Bytes unless named
+ * otherwise; a snapshot read without stopping other threads. */
+typedef struct jw_stats {
+  /* calls served per tier */
+  uint64_t small_mallocs, small_frees;   /* frontend, < 2 KiB */
+  uint64_t mid_mallocs, mid_frees;       /* midend, 2-16 KiB */
+  uint64_t large_mallocs, large_frees;   /* page ranges, 16 KiB-4 MiB */
+  uint64_t huge_mallocs, huge_frees;     /* direct mappings, > 4 MiB */
+  uint64_t reallocs, reallocs_in_place;
+  uint64_t cross_thread_frees;           /* frees of another thread's small block */
+  uint64_t pool_hits, pool_misses;       /* slab pages from the thread's pool / the page source */
+  uint64_t pool_evictions;               /* pool pages given back (LRU, beyond the watermark) */
+  uint64_t abandoned_slabs;              /* slabs left non-empty by exiting threads */
+  uint64_t mid_fallbacks;                /* midend requests served as ranges (lock busy) */
+  uint64_t threads_started, threads_exited;
+  uint64_t invalid_frees;                /* reported bad frees/reallocs (with abort off) */
+  /* memory */
+  uint64_t mapped_bytes, peak_mapped_bytes;     /* everything jwmalloc has mapped */
+  uint64_t resident_bytes, peak_resident_bytes; /* the process: VmRSS, VmHWM */
+  uint64_t page_source_live_bytes;       /* granules in live ranges x 4 KiB */
+  uint64_t page_source_roots;            /* 4 MiB roots reserved */
+  uint64_t huge_bytes;                   /* bytes in live direct mappings */
+  uint64_t mmap_calls, munmap_calls, madvise_calls;
+} jw_stats;
+
+/* Fills *out (size: sizeof(jw_stats) of the caller, for compatibility);
+ * returns 0, or -1 with errno=EINVAL for a NULL out or a too-small size. */
+int jw_stats_get(jw_stats *out, size_t size);
+/* Prints the statistics, human-readable, on fd (no stdio, no allocation). */
+void jw_stats_print(int fd);
+
+/* Options (README "Options"): the value of a JWMALLOC_* option by its name
+ * without the prefix ("STATS", "POOL_PERCENT", ...). Returns 0 and sets
+ * *value, or -1 with errno=EINVAL for an unknown name. */
+int jw_option_get(const char *name, long *value);
+/* Changes an option at run time (ABORT_ON_ERROR, POOL_PERCENT, POOL_MIN,
+ * STATS). Returns 0, or -1 with errno=EINVAL (unknown name, bad value). */
+int jw_option_set(const char *name, long value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

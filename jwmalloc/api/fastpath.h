@@ -1,0 +1,65 @@
+/* The thread-local fast paths of malloc and free, inlined into every public
+ * entry point (docs/design/frontend.md "Fast paths"). No lock, no atomic
+ * read-modify-write, no call: a table lookup and a list pop or push.
+ * Each returns NULL/false when the slow path must run. */
+#ifndef JW_API_FASTPATH_H
+#define JW_API_FASTPATH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/config.h"
+#include "core.h"
+#include "runtime.h"
+
+/* Reads the first word of the page of any pointer given to free(). When
+ * the page is not a frontend slab (a midend block spanning a page start),
+ * that word is program data, which the program may write concurrently: the
+ * read may race, and is validated instead (it is acted on only when it equals
+ * this thread's secret key, which only our own slabs carry). So the
+ * sanitizers leave this one read alone (docs/design/concurrency.md). */
+static inline __attribute__((no_sanitize("address", "thread"))) uint64_t jw_fast_tag(jw_slab *s) {
+  return jw_load(&s->tag, JW_RELAXED); /* only a match with our own key is acted on */
+}
+
+static inline void *jw_fast_malloc(size_t n) {
+  if (JW_UNLIKELY(n > JW_SMALL_MAX)) return NULL;
+  jw_tls *t = &jw_tls_state;
+  unsigned c = jw_class_of(n);
+  jw_block *b = t->bin[c];
+  if (JW_UNLIKELY(b == NULL)) return NULL;
+#if JW_ASAN
+  t->bin[c] = jw_block_next(b);
+  jw_unpoison(b, jw_class_size[c]);
+#else
+  t->bin[c] = b->next;
+#endif
+  b->key = 0;
+  t->n_malloc++;
+  return b;
+}
+
+static inline bool jw_fast_free(void *p) {
+  uintptr_t a = (uintptr_t)p;
+  /* Not in a slab's block area (offset < 64: header or page-aligned) or
+   * misaligned: slow path. */
+  if (JW_UNLIKELY((a & 0xfc0) == 0 || (a & 15) != 0)) return false;
+  jw_tls *t = &jw_tls_state;
+  uint64_t key = t->key;
+  jw_slab *s = jw_slab_of(p);
+  if (JW_UNLIKELY(jw_fast_tag(s) != key || key == 0)) return false;
+  jw_block *b = p;
+  uint64_t fkey = t->fkey;
+  if (JW_UNLIKELY(jw_block_key(b) == fkey)) return false; /* double free: reported by the slow path */
+#if JW_ASAN
+  jw_poison(b, jw_class_size[s->cls]);
+#endif
+  jw_block_set_free(b, s->local, fkey);
+  s->local = b;
+  t->n_free++;
+  if (JW_UNLIKELY(--s->live == 0)) jw_fast_free_emptied(t, s);
+  return true;
+}
+
+#endif

@@ -1,0 +1,29 @@
+/* Over 4 MiB (and alignments no root can give): one mmap per block, found
+ * again through a lock-free registry so free() recognizes them and rejects
+ * foreign pointers.
+ *
+ * Brief: "Tiers" (> 4 MiB: direct system calls). Registry: open addressing
+ * over 2^20 slots mapped on first use (docs/design/api.md). Thread-safe,
+ * lock-free; never calls malloc.
+ */
+#ifndef JW_API_HUGE_H
+#define JW_API_HUGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A fresh zeroed mapping of at least n bytes aligned to align (power of two,
+ * any size). NULL, errno=ENOMEM. */
+void *jw_huge_alloc(size_t n, size_t align);
+
+/* Unmaps p if it is a live direct mapping; false (nothing done) otherwise. */
+bool jw_huge_free(void *p);
+
+/* Usable bytes of the mapping at p, or 0 when p is not one. */
+size_t jw_huge_usable(const void *p);
+
+/* Resizes the mapping at p (registered) to at least n bytes with mremap;
+ * NULL, errno=ENOMEM, p untouched on failure. */
+void *jw_huge_resize(void *p, size_t n);
+
+#endif

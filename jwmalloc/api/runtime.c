@@ -1,0 +1,104 @@
+/* See runtime.h and docs/design/api.md "Process life". */
+#include "runtime.h"
+
+#include <pthread.h>
+
+#include "../backend/page_source.h"
+#include "../common/config.h"
+#include "../common/counter.h"
+#include "../common/log.h"
+#include "../common/options.h"
+#include "../common/random.h"
+#include "../midend/midend.h"
+#include "counters.h"
+#include "stats.h"
+
+__thread jw_tls jw_tls_state __attribute__((tls_model("initial-exec")));
+
+jw_api_counter_set jw_api_counters;
+
+enum { INIT_NONE, INIT_RUNNING, INIT_DONE };
+static jw_atomic_u32 init_state;
+static pthread_key_t exit_key;
+
+/* ---- thread exit ---- */
+
+static void thread_exit(void *arg) {
+  jw_tls *t = &jw_tls_state;
+  if (t->state == JW_TLS_ACTIVE && t->tc == arg) {
+    jw_tc_release(t, t->tc);
+    jw_counter_add(&jw_api_counters.threads_exited, 1);
+  }
+}
+
+/* ---- fork ---- */
+
+static void fork_prepare(void) {
+  jw_mid_atfork_prepare(); /* class locks before the page source's: their order on every path */
+  jw_pages_atfork_prepare();
+}
+
+static void fork_parent(void) {
+  jw_pages_atfork_parent();
+  jw_mid_atfork_parent();
+}
+
+static void fork_child(void) {
+  jw_pages_atfork_child();
+  jw_mid_atfork_child();
+  jw_tls *t = &jw_tls_state;
+  jw_tc_orphan_others(t->state == JW_TLS_ACTIVE ? t->tc : NULL);
+}
+
+/* ---- initialization ---- */
+
+bool jw_global_init(void) {
+  /* Acquire on both outcomes: a DONE state comes with everything the
+   * initializing thread set up. */
+  uint32_t s = jw_load(&init_state, JW_ACQUIRE);
+  if (s == INIT_DONE) return true;
+  if (s == INIT_RUNNING) return false;
+  if (!jw_cas(&init_state, &s, INIT_RUNNING, JW_ACQUIRE, JW_ACQUIRE)) return s == INIT_DONE;
+  jw_options_init();
+  /* Relaxed: published by the release store of INIT_DONE, and no block was
+   * freed through a thread cache yet. */
+  jw_store(&jw_free_key, jw_random_key(), JW_RELAXED);
+  if (pthread_key_create(&exit_key, thread_exit) != 0)
+    jw_dprintf(2, "jwmalloc: warning: no thread-exit hook; thread caches will not be recycled\n");
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  jw_store(&init_state, INIT_DONE, JW_RELEASE);
+  return true;
+}
+
+/* Runs before main in every process that loads the library (options and
+ * keys are ready even if the program never allocates). */
+__attribute__((constructor)) static void on_load(void) { jw_global_init(); }
+
+/* Prints the statistics at exit when JWMALLOC_STATS=1. */
+__attribute__((destructor)) static void on_exit_stats(void) {
+  if (jw_opt(JW_OPT_STATS)) jw_stats_emit_at_exit();
+}
+
+jw_tcache *jw_thread_cache(jw_tls *t) {
+  if (JW_LIKELY(t->state == JW_TLS_ACTIVE)) return t->tc;
+  if (t->state != JW_TLS_NONE) return NULL; /* being set up (recursion) or exited */
+  if (!jw_global_init()) return NULL;
+  t->state = JW_TLS_SETUP;
+  jw_tcache *tc = jw_tc_acquire();
+  if (tc == NULL) {
+    t->state = JW_TLS_NONE;
+    return NULL;
+  }
+  /* No allocation for the first 32 keys; a recursive malloc from it would
+   * see JW_TLS_SETUP and be served by the midend. */
+  pthread_setspecific(exit_key, tc);
+  jw_tc_attach(t, tc);
+  jw_counter_add(&jw_api_counters.threads_started, 1);
+  return tc;
+}
+
+void jw_report_bad(const char *op, const char *problem, const void *p) {
+  jw_counter_add(&jw_api_counters.invalid, 1);
+  if (jw_opt(JW_OPT_ABORT_ON_ERROR)) jw_fatal("%s(): %s (%p)", op, problem, p);
+  jw_dprintf(2, "jwmalloc: warning: %s(): %s (%p), call ignored\n", op, problem, p);
+}

@@ -1,0 +1,143 @@
+/* See stats.h. */
+#include "stats.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../backend/page_source.h"
+#include "../common/config.h"
+#include "../common/log.h"
+#include "../common/options.h"
+#include "../midend/midend.h"
+#include "../os/os_mem.h"
+#include "counters.h"
+#include "runtime.h"
+#include "stats_fields.h"
+
+static void collect(jw_stats *s) {
+  memset(s, 0, sizeof *s);
+  jw_tls *t = &jw_tls_state;
+  if (t->state == JW_TLS_ACTIVE) jw_tc_fold(t, t->tc);
+  jw_tc_totals tc;
+  jw_tc_totals_get(&tc);
+  jw_mid_totals mid;
+  jw_mid_totals_get(&mid);
+  jw_api_counter_set *a = &jw_api_counters;
+  uint64_t no_cache = jw_counter_get(&a->small_frees_no_cache);
+  s->small_mallocs = tc.mallocs;
+  s->small_frees = tc.frees + tc.remote_frees + no_cache;
+  s->mid_mallocs = mid.mallocs;
+  s->mid_frees = mid.frees;
+  s->large_mallocs = jw_counter_get(&a->large_mallocs);
+  s->large_frees = jw_counter_get(&a->large_frees);
+  s->huge_mallocs = jw_counter_get(&a->huge_mallocs);
+  s->huge_frees = jw_counter_get(&a->huge_frees);
+  s->reallocs = jw_counter_get(&a->reallocs);
+  s->reallocs_in_place = jw_counter_get(&a->reallocs_in_place);
+  s->cross_thread_frees = tc.remote_frees + no_cache;
+  s->pool_hits = tc.pool_hits;
+  s->pool_misses = tc.pool_misses;
+  s->pool_evictions = tc.pool_evictions;
+  s->abandoned_slabs = tc.abandoned;
+  s->mid_fallbacks = mid.fallbacks;
+  s->threads_started = jw_counter_get(&a->threads_started);
+  s->threads_exited = jw_counter_get(&a->threads_exited);
+  s->invalid_frees = jw_counter_get(&a->invalid);
+  jw_os_counts os;
+  jw_os_get_counts(&os);
+  s->mapped_bytes = os.mapped_bytes;
+  s->peak_mapped_bytes = os.peak_mapped_bytes;
+  s->mmap_calls = os.mmap_calls;
+  s->munmap_calls = os.munmap_calls;
+  s->madvise_calls = os.madvise_calls;
+  s->resident_bytes = jw_os_resident_bytes();
+  s->peak_resident_bytes = jw_os_peak_resident_bytes();
+  jw_pages_stats ps;
+  jw_pages_get_stats(&ps);
+  s->page_source_live_bytes = ps.live_bytes;
+  s->page_source_roots = ps.roots;
+  s->huge_bytes = jw_counter_get(&a->huge_bytes);
+}
+
+JW_EXPORT int jw_stats_get(jw_stats *out, size_t size) {
+  if (out == NULL || size < sizeof(jw_stats)) {
+    errno = EINVAL;
+    return -1;
+  }
+  collect(out);
+  return 0;
+}
+
+/* Field names for the machine-readable line, in jw_stats order. */
+#define F(x, how) {#x, offsetof(jw_stats, x)},
+static const struct {
+  const char *name;
+  size_t off;
+} fields[] = {JW_STATS_FIELDS(F)};
+#undef F
+
+static uint64_t field(const jw_stats *s, size_t i) { return *(const uint64_t *)((const char *)s + fields[i].off); }
+
+static uint64_t pct(uint64_t part, uint64_t whole) { return whole ? part * 100 / whole : 0; }
+
+JW_EXPORT void jw_stats_print(int fd) {
+  jw_stats s;
+  collect(&s);
+  jw_dprintf(fd, "jwmalloc statistics (pid %d)\n", (int)getpid());
+  jw_dprintf(fd, "  %-22s %14s %14s\n", "tier", "mallocs", "frees");
+  jw_dprintf(fd, "  %-22s %14llu %14llu\n", "frontend (< 2 KiB)", (unsigned long long)s.small_mallocs,
+             (unsigned long long)s.small_frees);
+  jw_dprintf(fd, "  %-22s %14llu %14llu\n", "midend (2-16 KiB)", (unsigned long long)s.mid_mallocs,
+             (unsigned long long)s.mid_frees);
+  jw_dprintf(fd, "  %-22s %14llu %14llu\n", "ranges (16 KiB-4 MiB)", (unsigned long long)s.large_mallocs,
+             (unsigned long long)s.large_frees);
+  jw_dprintf(fd, "  %-22s %14llu %14llu\n", "direct mmap (> 4 MiB)", (unsigned long long)s.huge_mallocs,
+             (unsigned long long)s.huge_frees);
+  jw_dprintf(fd, "  reallocs %llu (%llu in place); cross-thread frees %llu (%llu%% of frontend frees)\n",
+             (unsigned long long)s.reallocs, (unsigned long long)s.reallocs_in_place,
+             (unsigned long long)s.cross_thread_frees, (unsigned long long)pct(s.cross_thread_frees, s.small_frees));
+  jw_dprintf(fd, "  page pool: %llu hits, %llu misses (%llu%% hits), %llu pages given back\n",
+             (unsigned long long)s.pool_hits, (unsigned long long)s.pool_misses,
+             (unsigned long long)pct(s.pool_hits, s.pool_hits + s.pool_misses), (unsigned long long)s.pool_evictions);
+  jw_dprintf(fd, "  mapped: %llu KiB now, %llu KiB peak; process resident: %llu KiB now, %llu KiB peak\n",
+             (unsigned long long)(s.mapped_bytes >> 10), (unsigned long long)(s.peak_mapped_bytes >> 10),
+             (unsigned long long)(s.resident_bytes >> 10), (unsigned long long)(s.peak_resident_bytes >> 10));
+  jw_dprintf(fd, "  page source (backend): %llu roots, %llu KiB in live ranges; direct: %llu KiB\n",
+             (unsigned long long)s.page_source_roots, (unsigned long long)(s.page_source_live_bytes >> 10),
+             (unsigned long long)(s.huge_bytes >> 10));
+  jw_dprintf(fd, "  threads: %llu started, %llu exited; %llu abandoned slabs; %llu midend fallbacks; %llu bad frees\n",
+             (unsigned long long)s.threads_started, (unsigned long long)s.threads_exited,
+             (unsigned long long)s.abandoned_slabs, (unsigned long long)s.mid_fallbacks,
+             (unsigned long long)s.invalid_frees);
+  jw_dprintf(fd, "  system calls: %llu mmap, %llu munmap, %llu madvise\n", (unsigned long long)s.mmap_calls,
+             (unsigned long long)s.munmap_calls, (unsigned long long)s.madvise_calls);
+}
+
+void jw_stats_emit_at_exit(void) {
+  const char *path = jw_options_stats_file();
+  if (path == NULL || *path == 0) {
+    jw_stats_print(2);
+    return;
+  }
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    jw_stats_print(2);
+    return;
+  }
+  jw_stats s;
+  collect(&s);
+  char exe[256];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = 0;
+  char line[2048];
+  size_t len = jw_format(line, sizeof line, "jwmalloc-stats v1 pid=%d", (int)getpid());
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    len += jw_format(line + len, sizeof line - len, " %s=%llu", fields[i].name, (unsigned long long)field(&s, i));
+  len += jw_format(line + len, sizeof line - len, " exe=%s\n", exe);
+  /* One write with O_APPEND: lines of concurrent processes do not mix. */
+  if (write(fd, line, len) < 0) jw_stats_print(2);
+  close(fd);
+}

@@ -1,0 +1,102 @@
+/* See options.h. */
+#include "options.h"
+
+#include <stddef.h>
+
+#include "config.h"
+
+extern char **environ;
+
+static const struct {
+  const char *name;
+  uint64_t def, max;
+} table[JW_OPT_COUNT] = {
+    [JW_OPT_STATS] = {"STATS", 0, 1},
+    [JW_OPT_ABORT_ON_ERROR] = {"ABORT_ON_ERROR", 1, 1},
+    [JW_OPT_POOL_PERCENT] = {"POOL_PERCENT", 25, 1000},
+    [JW_OPT_POOL_MIN] = {"POOL_MIN", 4, 1 << 20},
+};
+
+jw_atomic_u64 jw_options[JW_OPT_COUNT] = {
+    [JW_OPT_STATS] = JW_ATOMIC_INIT(0),
+    [JW_OPT_ABORT_ON_ERROR] = JW_ATOMIC_INIT(1),
+    [JW_OPT_POOL_PERCENT] = JW_ATOMIC_INIT(25),
+    [JW_OPT_POOL_MIN] = JW_ATOMIC_INIT(4),
+};
+
+static jw_atomic_ptr stats_file;
+
+static int str_eq(const char *a, const char *b) {
+  while (*a && *a == *b) a++, b++;
+  return *a == *b;
+}
+
+/* If s starts with prefix, returns the rest, else NULL. */
+static const char *after(const char *s, const char *prefix) {
+  while (*prefix)
+    if (*s++ != *prefix++) return NULL;
+  return s;
+}
+
+int jw_option_lookup(const char *name) {
+  for (int i = 0; i < JW_OPT_COUNT; i++)
+    if (str_eq(name, table[i].name)) return i;
+  return -1;
+}
+
+/* Decimal value, or -1 when not a number (the option keeps its default). */
+static int64_t parse(const char *s) {
+  if (*s < '0' || *s > '9') return -1;
+  int64_t v = 0;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    v = v * 10 + (*s - '0');
+    if (v > (int64_t)1 << 40) return -1;
+  }
+  return *s ? -1 : v;
+}
+
+void jw_options_init(void) {
+  if (environ == NULL) return;
+  for (char **e = environ; *e; e++) {
+    const char *rest = after(*e, "JWMALLOC_");
+    if (rest == NULL) continue;
+    const char *v = after(rest, "STATS_FILE=");
+    if (v) {
+      /* Relaxed: read by the exit path of the same process after init. */
+      jw_store(&stats_file, (void *)v, JW_RELAXED);
+      continue;
+    }
+    for (int i = 0; i < JW_OPT_COUNT; i++) {
+      v = after(rest, table[i].name);
+      if (v == NULL || *v != '=') continue;
+      int64_t x = parse(v + 1);
+      if (x >= 0 && (uint64_t)x <= table[i].max)
+        jw_store(&jw_options[i], (uint64_t)x, JW_RELAXED); /* independent setting */
+    }
+  }
+}
+
+const char *jw_options_stats_file(void) { return jw_load(&stats_file, JW_RELAXED); }
+
+/* Public option API: include/jwmalloc.h. */
+#include <errno.h>
+
+JW_EXPORT int jw_option_get(const char *name, long *value) {
+  int id = name ? jw_option_lookup(name) : -1;
+  if (id < 0 || value == NULL) {
+    errno = EINVAL;
+    return -1;
+  }
+  *value = jw_opt((jw_option_id)id);
+  return 0;
+}
+
+JW_EXPORT int jw_option_set(const char *name, long value) {
+  int id = name ? jw_option_lookup(name) : -1;
+  if (id < 0 || value < 0 || (uint64_t)value > table[id].max) {
+    errno = EINVAL;
+    return -1;
+  }
+  jw_store(&jw_options[id], (uint64_t)value, JW_RELAXED); /* independent setting */
+  return 0;
+}

@@ -1,0 +1,36 @@
+/* JWMALLOC_* options, read once from the environment at initialization
+ * (without getenv's locale or allocation concerns: environ is scanned
+ * directly). Every option is documented in the README with its default.
+ *
+ * Thread-safety: values are relaxed atomics; jw_option_set() may change the
+ * run-time ones while other threads allocate (each read sees the old or the
+ * new value).
+ */
+#ifndef JW_COMMON_OPTIONS_H
+#define JW_COMMON_OPTIONS_H
+
+#include "atomic.h"
+
+typedef enum jw_option_id {
+  JW_OPT_STATS,          /* STATS: 1 prints statistics at exit (default 0) */
+  JW_OPT_ABORT_ON_ERROR, /* ABORT_ON_ERROR: 0 turns bad-free aborts into warnings (default 1) */
+  JW_OPT_POOL_PERCENT,   /* POOL_PERCENT: pool watermark, % of the thread's slabs (default 25) */
+  JW_OPT_POOL_MIN,       /* POOL_MIN: pool watermark floor, pages (default 4) */
+  JW_OPT_COUNT
+} jw_option_id;
+
+extern jw_atomic_u64 jw_options[JW_OPT_COUNT];
+
+/* The value of an option; relaxed: options are independent settings. */
+static inline long jw_opt(jw_option_id id) { return (long)jw_load(&jw_options[id], JW_RELAXED); }
+
+/* Parses JWMALLOC_* from environ (called once by global initialization). */
+void jw_options_init(void);
+
+/* Path from JWMALLOC_STATS_FILE, or NULL (points into environ). */
+const char *jw_options_stats_file(void);
+
+/* Name (without JWMALLOC_) to id; -1 if unknown. */
+int jw_option_lookup(const char *name);
+
+#endif

@@ -1,0 +1,28 @@
+/* Frontend size classes: one table for all of them, every slab one page.
+ *
+ * Brief: "Frontend: uniform, pooled slabs" (the class table and the tail-
+ * waste cap are ours: docs/design/frontend.md). Sizes in bytes. A slab is a
+ * 4 KiB page: a 64-byte header, then blocks of one class from offset 64.
+ */
+#ifndef JW_FRONTEND_SIZE_CLASS_H
+#define JW_FRONTEND_SIZE_CLASS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define JW_NCLASSES 29
+#define JW_SLAB_SIZE 4096u
+#define JW_SLAB_HEADER 64u
+#define JW_SLAB_USABLE (JW_SLAB_SIZE - JW_SLAB_HEADER) /* 4032 */
+/* The cap: tail waste of every slab at most 5% of the page. */
+#define JW_TAIL_WASTE_CAP (JW_SLAB_SIZE / 20)
+
+extern const uint16_t jw_class_size[JW_NCLASSES];
+/* Index (n + 15) >> 4 for n <= JW_SMALL_MAX: the smallest class >= n. */
+extern const uint8_t jw_class_of_table[128];
+
+static inline unsigned jw_class_of(size_t n) { return jw_class_of_table[(n + 15) >> 4]; }
+
+static inline unsigned jw_class_blocks(unsigned c) { return JW_SLAB_USABLE / jw_class_size[c]; }
+
+#endif

@@ -1,0 +1,108 @@
+/* One-page slabs of the frontend: header layout, the remote-free protocol,
+ * abandonment.
+ *
+ * Brief: "Frontend: uniform, pooled slabs"; design and the state table:
+ * docs/design/frontend.md. A slab is one 4 KiB granule of kind SMALL_SLAB;
+ * this 64-byte header sits at its start, blocks of one class follow.
+ *
+ * Ownership: every slab belongs to one thread cache (its owner) or is
+ * abandoned. Fields marked "owner" are plain and touched only by the owning
+ * thread; the rest are atomics any thread may touch.
+ */
+#ifndef JW_FRONTEND_SLAB_H
+#define JW_FRONTEND_SLAB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/asan.h"
+#include "../common/atomic.h"
+#include "size_class.h"
+
+struct jw_tcache;
+
+/* States in the low bits of jw_slab.remote (blocks are 16-aligned). */
+enum {
+  JW_RS_ACTIVE = 0,    /* current or partial slab of a live owner */
+  JW_RS_FULL = 1,      /* parked on the owner's full list */
+  JW_RS_NOTIFIED = 2,  /* on, or being pushed on, the owner's ready stack */
+  JW_RS_ABANDONED = 3, /* owner exited; abandoned_live counts handed-out blocks */
+  JW_RS_POOLED = 4,    /* an empty page in a pool */
+};
+#define JW_RS_MASK ((uintptr_t)15)
+
+/* Where the owner keeps the slab (owner-only bookkeeping). */
+enum { JW_WHERE_CURRENT, JW_WHERE_PARTIAL, JW_WHERE_FULL, JW_WHERE_POOL };
+
+typedef struct jw_slab {
+  /* The owner's key while the slab is current or partial, key|1 while it is
+   * parked full, 0 otherwise. Read by every thread's free fast path. */
+  jw_atomic_u64 tag;
+  jw_block *local;            /* owner: free blocks freed by the owner */
+  jw_atomic_uptr remote;      /* list of blocks freed by other threads | state */
+  jw_atomic_ptr owner;        /* struct jw_tcache *, set while owned */
+  struct jw_slab *next, *prev; /* owner: links in its partial/full list or pool */
+  struct jw_slab *ready_next; /* link in the owner's ready stack (written by the notifier) */
+  union {
+    uint32_t live;              /* owner: blocks not on `local` (handed out, in the bin, remote) */
+    jw_atomic_u32 abandoned_live; /* after abandonment: blocks still handed out */
+  };
+  uint16_t capacity; /* blocks in the slab */
+  uint8_t cls;
+  uint8_t where; /* owner: JW_WHERE_* */
+} jw_slab;
+
+_Static_assert(sizeof(jw_slab) == JW_SLAB_HEADER, "slab header is one cache line");
+
+static inline jw_slab *jw_slab_of(const void *p) { return (jw_slab *)((uintptr_t)p & ~(uintptr_t)(JW_SLAB_SIZE - 1)); }
+
+static inline char *jw_slab_blocks(jw_slab *s) { return (char *)s + JW_SLAB_HEADER; }
+
+/* Formats page `s` as an empty slab of class `cls` owned by `owner` with tag
+ * `tag`: every block on the local list, live = 0. */
+void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t tag);
+
+/* True when p is the start of a block of slab s (not the header, on a block
+ * boundary, below capacity). Reads only owner-stable fields. */
+bool jw_slab_is_block(jw_slab *s, const void *p);
+
+/* Owner: appends `list` (free blocks of s, NULL-terminated) to the local
+ * list and lowers live by its length, which it returns. */
+unsigned jw_slab_give_back(jw_slab *s, jw_block *list);
+
+/* Owner: takes the remote list (keeping the state), appends it to the local
+ * list and lowers live by its length. Returns the number of blocks taken. */
+unsigned jw_slab_collect(jw_slab *s);
+
+/* Owner: moves a current slab with nothing free to the FULL state. Returns
+ * false (state unchanged) when a remote free arrived meanwhile. */
+bool jw_slab_park(jw_slab *s, uint64_t key);
+
+/* Owner: a slab taken off the ready stack goes back to ACTIVE (list kept). */
+void jw_slab_unnotify(jw_slab *s);
+
+/* Outcome of a free by a thread that does not own the slab. */
+typedef enum {
+  JW_REMOTE_PUSHED,    /* on the slab's remote list (owner will collect) */
+  JW_REMOTE_NOTIFY,    /* pushed, and the caller must push the slab on the owner's ready stack */
+  JW_REMOTE_LAST,      /* abandoned slab: this was its last block; the caller owns the page */
+  JW_REMOTE_ABANDONED, /* abandoned slab: counted */
+  JW_REMOTE_INVALID,   /* the slab is a pooled page: not a live block */
+} jw_remote_result;
+
+/* Frees block b (already validated and marked free) of slab s from a thread
+ * that is not its owner. Lock-free. */
+jw_remote_result jw_slab_remote_free(jw_slab *s, jw_block *b);
+
+typedef enum {
+  JW_ABANDON_DONE,  /* state ABANDONED: later frees count down abandoned_live */
+  JW_ABANDON_EMPTY, /* every block was free: the slab is still the caller's */
+  JW_ABANDON_BUSY,  /* NOTIFIED: drain the ready stack and call again */
+} jw_abandon_result;
+
+/* Owner (at thread exit, bins flushed): abandons slab s, whose `live` counts
+ * the blocks handed out or on the remote list. Lock-free; the caller retries
+ * on BUSY (concurrency.md: thread exit waits for an in-flight notifier). */
+jw_abandon_result jw_slab_abandon(jw_slab *s);
+
+#endif

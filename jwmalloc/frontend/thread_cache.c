@@ -1,0 +1,354 @@
+/* See thread_cache.h and docs/design/frontend.md. */
+#include "thread_cache.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+
+#include "../common/counter.h"
+#include "../common/meta.h"
+#include "../common/random.h"
+#include "../common/tier_pages.h"
+#include "page_pool.h"
+
+jw_atomic_u64 jw_free_key = JW_ATOMIC_INIT(0x6a776d616c6c6f60ULL);
+
+static jw_atomic_ptr registry; /* every thread cache ever created */
+
+/* ---- owner-only doubly linked lists (partial per class, full) ---- */
+
+static void list_push(jw_slab **head, jw_slab *s) {
+  s->prev = NULL;
+  s->next = *head;
+  if (*head) (*head)->prev = s;
+  *head = s;
+}
+
+static void list_remove(jw_slab **head, jw_slab *s) {
+  if (s->prev) s->prev->next = s->next;
+  else *head = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
+
+static jw_slab **list_of(jw_tcache *tc, jw_slab *s) {
+  return s->where == JW_WHERE_FULL ? &tc->full : &tc->partial[s->cls];
+}
+
+/* ---- registry ---- */
+
+jw_tcache *jw_tc_acquire(void) {
+  jw_tcache *tc;
+  /* Acquire: the links and contents of published caches. */
+  for (tc = jw_load(&registry, JW_ACQUIRE); tc; tc = tc->all_next) {
+    uint32_t expected = JW_TC_FREE;
+    /* Acquire: see everything the previous user wrote before its release. */
+    if (jw_load(&tc->state, JW_RELAXED) == JW_TC_FREE &&
+        jw_cas(&tc->state, &expected, JW_TC_LIVE, JW_ACQUIRE, JW_RELAXED))
+      break;
+  }
+  if (tc == NULL) {
+    tc = jw_meta_alloc(sizeof *tc);
+    if (tc == NULL) return NULL;
+    jw_store(&tc->state, JW_TC_LIVE, JW_RELAXED); /* published by the CAS below */
+    void *head = jw_load(&registry, JW_RELAXED);
+    do {
+      tc->all_next = head;
+      /* Release: the cache's initial contents and link. */
+    } while (!jw_cas_weak(&registry, &head, tc, JW_RELEASE, JW_RELAXED));
+  }
+  tc->key = jw_random_key();
+  return tc;
+}
+
+void jw_tc_attach(jw_tls *t, jw_tcache *tc) {
+  t->tc = tc;
+  t->key = tc->key;
+  t->fkey = jw_load(&jw_free_key, JW_RELAXED); /* set once, before any cache exists */
+  t->state = JW_TLS_ACTIVE;
+}
+
+void jw_tc_fold(jw_tls *t, jw_tcache *tc) {
+  if (t->n_malloc) jw_counter_add_owner(&tc->n_malloc, t->n_malloc);
+  if (t->n_free) jw_counter_add_owner(&tc->n_free, t->n_free);
+  t->n_malloc = t->n_free = 0;
+}
+
+void jw_tc_orphan_others(jw_tcache *self) {
+  for (jw_tcache *tc = jw_load(&registry, JW_ACQUIRE); tc; tc = tc->all_next)
+    if (tc != self && jw_load(&tc->state, JW_RELAXED) == JW_TC_LIVE)
+      jw_store(&tc->state, JW_TC_ORPHANED, JW_RELAXED); /* child is single-threaded */
+}
+
+void jw_tc_totals_get(jw_tc_totals *o) {
+  memset(o, 0, sizeof *o);
+  for (jw_tcache *tc = jw_load(&registry, JW_ACQUIRE); tc; tc = tc->all_next) {
+    o->mallocs += jw_counter_get(&tc->n_malloc);
+    o->frees += jw_counter_get(&tc->n_free);
+    o->remote_frees += jw_counter_get(&tc->n_remote_free);
+    o->pool_hits += jw_counter_get(&tc->pool_hits);
+    o->pool_misses += jw_counter_get(&tc->pool_misses);
+    o->pool_evictions += jw_counter_get(&tc->pool_evictions);
+    o->abandoned += jw_counter_get(&tc->abandoned);
+  }
+}
+
+#ifdef JW_DEBUG
+#include "../common/log.h"
+static unsigned local_len(jw_slab *s) {
+  unsigned n = 0;
+  for (jw_block *b = s->local; b; b = jw_block_next(b)) n++;
+  return n;
+}
+#define JW_CHECK_LOCAL(s, want, what)                                                                        \
+  do {                                                                                                       \
+    unsigned got_ = local_len(s);                                                                            \
+    if (got_ != (want)) jw_fatal("%s: slab %p class %u local %u want %u live %u", what, (void *)(s), (s)->cls, \
+                                 got_, (unsigned)(want), (s)->live);                                         \
+  } while (0)
+#else
+#define JW_CHECK_LOCAL(s, want, what) ((void)0)
+#endif
+
+/* ---- slab movements (owner) ---- */
+
+/* An empty slab leaves its class: current slabs stay (see frontend.md),
+ * NOTIFIED ones wait for the ready-stack drain, the rest go to the pool. */
+void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s) {
+  if (s->where == JW_WHERE_CURRENT) return;
+  if (s->where == JW_WHERE_FULL && (jw_load(&s->remote, JW_RELAXED) & JW_RS_MASK) == JW_RS_NOTIFIED) return;
+  JW_CHECK_LOCAL(s, s->capacity, "emptied");
+  list_remove(list_of(tc, s), s);
+  tc->nslabs--;
+  jw_pool_put(tc, s);
+}
+
+/* A parked slab got free blocks: back to its class's partial list. */
+static void slab_unpark(jw_tcache *tc, jw_slab *s) {
+  list_remove(&tc->full, s);
+  s->where = JW_WHERE_PARTIAL;
+  list_push(&tc->partial[s->cls], s);
+  jw_store(&s->tag, tc->key, JW_RELAXED); /* only the owner acts on its key */
+}
+
+/* Takes the ready stack. With `move`, each slab leaves the full list (to
+ * the partial list or, if now empty, the pool); otherwise (thread exit)
+ * only its state is reset. */
+static void drain_ready(jw_tcache *tc, bool move) {
+  /* Relaxed peek; acquire exchange: the notifiers' ready_next links. */
+  if (jw_load(&tc->ready, JW_RELAXED) == NULL) return;
+  jw_slab *s = jw_xchg(&tc->ready, NULL, JW_ACQUIRE);
+  while (s) {
+    jw_slab *next = s->ready_next;
+    jw_slab_unnotify(s);
+    if (move) {
+      jw_slab_collect(s);
+      if (s->live == 0) {
+        list_remove(&tc->full, s);
+        tc->nslabs--;
+        jw_pool_put(tc, s);
+      } else {
+        slab_unpark(tc, s);
+      }
+    }
+    s = next;
+  }
+}
+
+/* Moves the local list of s into the bin and pops one block. */
+static jw_block *take_local(jw_tls *t, jw_slab *s) {
+  JW_CHECK_LOCAL(s, s->capacity - s->live, "take_local");
+  jw_block *b = s->local;
+  s->local = NULL;
+  s->live = s->capacity;
+  t->bin[s->cls] = jw_block_next(b);
+  return b;
+}
+
+jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
+  jw_tc_fold(t, tc);
+  jw_slab *s = tc->current[cls];
+  if (s) {
+    if (s->local == NULL) jw_slab_collect(s);
+    if (s->local) return take_local(t, s);
+    if (!jw_slab_park(s, tc->key)) {
+      jw_slab_collect(s); /* a remote free arrived: it is ours now */
+      return take_local(t, s);
+    }
+    s->where = JW_WHERE_FULL;
+    list_push(&tc->full, s);
+    tc->current[cls] = NULL;
+  }
+  drain_ready(tc, true);
+  while ((s = tc->partial[cls]) != NULL) {
+    list_remove(&tc->partial[cls], s);
+    if (s->local == NULL) jw_slab_collect(s);
+    s->where = JW_WHERE_CURRENT;
+    tc->current[cls] = s;
+    if (s->local) return take_local(t, s);
+    /* Defensive: a partial slab always has local blocks. */
+    if (!jw_slab_park(s, tc->key)) {
+      jw_slab_collect(s);
+      return take_local(t, s);
+    }
+    s->where = JW_WHERE_FULL;
+    list_push(&tc->full, s);
+    tc->current[cls] = NULL;
+  }
+  s = jw_pool_take(tc);
+  if (s) {
+    jw_counter_add_owner(&tc->pool_hits, 1);
+  } else {
+    s = jw_tier_take_pages(1, JW_KIND_SMALL_SLAB, NULL, NULL);
+    if (s == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    jw_counter_add_owner(&tc->pool_misses, 1);
+  }
+  jw_slab_init(s, cls, tc, tc->key);
+  tc->nslabs++;
+  tc->current[cls] = s;
+  return take_local(t, s);
+}
+
+/* Pushes s on its owner's ready stack (after JW_REMOTE_NOTIFY). */
+static void notify_owner(jw_slab *s) {
+  /* Relaxed: the remote CAS that returned NOTIFY acquired the owner field. */
+  jw_tcache *o = jw_load(&s->owner, JW_RELAXED);
+  void *head = jw_load(&o->ready, JW_RELAXED);
+  do {
+    s->ready_next = head;
+    /* Release: the owner reads ready_next after its acquire exchange. */
+  } while (!jw_cas_weak(&o->ready, &head, s, JW_RELEASE, JW_RELAXED));
+}
+
+/* The freeing thread became the owner of an abandoned slab's empty page. */
+static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
+  if (tc && jw_load(&tc->state, JW_RELAXED) == JW_TC_LIVE) {
+    jw_pool_put(tc, s);
+  } else {
+    jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* ours alone now */
+    jw_tier_release_pages(s, 1);
+  }
+}
+
+bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
+  uint64_t fkey = jw_load(&jw_free_key, JW_RELAXED);
+  uint64_t tag = jw_load(&s->tag, JW_RELAXED); /* own key: written by us */
+  if (tc && t->key && (tag == t->key || tag == (t->key | 1))) {
+    jw_block_set_free(b, s->local, fkey);
+    s->local = b;
+    s->live--;
+    if (s->where == JW_WHERE_FULL) {
+      uintptr_t w = jw_load(&s->remote, JW_RELAXED);
+      /* FULL -> ACTIVE, list kept; NOTIFIED slabs are moved by the drain. */
+      while ((w & JW_RS_MASK) == JW_RS_FULL &&
+             !jw_cas_weak(&s->remote, &w, w & ~JW_RS_MASK, JW_RELAXED, JW_RELAXED)) {
+      }
+      if ((w & JW_RS_MASK) == JW_RS_FULL) slab_unpark(tc, s);
+    }
+    if (s->live == 0) jw_tc_slab_emptied(tc, s);
+    return true;
+  }
+  jw_block_set_free(b, NULL, fkey);
+  if (tc) jw_counter_add_owner(&tc->n_remote_free, 1);
+  switch (jw_slab_remote_free(s, b)) {
+    case JW_REMOTE_NOTIFY:
+      notify_owner(s);
+      break;
+    case JW_REMOTE_LAST:
+      adopt_empty_page(tc, s);
+      break;
+    case JW_REMOTE_INVALID:
+      return false;
+    default:
+      break;
+  }
+  return true;
+}
+
+/* Bin blocks go back to the local list of their (current) slab. */
+static void flush_bin(jw_tls *t, jw_tcache *tc, unsigned c) {
+  if (t->bin[c] == NULL) return;
+  jw_slab_give_back(tc->current[c], t->bin[c]);
+  t->bin[c] = NULL;
+}
+
+void jw_tc_release(jw_tls *t, jw_tcache *tc) {
+  jw_tc_fold(t, tc);
+  t->key = 0; /* our slabs no longer pass the fast-path check */
+  /* Every slab onto one list (owner links), then each is abandoned or,
+   * if empty, given back. */
+  jw_slab *todo = NULL;
+  for (unsigned c = 0; c < JW_NCLASSES; c++) {
+    flush_bin(t, tc, c);
+    if (tc->current[c]) list_push(&todo, tc->current[c]);
+    tc->current[c] = NULL;
+    while (tc->partial[c]) {
+      jw_slab *s = tc->partial[c];
+      list_remove(&tc->partial[c], s);
+      list_push(&todo, s);
+    }
+  }
+  while (tc->full) {
+    jw_slab *s = tc->full;
+    list_remove(&tc->full, s);
+    list_push(&todo, s);
+  }
+  drain_ready(tc, false);
+  uint64_t abandoned = 0;
+  while (todo) {
+    jw_slab *s = todo;
+    list_remove(&todo, s);
+    jw_abandon_result r;
+    while ((r = jw_slab_abandon(s)) == JW_ABANDON_BUSY) {
+      /* A notifier is between its two steps (concurrency.md). */
+      drain_ready(tc, false);
+      sched_yield();
+    }
+    if (r == JW_ABANDON_EMPTY) {
+      jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* ours alone */
+      jw_store(&s->tag, 0, JW_RELAXED);
+      jw_tier_release_pages(s, 1);
+    } else {
+      abandoned++;
+    }
+  }
+  if (abandoned) jw_counter_add_owner(&tc->abandoned, abandoned);
+  jw_pool_shrink(tc, 0);
+  tc->nslabs = 0;
+  t->tc = NULL;
+  t->state = JW_TLS_DEAD;
+  /* Release: the next user of this cache (acquire CAS) sees it emptied. */
+  jw_store(&tc->state, JW_TC_FREE, JW_RELEASE);
+}
+
+bool jw_tc_trim(jw_tls *t, jw_tcache *tc) {
+  jw_tc_fold(t, tc);
+  drain_ready(tc, true);
+  size_t n = 0;
+  for (unsigned c = 0; c < JW_NCLASSES; c++) {
+    jw_slab *s = tc->current[c];
+    if (s == NULL) continue;
+    flush_bin(t, tc, c);
+    jw_slab_collect(s);
+    tc->current[c] = NULL;
+    if (s->live == 0) {
+      tc->nslabs--;
+      jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* no live block */
+      jw_store(&s->tag, 0, JW_RELAXED);
+      jw_tier_release_pages(s, 1);
+      n++;
+    } else if (s->local == NULL && jw_slab_park(s, tc->key)) {
+      s->where = JW_WHERE_FULL;
+      list_push(&tc->full, s);
+    } else {
+      jw_slab_collect(s); /* a remote free may have beaten the park */
+      s->where = JW_WHERE_PARTIAL;
+      list_push(&tc->partial[c], s);
+    }
+  }
+  n += jw_pool_shrink(tc, 0);
+  return n > 0;
+}

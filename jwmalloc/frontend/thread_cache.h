@@ -1,0 +1,96 @@
+/* The thread cache: per-thread bins, current/partial/full slabs, the page
+ * pool, the ready stack; the registry that recycles caches of exited threads.
+ *
+ * Brief: "Frontend: uniform, pooled slabs"; design: docs/design/frontend.md.
+ *
+ * Library style (for the model-checking clients of part 5): every function
+ * takes its state explicitly. `t` is the calling thread's jw_tls, `tc` the
+ * thread cache attached to it; the owner-only parts of both are touched only
+ * by that thread. Nothing here allocates through malloc or takes a lock.
+ */
+#ifndef JW_FRONTEND_THREAD_CACHE_H
+#define JW_FRONTEND_THREAD_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/atomic.h"
+#include "slab.h"
+
+/* TLS part: what the fast paths touch. Zero means "no cache". */
+enum { JW_TLS_NONE = 0, JW_TLS_ACTIVE, JW_TLS_SETUP, JW_TLS_DEAD };
+
+typedef struct jw_tls {
+  jw_block *bin[JW_NCLASSES]; /* free blocks of each class's current slab */
+  uint64_t key;               /* tag of this thread's slabs; 0 without a cache */
+  uint64_t fkey;              /* copy of jw_free_key (one TLS load on the free path) */
+  uint64_t n_malloc, n_free;  /* fast-path calls since the last fold */
+  struct jw_tcache *tc;
+  uint32_t state; /* JW_TLS_* */
+} jw_tls;
+
+/* Thread-cache states (jw_tcache.state). */
+enum { JW_TC_FREE = 0, JW_TC_LIVE = 1, JW_TC_ORPHANED = 2 };
+
+typedef struct jw_tcache {
+  struct jw_tcache *all_next; /* registry link; immutable once published */
+  jw_atomic_u32 state;        /* JW_TC_* */
+  uint32_t nslabs;            /* owner: pages used as slabs (not pooled) */
+  uint32_t pool_len;          /* owner */
+  uint64_t key;               /* owner: this incarnation's slab tag */
+  jw_slab *current[JW_NCLASSES];
+  jw_slab *partial[JW_NCLASSES]; /* owner: doubly linked, slabs with local free blocks */
+  jw_slab *full;                 /* owner: doubly linked, parked slabs */
+  jw_slab *pool_head, *pool_tail; /* owner: LRU pool, head = most recently used */
+  jw_atomic_ptr ready;            /* slabs notified by remote frees (push-only, owner takes all) */
+  /* Statistics; written only by the thread using the cache (relaxed
+   * load+store), read by anyone. */
+  jw_atomic_u64 n_malloc, n_free, n_remote_free, pool_hits, pool_misses, pool_evictions, abandoned;
+} jw_tcache;
+
+/* Adopts a free thread cache from the registry or creates one; returns it
+ * LIVE with a fresh key, or NULL with errno=ENOMEM. Lock-free. */
+jw_tcache *jw_tc_acquire(void);
+
+/* Attaches tc to the calling thread's t (fast paths start hitting). */
+void jw_tc_attach(jw_tls *t, jw_tcache *tc);
+
+/* Malloc slow path of class cls: refills the bin and returns one block
+ * (not yet unpoisoned), or NULL with errno=ENOMEM. */
+jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls);
+
+/* Free slow path for block b of slab s (validated: a block start, not
+ * already free). tc may be NULL (thread without a cache). Marks b free.
+ * Returns false when s turns out to be a pooled page (b was not live). */
+bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b);
+
+/* Owner: slab s of tc reached live == 0 (every block free): unless it is
+ * current or waiting on the ready stack, it leaves for the pool. */
+void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s);
+
+/* Thread exit: hands everything back (bins, slabs, pool) and returns tc to
+ * the registry; t ends DEAD. */
+void jw_tc_release(jw_tls *t, jw_tcache *tc);
+
+/* malloc_trim: empties the pool and gives back empty current slabs.
+ * Returns true when pages were given back. */
+bool jw_tc_trim(jw_tls *t, jw_tcache *tc);
+
+/* Folds t's fast-path counters into tc's statistics. */
+void jw_tc_fold(jw_tls *t, jw_tcache *tc);
+
+/* fork child: every other LIVE cache becomes ORPHANED (never reused). */
+void jw_tc_orphan_others(jw_tcache *self);
+
+/* Sums of every cache's statistics (exited ones included). */
+typedef struct jw_tc_totals {
+  uint64_t mallocs, frees, remote_frees, pool_hits, pool_misses, pool_evictions, abandoned;
+} jw_tc_totals;
+void jw_tc_totals_get(jw_tc_totals *out);
+
+/* The key every free block carries in its second word (process-wide,
+ * random after initialization; never 0). Relaxed reads: it only changes once,
+ * before any thread cache exists. */
+extern jw_atomic_u64 jw_free_key;
+
+#endif
