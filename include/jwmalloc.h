@@ -81,6 +81,14 @@ typedef struct jw_stats {
   uint64_t page_source_roots;            /* 4 MiB roots reserved */
   uint64_t huge_bytes;                   /* bytes in live direct mappings */
   uint64_t mmap_calls, munmap_calls, madvise_calls;
+  /* lifetime-based reclamation (docs/design/reclamation.md) */
+  uint64_t reclaim_cycles;               /* reclaim cycles completed */
+  uint64_t reclaim_released_bytes;       /* bytes given back to the OS by reclamation (madvise, whole roots) */
+  uint64_t merges_before_release;        /* backend merges of memory none of which had been given back */
+  uint64_t merges_after_release;         /* merges joining memory already given back (work done twice) */
+  uint64_t refaulted_allocs;             /* ranges handed out again after their pages were given back */
+  uint64_t pool_pages_aged;              /* idle page-pool pages given back by the reclaimer */
+  uint64_t mid_slabs_aged;               /* idle midend slabs given back by the reclaimer */
 } jw_stats;
 
 /* Fills *out (size: sizeof(jw_stats) of the caller, for compatibility);

@@ -194,8 +194,13 @@ void jw_backend_put_free(uintptr_t base, jw_rec *recs, uint32_t g, uint32_t n, u
   if (checking() && jw_root_map_get((const void *)base) != NULL) check_root(recs, base, "filing");
 }
 
-/* Frees the live (or, from the deferred list, deferred) range at start. */
-static int free_locked(void *start, int deferred) {
+/* How free_locked finds the range: live (a plain or an aged free), or on the
+ * deferred list (its state says whether it was aged). */
+enum { FREE_LIVE, FREE_DEFERRED, FREE_LIVE_AGED };
+
+/* Frees the range at start. An aged range (a tier's page that already served
+ * its countdown in the tier) is filed as a standby piece (reclaim/policy.h). */
+static int free_locked(void *start, int how) {
   uintptr_t a = (uintptr_t)start, base = a & ~(uintptr_t)(JW_ROOT - 1);
   jw_rec *recs = jw_root_map_get(start);
   if (recs == NULL || (a & (JW_GRANULE - 1)) != 0) goto bad;
@@ -203,7 +208,8 @@ static int free_locked(void *start, int deferred) {
   jw_tree t = {recs, JW_ROOT_GRANULES};
   uint32_t tag = jw_tree_tag(&t, g);
   unsigned st = jw_tag_state(tag);
-  if (deferred ? st != JW_RS_DEFERRED : !jw_state_is_live(st)) goto bad;
+  unsigned aged = how == FREE_LIVE_AGED || st == JW_RS_DEFERRED_AGED;
+  if (how == FREE_DEFERRED ? !jw_state_is_deferred(st) : !jw_state_is_live(st)) goto bad;
   uint32_t n = jw_class_granules[jw_tag_class(tag)];
   /* The range stops resolving first, then its interior records go. */
   jw_tree_tag_update(&t, g, JW_REC_STATE_MASK | JW_REC_ZEROED_MASK,
@@ -212,7 +218,7 @@ static int free_locked(void *start, int deferred) {
     for (uint32_t i = 1; i < n; i++) jw_store(&recs[g + i].tag, 0, JW_RELAXED);
   jw_fetch_sub(&jw_be.live_granules, n, JW_RELAXED);
   bump(&jw_be.frees, 1);
-  jw_backend_put_free(base, recs, g, n, JW_PIECE_FRESH);
+  jw_backend_put_free(base, recs, g, n, aged ? JW_PIECE_STANDBY : JW_PIECE_FRESH);
   return 0;
 bad:
   errno = EINVAL;
@@ -232,16 +238,18 @@ unsigned jw_backend_drain_deferred(void) {
     jw_rec *rec = jw_bins_rec(r);
     jw_rid next = jw_load(&rec->next, JW_RELAXED);
     jw_store(&rec->next, 0, JW_RELAXED);
-    free_locked((void *)(jw_meta_rid_base(r) + ((uintptr_t)jw_meta_rid_granule(r) << JW_GRANULE_SHIFT)), 1);
+    free_locked((void *)(jw_meta_rid_base(r) + ((uintptr_t)jw_meta_rid_granule(r) << JW_GRANULE_SHIFT)),
+                FREE_DEFERRED);
     r = next;
     drained++;
   }
   return drained;
 }
 
-/* The lock is busy: mark the range DEFERRED (this also catches a double or
- * invalid free) and push it for the holder or a later operation to finish. */
-static int defer_free(void *start) {
+/* The lock is busy: mark the range DEFERRED or DEFERRED_AGED (this also
+ * catches a double or invalid free) and push it for the holder or a later
+ * operation to finish. */
+static int defer_free(void *start, unsigned state) {
   uintptr_t a = (uintptr_t)start, base = a & ~(uintptr_t)(JW_ROOT - 1);
   jw_rec *recs = jw_root_map_get(start);
   if (recs == NULL || (a & (JW_GRANULE - 1)) != 0) goto bad;
@@ -251,7 +259,7 @@ static int defer_free(void *start) {
   do {
     if (!jw_state_is_live(jw_tag_state(old))) goto bad;
     /* Relaxed: the push below publishes with release. */
-  } while (!jw_cas_weak(&rec->tag, &old, (old & ~JW_REC_STATE_MASK) | JW_RS_DEFERRED, JW_RELAXED, JW_RELAXED));
+  } while (!jw_cas_weak(&rec->tag, &old, (old & ~JW_REC_STATE_MASK) | state, JW_RELAXED, JW_RELAXED));
   jw_rid r = jw_meta_rid(base, g);
   jw_rid top = jw_load(&jw_be.deferred, JW_RELAXED);
   do {
@@ -265,17 +273,19 @@ bad:
   return -1;
 }
 
-int jw_backend_free(void *start) {
+/* A free that never waits: under the lock if it is free, else deferred. */
+static int free_now_or_defer(void *start, int aged) {
   jw_backend_init_once();
-  int rc;
-  if (!jw_lock_try(&jw_be.lock)) {
-    rc = defer_free(start);
-  } else {
-    jw_backend_drain_deferred();
-    rc = free_locked(start, 0);
-    jw_backend_drain_deferred();
-    jw_lock_give(&jw_be.lock);
-  }
+  if (!jw_lock_try(&jw_be.lock)) return defer_free(start, aged ? JW_RS_DEFERRED_AGED : JW_RS_DEFERRED);
+  jw_backend_drain_deferred();
+  int rc = free_locked(start, aged ? FREE_LIVE_AGED : FREE_LIVE);
+  jw_backend_drain_deferred();
+  jw_lock_give(&jw_be.lock);
+  return rc;
+}
+
+int jw_backend_free(void *start) {
+  int rc = free_now_or_defer(start, 0);
   /* Outside the lock: start the reclaim thread, or release past the
    * watermark (reclaim/reclaim.h). */
   if (rc == 0) jw_reclaim_after_free();
@@ -284,6 +294,12 @@ int jw_backend_free(void *start) {
 
 void jw_pages_free(void *start) {
   if (jw_backend_free(start) != 0) jw_fatal("backend: free of %p: not the start of a live range", start);
+}
+
+void jw_pages_free_aged(void *start) {
+  /* Called by the reclaimer's aging pass (reclaim/): no watermark check and
+   * no thread start, the cycle that called it releases what is due. */
+  if (free_now_or_defer(start, 1) != 0) jw_fatal("backend: aged free of %p: not the start of a live range", start);
 }
 
 /* ---- lock-free lookup --------------------------------------------------- */
@@ -468,11 +484,15 @@ void jw_backend_test_unlock(void) {
 /* The child must inherit no range in transit: prepare waits for a batch in
  * flight to finish its system calls (they need no lock) and files it. */
 void jw_pages_atfork_prepare(void) {
+  jw_reclaim_atfork_prepare(); /* no tier cache half-aged in the child */
   jw_lock_take(&jw_be.lock);
   jw_backend_drain_deferred();
   jw_release_quiesce();
 }
-void jw_pages_atfork_parent(void) { jw_lock_give(&jw_be.lock); }
+void jw_pages_atfork_parent(void) {
+  jw_lock_give(&jw_be.lock);
+  jw_reclaim_atfork_parent();
+}
 void jw_pages_atfork_child(void) {
   jw_lock_init(&jw_be.lock);
   jw_reclaim_atfork_child(); /* its reclaim thread is gone: restarted lazily */

@@ -41,7 +41,7 @@ static int check_root(uintptr_t base, jw_rec *recs, census *cs, char *err, size_
       }
       cs->free[c][st - JW_RS_FREE_BUF0]++;
       cs->free_granules[st - JW_RS_FREE_BUF0] += n;
-    } else if (jw_state_is_live(st) || st == JW_RS_DEFERRED) {
+    } else if (jw_state_is_live(st) || jw_state_is_deferred(st)) {
       /* A deferred range (freed by a thread that found the lock held, maybe
        * while this check holds it) counts as live until it is drained. */
       cs->live_granules += n;

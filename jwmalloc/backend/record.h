@@ -66,6 +66,8 @@ typedef enum jw_rec_state {
   JW_RS_FREE_BUF0 = 9,   /* free, physically backed, in buffer 0 of its class */
   JW_RS_FREE_BUF1 = 10,  /* free, physically backed, in buffer 1 of its class */
   JW_RS_FREE_RELEASED = 11, /* free, pages released with madvise, still mapped */
+  JW_RS_DEFERRED_AGED = 12, /* as DEFERRED, given back by a tier after aging in its cache
+                             * (jw_pages_free_aged): filed as a standby piece */
 } jw_rec_state;
 
 #define JW_REC_STATE_BITS 4
@@ -135,6 +137,8 @@ static inline uint32_t jw_rec_update(jw_rec *r, uint32_t clear, uint32_t set) {
 static inline int jw_state_is_live(unsigned s) {
   return s >= JW_RS_LIVE_SMALL && s <= JW_RS_LIVE_LARGE_MARKED;
 }
+/* Freed while the lock was busy, on the deferred list. */
+static inline int jw_state_is_deferred(unsigned s) { return s == JW_RS_DEFERRED || s == JW_RS_DEFERRED_AGED; }
 /* Free and in one of its class's lists (mergeable, allocatable). */
 static inline int jw_state_in_list(unsigned s) {
   return s >= JW_RS_FREE_BUF0 && s <= JW_RS_FREE_RELEASED;

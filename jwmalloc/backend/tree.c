@@ -190,7 +190,7 @@ static int check_records(const jw_tree *t, char *err, size_t cap) {
     uint32_t tag = jw_tree_tag(t, g);
     unsigned st = jw_tag_state(tag), c = jw_tag_class(tag);
     if (!jw_state_is_head(st)) FAIL("granule %u: expected a range head, tag %x", g, tag);
-    if (st == JW_RS_FREE_FAST || st > JW_RS_FREE_RELEASED)
+    if (st == JW_RS_FREE_FAST || (st > JW_RS_FREE_RELEASED && st != JW_RS_DEFERRED_AGED))
       FAIL("granule %u: state %u not used by this backend", g, st);
     if (c >= JW_NCLASSES) FAIL("granule %u: class index %u", g, c);
     uint32_t n = gran(c);
@@ -205,7 +205,7 @@ static int check_records(const jw_tree *t, char *err, size_t cap) {
       FAIL("granule %u: head with boundary level %u", g, jw_tag_level(tag));
     }
     int interior_all = st == JW_RS_LIVE_SMALL || st == JW_RS_LIVE_MID;
-    int interior_some = st == JW_RS_LIVE_LARGE_MARKED || st == JW_RS_DEFERRED;
+    int interior_some = st == JW_RS_LIVE_LARGE_MARKED || jw_state_is_deferred(st);
     for (uint32_t i = g + 1; i < g + n; i++) {
       uint32_t ti = jw_tree_tag(t, i);
       int is_int = jw_tag_state(ti) == JW_RS_INTERIOR && jw_tag_offset(ti) == i - g &&
@@ -275,14 +275,14 @@ int jw_tree_check(const jw_tree *t, int maximal, char *err, size_t cap) {
 
 size_t jw_tree_dump(const jw_tree *t, char *buf, size_t cap) {
   static const char *const names[] = {"none", "int", "small", "mid", "large", "large+", "deferred",
-                                      "busy", "fast", "free0", "free1", "released"};
+                                      "busy", "fast", "free0", "free1", "released", "deferred-aged"};
   size_t len = 0;
   if (cap) buf[0] = 0;
   for (uint32_t g = 0; g < t->granules && len + 1 < cap;) {
     uint32_t tag = jw_tree_tag(t, g);
     uint32_t n = gran(jw_tag_class(tag) < JW_NCLASSES ? jw_tag_class(tag) : 0);
     unsigned st = jw_tag_state(tag);
-    len += jw_format(buf + len, cap - len, "%u+%u:%s%s%s@%u ", g, n, st < 12 ? names[st] : "?",
+    len += jw_format(buf + len, cap - len, "%u+%u:%s%s%s@%u ", g, n, st < sizeof names / sizeof names[0] ? names[st] : "?",
                      jw_tag_zeroed(tag) ? "z" : "", jw_tag_given_back(tag) ? "g" : "", jw_tree_depth(t, g, n));
     g += n ? n : 1;
   }

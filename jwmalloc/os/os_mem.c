@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../common/asan.h"
 #include "../common/atomic.h"
 
 static jw_atomic_u64 n_mmap, n_munmap, n_madvise, mapped, peak_mapped;
@@ -70,6 +71,10 @@ void *jw_os_map(size_t size, size_t align) { return map_aligned(size, align, MAP
 void *jw_os_map_committed(size_t size, size_t align) { return map_aligned(size, align, 0); }
 
 int jw_os_unmap(void *p, size_t size) {
+  /* ASan variant: memory given back to the OS keeps no poison, or a later
+   * mapping at the same address (a root, a direct mapping) would read as
+   * poisoned. */
+  jw_unpoison(p, size);
   jw_fetch_add(&n_munmap, 1, JW_RELAXED);
   if (munmap(p, size) != 0) return -1;
   account_mapped(-(int64_t)size);

@@ -111,6 +111,6 @@ int jw_reclaim_set_config(const jw_reclaim_config *c) {
   }
   jw_backend_init_once(); /* the environment is read first, then overridden */
   apply(c);
-  jw_reclaim_thread_wake(); /* a sleeping thread sees the change now */
+  jw_reclaim_thread_wake(JW_WAKE_CYCLE); /* a sleeping thread sees the change now */
   return 0;
 }

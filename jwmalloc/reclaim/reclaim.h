@@ -53,13 +53,41 @@ int jw_reclaim_set_config(const jw_reclaim_config *c);
  * nothing is to be done. */
 void jw_reclaim_after_free(void);
 
+/* The tiers' caches (docs/design/reclamation.md, section 6): a function that
+ * ages them (gives back, through jw_pages_free_aged, what stayed idle in
+ * them since its previous call, never waiting for a lock) and returns the
+ * bytes they still hold that a later call could give back. The library
+ * registers one at initialization; the standalone backend has none. Called
+ * by the reclaimer at the start of every cycle, under the aging lock. */
+typedef uint64_t (*jw_reclaim_tier_fn)(void);
+void jw_reclaim_set_tier_hook(jw_reclaim_tier_fn fn);
+
+/* A tier put pages in its own cache: makes sure the reclaim thread runs to
+ * age them (or, without a thread, runs a due cycle). Two relaxed loads when
+ * it runs. Call outside the tier's locks (it may create the thread, whose
+ * creation may call malloc). */
+void jw_reclaim_kick(void);
+
+/* An application thread ended and no other thread with a thread cache is
+ * known to live: the reclaim thread checks at once (for a few milliseconds)
+ * whether it is the last thread of the process, and if so ends, so that a
+ * program whose last thread called pthread_exit ends without waiting for the
+ * next interval (section 5). Cheap when no reclaim thread runs. */
+void jw_reclaim_last_thread_hint(void);
+
 /* One full cycle now: every range still in standby is released, then the
  * buffers swap. Waits for the backend lock and for another reclaimer. Returns
  * the bytes released. For tests and tools; also jw_backend_reclaim_step. */
 uint64_t jw_reclaim_cycle(void);
 
-/* The child of a fork: no reclaim thread, no reclaimer; the thread starts
- * again at the child's next free. Called from jw_pages_atfork_child. */
+/* fork: prepare takes the aging lock (waiting for an aging pass to finish:
+ * it holds no other lock and never waits), so the child inherits no tier
+ * cache half-unlinked; parent gives it back. Called from
+ * jw_pages_atfork_prepare/parent before the backend lock is taken.
+ * The child: no reclaim thread, no reclaimer; the thread starts again at the
+ * child's next free. Called from jw_pages_atfork_child. */
+void jw_reclaim_atfork_prepare(void);
+void jw_reclaim_atfork_parent(void);
 void jw_reclaim_atfork_child(void);
 
 typedef struct jw_reclaim_stats {
@@ -73,6 +101,9 @@ typedef struct jw_reclaim_stats {
   uint64_t merges, merges_after_release; /* all merges; those joining released memory */
   uint64_t allocs_refault;        /* allocations of ranges given back: they fault in again */
   uint64_t cached_bytes;          /* now: backed free bytes (active + standby) */
+  uint64_t tier_passes;           /* aging passes over the tiers' caches */
+  uint64_t tier_held_bytes;       /* after the last pass: bytes the tiers' caches still hold */
+  uint64_t last_thread_checks;    /* wake-ups by jw_reclaim_last_thread_hint */
   int thread_running;             /* now */
 } jw_reclaim_stats;
 void jw_reclaim_get_stats(jw_reclaim_stats *out);
@@ -82,5 +113,10 @@ void jw_reclaim_get_stats(jw_reclaim_stats *out);
  * off. jw_reclaim_test_held() counts the stops so far. */
 void jw_reclaim_test_hold(int on);
 uint64_t jw_reclaim_test_held(void);
+/* The same in an aging pass: while on, a pass that unlinked pages from a
+ * pool stops (the aging lock held, the pages not yet given back) until it is
+ * turned off. The tiers call jw_reclaim_test_point_aging() at that point. */
+void jw_reclaim_test_hold_aging(int on);
+void jw_reclaim_test_point_aging(void);
 
 #endif

@@ -6,6 +6,10 @@
 #include "../common/atomic.h"
 #include "reclaim.h"
 
+/* Wake word values (jw_rc.wake): an early cycle (the watermark), or a check
+ * whether the reclaim thread is the last thread (jw_reclaim_last_thread_hint). */
+enum { JW_WAKE_NONE = 0, JW_WAKE_CYCLE = 1, JW_WAKE_LAST_THREAD = 2 };
+
 /* Reclaim thread states. */
 enum { JW_THREAD_NONE = 0, JW_THREAD_RUNNING = 1, JW_THREAD_FAILED = 2 };
 
@@ -19,9 +23,14 @@ typedef struct jw_reclaim_state {
   jw_atomic_u32 wake;         /* futex word: 1 = wake the thread early */
   jw_atomic_u64 last_cycle_ns;/* no-thread mode: when the last due cycle ran */
   jw_atomic_u32 hold;         /* test hook (futex word) */
+  jw_atomic_ptr tier_hook;    /* jw_reclaim_tier_fn, or NULL */
+  jw_atomic_u32 aging;        /* the aging lock: held by the reclaimer during a tier pass, by fork */
+  jw_atomic_u64 tier_held;    /* bytes the tiers' caches held after the last pass */
+  jw_atomic_u32 tier_dirty;   /* a tier put pages in its cache since the last pass (jw_reclaim_kick) */
   /* Statistics: relaxed counters. */
   jw_atomic_u64 cycles, early_wakes, sync_releases, inline_cycles, held;
   jw_atomic_u64 thread_starts, thread_exits, thread_start_failures;
+  jw_atomic_u64 tier_passes, last_thread_checks;
 } jw_reclaim_state;
 
 extern jw_reclaim_state jw_rc;
@@ -36,7 +45,7 @@ uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait);
 
 /* thread.c */
 void jw_reclaim_thread_ensure(void); /* start it, or run a due cycle without it */
-void jw_reclaim_thread_wake(void);   /* early cycle */
+void jw_reclaim_thread_wake(unsigned why); /* JW_WAKE_CYCLE or JW_WAKE_LAST_THREAD */
 uint64_t jw_reclaim_now_ns(void);    /* CLOCK_MONOTONIC */
 
 #endif

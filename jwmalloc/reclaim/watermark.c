@@ -17,6 +17,6 @@ void jw_reclaim_after_free(void) {
      * synchronous release), trying the token and the lock only: a free never
      * waits. Then the thread starts its cycle now. */
     if (jw_reclaim_run(JW_RELEASE_PRESSURE, wm - wm / 4, 0) != 0) jw_rc_bump(&jw_rc.sync_releases);
-    jw_reclaim_thread_wake();
+    jw_reclaim_thread_wake(JW_WAKE_CYCLE);
   }
 }
