@@ -102,7 +102,10 @@ void jw_stats_print(int fd);
  * *value, or -1 with errno=EINVAL for an unknown name. */
 int jw_option_get(const char *name, long *value);
 /* Changes an option at run time (ABORT_ON_ERROR, POOL_PERCENT, POOL_MIN,
- * STATS). Returns 0, or -1 with errno=EINVAL (unknown name, bad value). */
+ * STATS, and reclamation: RECLAIM 0/1, RECLAIM_INTERVAL_MS 1..600000,
+ * RECLAIM_WATERMARK bytes (0: none), RECLAIM_POLICY 0 lifetime / 1
+ * fixed-delay, RECLAIM_THREAD 0/1). Returns 0, or -1 with errno=EINVAL
+ * (unknown name, bad value). */
 int jw_option_set(const char *name, long value);
 
 #ifdef __cplusplus

@@ -456,30 +456,41 @@ def paper_section(res, doc):
                     rows.append([what, "fewer calls, RSS <=", "%s: %s calls, %s MB" % (
                         peer, fmt(pc, "int"), fmt(ps, "mb")), "not computable"])
 
-    # 8b. issue 7: the generational workload, lifetime against the fixed-delay baseline
+    # 8b. issue 7: the generational workload, lifetime against the fixed-delay baseline. Of the merges, how
+    # many completed while all their pieces were still backed (before release) rather than after a piece had
+    # been given back (the kernel's work and the page faults then done twice). Absolute counts are not the
+    # measure: memory that fixed-delay releases early comes back (refaults) and is freed again, so it is
+    # merged again, before release, on every round trip.
     for w in ("generational",):
         for t in res.threads_of(w):
-            lt = {k: res.metric(w, JW, t, jwget(k)) for k in ("merges_before_release", "merges_after_release")}
-            fx = {k: res.metric(w, "jwmalloc-fixed", t, jwget(k)) for k in lt}
+            keys = ("merges_before_release", "merges_after_release", "reclaim_released_bytes", "refaulted_allocs")
+            lt = {k: res.metric(w, JW, t, jwget(k)) for k in keys}
+            fx = {k: res.metric(w, "jwmalloc-fixed", t, jwget(k)) for k in keys}
             lr = res.metric(w, JW, t, rssget("steady_kb"))
             fr = res.metric(w, "jwmalloc-fixed", t, rssget("steady_kb"))
-            what = "%s, %s threads: merges completed before release, lifetime / fixed-delay" % (w, t)
+            what = "%s, %s threads: merges completed before release, lifetime vs fixed-delay" % (w, t)
             if None in lt.values() or None in fx.values() or not lr or not fr:
-                rows.append([what, "more before, fewer after (issue 7)", "-", "not computable (jwmalloc-fixed or "
-                             "the statistics line missing)"])
+                rows.append([what, "a larger share before release, fewer after (issue 7)", "-",
+                             "not computable (jwmalloc-fixed or the statistics line missing)"])
                 continue
-            ok = (lt["merges_before_release"] >= fx["merges_before_release"] and
+            def share(d):
+                tot = d["merges_before_release"] + d["merges_after_release"]
+                return d["merges_before_release"] / tot if tot else None
+            ls, fs = share(lt), share(fx)
+            ok = (ls is not None and fs is not None and ls > fs and
                   lt["merges_after_release"] < fx["merges_after_release"] and lr <= 1.05 * fr)
+            text = ("before release %.1f%% (%d of %d) vs %.1f%% (%d of %d); after release %d vs %d; given back %.0f "
+                    "vs %.0f MiB; refaulted %d vs %d; steady RSS %.1f vs %.1f MB" % (
+                        100 * (ls or 0), lt["merges_before_release"],
+                        lt["merges_before_release"] + lt["merges_after_release"], 100 * (fs or 0),
+                        fx["merges_before_release"], fx["merges_before_release"] + fx["merges_after_release"],
+                        lt["merges_after_release"], fx["merges_after_release"],
+                        lt["reclaim_released_bytes"] / 1048576.0, fx["reclaim_released_bytes"] / 1048576.0,
+                        lt["refaulted_allocs"], fx["refaulted_allocs"], lr / 1024, fr / 1024))
             if not ok:
-                shortfalls.append("%s at %s threads: merges before release %d vs %d, after %d vs %d, steady RSS "
-                                  "%.1f vs %.1f MB (lifetime vs fixed-delay)" % (
-                                      w, t, lt["merges_before_release"], fx["merges_before_release"],
-                                      lt["merges_after_release"], fx["merges_after_release"], lr / 1024, fr / 1024))
-            rows.append([what, "more before, fewer after, RSS within 5% (issue 7)",
-                         "before %d / %d; after %d / %d; steady RSS %.1f / %.1f MB" % (
-                             lt["merges_before_release"], fx["merges_before_release"], lt["merges_after_release"],
-                             fx["merges_after_release"], lr / 1024, fr / 1024),
-                         verdict(ok, "lifetime merges more before release and less after, at RSS within 5%",
+                shortfalls.append("%s at %s threads, lifetime vs fixed-delay: %s" % (w, t, text))
+            rows.append([what, "a larger share before release, fewer after, RSS within 5% (issue 7)", text,
+                         verdict(ok, "lifetime completes a larger share of merges before release, at RSS within 5%",
                                  "not all three")])
 
     # 9. the paper's regression case

@@ -114,3 +114,33 @@ int jw_reclaim_set_config(const jw_reclaim_config *c) {
   jw_reclaim_thread_wake(JW_WAKE_CYCLE); /* a sleeping thread sees the change now */
   return 0;
 }
+
+int jw_reclaim_option(const char *name, long *value, int set) {
+  jw_reclaim_config c;
+  jw_reclaim_get_config(&c);
+  long v = set ? *value : 0;
+  if (str_eq(name, "RECLAIM")) {
+    if (!set) *value = c.enabled;
+    c.enabled = (int)v;
+  } else if (str_eq(name, "RECLAIM_INTERVAL_MS")) {
+    if (!set) *value = (long)c.interval_ms;
+    c.interval_ms = (uint32_t)(v < 1 || v > (long)MAX_INTERVAL_MS ? 0 : v); /* 0: refused below */
+  } else if (str_eq(name, "RECLAIM_WATERMARK")) {
+    if (!set) *value = (long)c.watermark;
+    c.watermark = (uint64_t)v;
+  } else if (str_eq(name, "RECLAIM_POLICY")) {
+    if (!set) *value = (long)c.policy;
+    c.policy = (unsigned)v;
+  } else if (str_eq(name, "RECLAIM_THREAD")) {
+    if (!set) *value = c.thread;
+    c.thread = (int)v;
+  } else {
+    return -2;
+  }
+  if (!set) return 0;
+  if (v < 0 || (v > 1 && (str_eq(name, "RECLAIM") || str_eq(name, "RECLAIM_THREAD")))) {
+    errno = EINVAL;
+    return -1;
+  }
+  return jw_reclaim_set_config(&c);
+}

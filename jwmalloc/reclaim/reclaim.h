@@ -53,6 +53,14 @@ int jw_reclaim_set_config(const jw_reclaim_config *c);
  * nothing is to be done. */
 void jw_reclaim_after_free(void);
 
+/* The reclamation options by name for jw_option_get/set (include/jwmalloc.h):
+ * "RECLAIM" (0/1), "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK" (bytes),
+ * "RECLAIM_POLICY" (0 lifetime, 1 fixed-delay), "RECLAIM_THREAD" (0/1).
+ * With set == 0 stores the value in *value; else sets it to `value`.
+ * Returns 0, -1 with errno = EINVAL (bad value), or -2 when `name` is not
+ * one of them. */
+int jw_reclaim_option(const char *name, long *value, int set);
+
 /* The tiers' caches (docs/design/reclamation.md, section 6): a function that
  * ages them (gives back, through jw_pages_free_aged, what stayed idle in
  * them since its previous call, never waiting for a lock) and returns the

@@ -310,7 +310,13 @@ static int is_live(const void *p) {
 }
 
 static int case_tiers(void) {
-  config(20, 64u << 20);
+  /* The public option calls reach the reclamation settings. */
+  long v = 0;
+  CHECK(jw_option_set("RECLAIM_INTERVAL_MS", 20) == 0 && jw_option_get("RECLAIM_INTERVAL_MS", &v) == 0 && v == 20,
+        "RECLAIM_INTERVAL_MS not set through the option API (%ld)", v);
+  CHECK(jw_option_set("RECLAIM_INTERVAL_MS", 0) == -1 && errno == EINVAL, "interval 0 accepted");
+  CHECK(jw_option_set("RECLAIM_POLICY", 2) == -1 && errno == EINVAL, "policy 2 accepted");
+  CHECK(jw_option_get("RECLAIM_POLICY", &v) == 0 && v == 0, "default policy not lifetime");
   jw_stats s0 = lstats();
   pthread_t t;
   pthread_create(&t, NULL, pool_owner, NULL);
