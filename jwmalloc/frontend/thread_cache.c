@@ -103,6 +103,11 @@ uint64_t jw_tc_age_pools(void) {
   /* Acquire: the links of published caches (never freed: safe to visit in
    * any state; a released cache's pool is empty). */
   for (jw_tcache *tc = jw_load(&registry, JW_ACQUIRE); tc; tc = tc->all_next) {
+    /* A fork child's caches of threads that do not exist there are left
+     * alone: one may have been in the middle of a pool operation (its pool
+     * lock held for ever, its list half changed). Relaxed: set once, in the
+     * single-threaded child. */
+    if (jw_load(&tc->state, JW_RELAXED) == JW_TC_ORPHANED) continue;
     int more;
     do {
       size_t left;
