@@ -23,6 +23,11 @@ test: build
 demo: build
 	@scripts/demo.sh $(BUILD)
 
+# Bounded model checking of the concurrent code, every client at its full bound.
+.PHONY: verify
+verify: build
+	@verify/run-all.sh $(BUILD)
+
 install: build
 	@DESTDIR=$(DESTDIR) cmake --install $(BUILD)
 

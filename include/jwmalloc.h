@@ -81,6 +81,15 @@ typedef struct jw_stats {
   uint64_t page_source_roots;            /* 4 MiB roots reserved */
   uint64_t huge_bytes;                   /* bytes in live direct mappings */
   uint64_t mmap_calls, munmap_calls, madvise_calls;
+  /* the range backend (docs/design/backend.md): 4 MiB roots and their metadata */
+  uint64_t backend_root_bytes;           /* roots mapped now (4 MiB each) */
+  uint64_t backend_metadata_bytes;       /* per-granule records of mapped roots + root map leaves, now */
+  uint64_t backend_peak_metadata_bytes;
+  uint64_t backend_cached_bytes;         /* free ranges still backed by memory */
+  uint64_t backend_released_bytes;       /* free ranges whose pages went back (madvise), still mapped */
+  uint64_t backend_free_root_bytes;      /* entirely free roots kept mapped (JWMALLOC_RETAIN_ROOTS) */
+  uint64_t backend_allocs, backend_frees;/* ranges handed out / taken back (slabs and 16 KiB-4 MiB blocks) */
+  uint64_t backend_splits, backend_merges; /* range subdivisions and coalescings */
   /* lifetime-based reclamation (docs/design/reclamation.md) */
   uint64_t reclaim_cycles;               /* reclaim cycles completed */
   uint64_t reclaim_released_bytes;       /* bytes given back to the OS by reclamation (madvise, whole roots) */
@@ -91,8 +100,10 @@ typedef struct jw_stats {
   uint64_t mid_slabs_aged;               /* idle midend slabs given back by the reclaimer */
 } jw_stats;
 
-/* Fills *out (size: sizeof(jw_stats) of the caller, for compatibility);
- * returns 0, or -1 with errno=EINVAL for a NULL out or a too-small size. */
+/* Fills *out with the first `size` bytes of the statistics (size: the
+ * caller's sizeof(jw_stats); a caller built against an older, shorter
+ * jw_stats still works, down to the fields up to madvise_calls); returns 0,
+ * or -1 with errno=EINVAL for a NULL out or a smaller size. */
 int jw_stats_get(jw_stats *out, size_t size);
 /* Prints the statistics, human-readable, on fd (no stdio, no allocation). */
 void jw_stats_print(int fd);

@@ -33,6 +33,7 @@ static jwb_thread *ctxs[MAX_CTX];
 static unsigned nctx;
 static jwb_thread *main_ctx;
 static int region_open, region_closed;
+static jwb_astats region_start, region_stop; /* the allocator's figures at the region's two ends */
 static uint64_t measured_ns;
 static int phase_timed;
 static atomic_int have_failure;
@@ -289,6 +290,7 @@ void jwb_run(unsigned n, jwb_thread_fn fn, double duration_s) {
   }
   if (!region_open) {
     region_open = 1;
+    jwb_astats_read(&region_start); /* before the zeroing: not counted as workload instructions */
     CALLGRIND_ZERO_STATS;
   }
   uint64_t t0 = jwb_now_ns();
@@ -323,6 +325,7 @@ void jwb_region_end(void) {
   if (region_closed) return;
   region_closed = 1;
   CALLGRIND_DUMP_STATS_AT("jwb-region");
+  jwb_astats_read(&region_stop);
 }
 
 void jwb_mark(const char *name) {
@@ -367,6 +370,12 @@ int jwb_report(const char *extra) {
          jwb_hist_quantile(&all, 0.99), jwb_hist_quantile(&all, 0.999), jwb_hist_quantile(&all, 0.9999), all.max,
          timer_median_ns, timer_p99_ns);
   if (extra && *extra) printf(" %s", extra);
+  /* The allocator's own figures: levels at the region's end, counters over
+   * the region (docs/design/bench.md, "Allocator figures"). */
+  jwb_astats d;
+  char as[512];
+  jwb_astats_delta(&d, &region_stop, &region_start);
+  if (jwb_astats_format(as, sizeof as, "as", &d) > 0) printf(" astats=%s %s", jwb_astats_source(), as);
   printf(" check=%s\n", failures ? "fail" : "ok");
   fflush(stdout);
   if (failures) {

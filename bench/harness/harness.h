@@ -155,6 +155,39 @@ double jwb_elapsed(void);
 void jwb_mark(const char *name);
 void jwb_sleep_ms(double ms);
 
+/* ---------------------------------------------------------------- allocator figures */
+
+/* The allocator's own figures, read through its introspection interface
+ * (allocstats.c; docs/design/bench.md, "Allocator figures"). Bytes, or
+ * counts; JWB_UNKNOWN where the allocator does not say. Each allocator's own
+ * definitions:
+ *   jwmalloc: mapped = every byte it has mapped; metadata = the backend's
+ *     per-granule records and root map leaves; backed = mapped minus free
+ *     ranges whose pages were released; kept = entirely free roots it keeps
+ *     on purpose (kept_metadata: their records); live = granules of live
+ *     backend ranges (slabs whole) and direct mappings; splits, merges,
+ *     range_allocs, range_frees = backend operations.
+ *   jemalloc: mapped = stats.mapped (active extents), metadata =
+ *     stats.metadata, backed = stats.resident, retained = stats.retained,
+ *     live = stats.active.
+ *   mimalloc: backed = committed bytes (mi_process_info).
+ * Not thread-safe against itself: call from one thread (the main thread, or
+ * the one thread that passes a barrier). Calls the allocator's statistics
+ * function, which may take its locks. */
+#define JWB_UNKNOWN UINT64_MAX
+typedef struct jwb_astats {
+  uint64_t mapped, metadata, backed, retained, kept, kept_metadata, live;
+  uint64_t splits, merges, range_allocs, range_frees; /* counters: keep last, in this order */
+} jwb_astats;
+/* "jwmalloc", "jemalloc", "mimalloc", or "none". */
+const char *jwb_astats_source(void);
+/* 0, or -1 when the allocator offers no figures (all JWB_UNKNOWN). */
+int jwb_astats_read(jwb_astats *a);
+/* "PREFIX_mapped=N PREFIX_meta=N ..." for the known fields; returns the length. */
+size_t jwb_astats_format(char *buf, size_t cap, const char *prefix, const jwb_astats *a);
+/* end's levels, and the counters as end - start. */
+void jwb_astats_delta(jwb_astats *out, const jwb_astats *end, const jwb_astats *start);
+
 /* ---------------------------------------------------------------- memory */
 
 /* Zeroed bookkeeping memory from mmap (never the allocator under test); exits

@@ -78,7 +78,8 @@ WORKLOADS = [
     Workload("reformat", "jwb-reformat", "throughput",
              "reformatting: dominant size class changes every 20,000 calls, live bytes constant",
              lambda m, t, d: _t(t) + _dur(d),
-             lambda t: _t(t) + ["--ops", "100000"]),
+             # 20 phases per thread: every size range is dominant in some phase
+             lambda t: _t(t) + ["--ops", "400000"]),
     Workload("near4k", "jwb-rptest", "throughput",
              "rptest-like with 80% of sizes in 3-4 KiB (the paper's regression case)",
              lambda m, t, d: _t(t) + ["--min", "8", "--max", "4K", "--dist", "near4k"] + _dur(d),

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../backend/backend.h"
 #include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/log.h"
@@ -118,6 +119,38 @@ void jw_fast_free_emptied(jw_tls *t, jw_slab *s) { jw_tc_slab_emptied(t->tc, s);
 /* What a pointer is, after validation (bad ones are reported). */
 typedef enum { PTR_BAD, PTR_SMALL, PTR_MID, PTR_LARGE, PTR_HUGE } ptr_kind;
 
+/* Reports p, which no tier accepts as a live block, in one line that says
+ * what the backend's metadata lookup found there (docs/design/api.md, "Bad
+ * input"): inside a range but not where a block starts, or in a free range
+ * (a double free or a pointer into freed memory), or outside jwmalloc. */
+static void report_invalid(const char *op, const void *p) {
+  jw_range_info info;
+  jw_ptr_class c = jw_backend_classify(p, &info);
+  char why[160];
+  size_t off = (size_t)((const char *)p - (const char *)info.start);
+  unsigned kib = (unsigned)(info.granules * (JW_GRANULE >> 10));
+  switch (c) {
+    case JW_PTR_INTERIOR:
+      jw_format(why, sizeof why, "invalid pointer: %zu bytes into the live %u KiB range at %p", off, kib,
+                info.start);
+      break;
+    case JW_PTR_RESOLVED:
+    case JW_PTR_RANGE_START:
+      jw_format(why, sizeof why, "invalid pointer: not a block start in the live %u KiB %s at %p", kib,
+                info.kind == JW_KIND_SMALL_SLAB ? "slab" : info.kind == JW_KIND_MID_SLAB ? "midend slab" : "range",
+                info.start);
+      break;
+    case JW_PTR_FREE:
+      jw_format(why, sizeof why, "invalid pointer: inside the free %u KiB range at %p (double free or freed memory)",
+                kib, info.start);
+      break;
+    default:
+      jw_format(why, sizeof why, "invalid pointer");
+      break;
+  }
+  jw_report_bad(op, why, p);
+}
+
 /* op names the call in reports ("free", "realloc", ...). */
 static ptr_kind classify(const void *p, jw_range_info *info, const char *op, bool check_free) {
   ptr_kind k = PTR_BAD;
@@ -135,7 +168,7 @@ static ptr_kind classify(const void *p, jw_range_info *info, const char *op, boo
                sl->where, sl->live, (unsigned long long)jw_load(&sl->tag, JW_RELAXED),
                (unsigned long long)jw_load(&sl->remote, JW_RELAXED));
 #endif
-    jw_report_bad(op, "invalid pointer", p);
+    report_invalid(op, p);
     return PTR_BAD;
   }
   /* Slab blocks carry FREE_KEY while free (set once at init: relaxed). */
@@ -147,8 +180,31 @@ static ptr_kind classify(const void *p, jw_range_info *info, const char *op, boo
   return k;
 }
 
+/* A free into the caller's own parked (full) slab: its tag is the thread's
+ * key with the low bit set (frontend.md, "Refill"), which proves ownership
+ * as on the fast path, so the pointer needs no page-source lookup. The tag
+ * is read only where the fast path already read it. Returns false when p is
+ * not such a block (the general path then decides and reports). */
+static bool free_own_parked(void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if ((a & 0xfc0) == 0 || (a & 15) != 0) return false;
+  jw_tls *t = &jw_tls_state;
+  if (t->state != JW_TLS_ACTIVE || t->key == 0) return false;
+  jw_slab *s = jw_slab_of(p);
+  if (jw_fast_tag(s) != (t->key | 1) || !jw_slab_is_block(s, p)) return false;
+  if (jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED)) {
+    jw_report_bad("free", "double free detected", p);
+    return true;
+  }
+  jw_poison(p, jw_class_size[s->cls]);
+  t->n_free++;
+  if (!jw_tc_free(t, t->tc, s, p)) jw_report_bad("free", "double free detected", p);
+  return true;
+}
+
 void jw_free_slow(void *p) {
   if (p == NULL) return;
+  if (free_own_parked(p)) return;
   jw_range_info info;
   switch (classify(p, &info, "free", true)) {
     case PTR_SMALL: {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../backend/page_source.h"
+#include "../backend/backend.h"
 #include "../common/config.h"
 #include "../common/log.h"
 #include "../common/options.h"
@@ -56,11 +56,21 @@ static void collect(jw_stats *s) {
   s->madvise_calls = os.madvise_calls;
   s->resident_bytes = jw_os_resident_bytes();
   s->peak_resident_bytes = jw_os_peak_resident_bytes();
-  jw_pages_stats ps;
-  jw_pages_get_stats(&ps);
-  s->page_source_live_bytes = ps.live_bytes;
-  s->page_source_roots = ps.roots;
+  jw_backend_stats bs;
+  jw_backend_get_stats(&bs);
+  s->page_source_live_bytes = bs.pages.live_bytes;
+  s->page_source_roots = bs.pages.roots;
   s->huge_bytes = jw_counter_get(&a->huge_bytes);
+  s->backend_root_bytes = bs.pages.mapped_bytes;
+  s->backend_metadata_bytes = bs.pages.metadata_bytes;
+  s->backend_peak_metadata_bytes = bs.pages.peak_metadata_bytes;
+  s->backend_cached_bytes = bs.pages.cached_bytes;
+  s->backend_released_bytes = bs.released_bytes;
+  s->backend_free_root_bytes = bs.free_roots * JW_ROOT;
+  s->backend_allocs = bs.allocs;
+  s->backend_frees = bs.frees;
+  s->backend_splits = bs.pages.splits;
+  s->backend_merges = bs.pages.merges;
   jw_reclaim_stats rs;
   jw_reclaim_get_stats(&rs);
   s->reclaim_cycles = rs.cycles;
@@ -72,12 +82,18 @@ static void collect(jw_stats *s) {
   s->mid_slabs_aged = mid.slabs_aged;
 }
 
+/* The smallest jw_stats a caller may pass: the fields up to madvise_calls
+ * (the first published layout). */
+#define STATS_V1_SIZE (offsetof(jw_stats, madvise_calls) + sizeof(uint64_t))
+
 JW_EXPORT int jw_stats_get(jw_stats *out, size_t size) {
-  if (out == NULL || size < sizeof(jw_stats)) {
+  if (out == NULL || size < STATS_V1_SIZE) {
     errno = EINVAL;
     return -1;
   }
-  collect(out);
+  jw_stats s;
+  collect(&s);
+  memcpy(out, &s, size < sizeof s ? size : sizeof s);
   return 0;
 }
 
@@ -118,6 +134,15 @@ JW_EXPORT void jw_stats_print(int fd) {
   jw_dprintf(fd, "  page source (backend): %llu roots, %llu KiB in live ranges; direct: %llu KiB\n",
              (unsigned long long)s.page_source_roots, (unsigned long long)(s.page_source_live_bytes >> 10),
              (unsigned long long)(s.huge_bytes >> 10));
+  jw_dprintf(fd, "  backend: %llu KiB of roots (%llu KiB free roots kept), metadata %llu KiB now, %llu KiB peak; "
+             "free ranges %llu KiB backed, %llu KiB released\n",
+             (unsigned long long)(s.backend_root_bytes >> 10), (unsigned long long)(s.backend_free_root_bytes >> 10),
+             (unsigned long long)(s.backend_metadata_bytes >> 10),
+             (unsigned long long)(s.backend_peak_metadata_bytes >> 10),
+             (unsigned long long)(s.backend_cached_bytes >> 10), (unsigned long long)(s.backend_released_bytes >> 10));
+  jw_dprintf(fd, "  backend operations: %llu allocs, %llu frees, %llu splits, %llu merges\n",
+             (unsigned long long)s.backend_allocs, (unsigned long long)s.backend_frees,
+             (unsigned long long)s.backend_splits, (unsigned long long)s.backend_merges);
   jw_dprintf(fd, "  threads: %llu started, %llu exited; %llu abandoned slabs; %llu midend fallbacks; %llu bad frees\n",
              (unsigned long long)s.threads_started, (unsigned long long)s.threads_exited,
              (unsigned long long)s.abandoned_slabs, (unsigned long long)s.mid_fallbacks,

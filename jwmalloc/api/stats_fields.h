@@ -12,7 +12,10 @@
   X(threads_exited, SUM) X(invalid_frees, SUM) X(mapped_bytes, SUM) X(peak_mapped_bytes, MAX)           \
   X(resident_bytes, SUM) X(peak_resident_bytes, MAX) X(page_source_live_bytes, SUM)                      \
   X(page_source_roots, SUM) X(huge_bytes, SUM) X(mmap_calls, SUM) X(munmap_calls, SUM)                   \
-  X(madvise_calls, SUM) X(reclaim_cycles, SUM) X(reclaim_released_bytes, SUM)                           \
+  X(madvise_calls, SUM) X(backend_root_bytes, SUM) X(backend_metadata_bytes, SUM)                       \
+  X(backend_peak_metadata_bytes, MAX) X(backend_cached_bytes, SUM) X(backend_released_bytes, SUM)         \
+  X(backend_free_root_bytes, SUM) X(backend_allocs, SUM) X(backend_frees, SUM) X(backend_splits, SUM)    \
+  X(backend_merges, SUM) X(reclaim_cycles, SUM) X(reclaim_released_bytes, SUM)                          \
   X(merges_before_release, SUM) X(merges_after_release, SUM) X(refaulted_allocs, SUM)                    \
   X(pool_pages_aged, SUM) X(mid_slabs_aged, SUM)
 

@@ -51,7 +51,7 @@ typedef struct jw_bins {
 } jw_bins;
 
 /* Head record of range id r (its root must be mapped). */
-jw_rec *jw_bins_rec(jw_rid r);
+static inline jw_rec *jw_bins_rec(jw_rid r) { return jw_meta_rid_rec(r); }
 
 /* The active buffer's index (0 or 1). */
 static inline unsigned jw_bins_active(jw_bins *b) { return jw_load(&b->active, JW_RELAXED); }

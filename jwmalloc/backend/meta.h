@@ -65,6 +65,12 @@ static inline jw_rid jw_meta_rid(uintptr_t base, uint32_t g);
 static inline uintptr_t jw_meta_rid_base(jw_rid r);
 static inline uint32_t jw_meta_rid_granule(jw_rid r) { return r & (JW_ROOT_GRANULES - 1); }
 
+/* The record of range id r's granule (its root mapped). Lock-free: the
+ * direct path (id -> root map leaf -> records) without jw_root_map_get's
+ * checks, which a valid id never needs; the free lists follow one such link
+ * per step. */
+static inline jw_rec *jw_meta_rid_rec(jw_rid r);
+
 /* Figures: bytes of record arrays in use (12 KiB per root), and address space
  * reserved by the arena (chunks x 768 KiB, never unmapped). */
 uint64_t jw_meta_slot_bytes(void);
@@ -83,6 +89,15 @@ static inline jw_rid jw_meta_rid(uintptr_t base, uint32_t g) {
   uint32_t leaf = jw_load(&jw_meta_l1_leaf[base >> JW_ROOT_MAP_L1_SHIFT], JW_RELAXED);
   uint32_t l2 = (uint32_t)(base >> JW_ROOT_SHIFT) & (JW_ROOT_MAP_L2_SIZE - 1);
   return (leaf << 22) | (l2 << 10) | g;
+}
+
+static inline jw_rec *jw_meta_rid_rec(jw_rid r) {
+  /* Relaxed for the id table, as in jw_meta_rid; acquire for the root map,
+   * as in jw_root_map_get (pairs with the release that published the root). */
+  uintptr_t l1 = jw_load(&jw_meta_leaf_l1[r >> 22], JW_RELAXED);
+  jw_atomic_ptr *leaf = jw_load(&jw_root_map_l1[l1], JW_ACQUIRE);
+  jw_rec *recs = jw_load(&leaf[(r >> 10) & 0xfff], JW_ACQUIRE);
+  return recs + (r & (JW_ROOT_GRANULES - 1));
 }
 
 static inline uintptr_t jw_meta_rid_base(jw_rid r) {

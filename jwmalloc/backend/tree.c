@@ -14,10 +14,8 @@ void jw_tree_init(const jw_tree *t, unsigned state, unsigned zeroed) {
   jw_store(&t->rec[0].tag, jw_tag_head(state, zeroed, rc) | jw_tag_boundary(0, 0, rc), JW_RELAXED);
 }
 
-uint32_t jw_tree_left_leaf(const jw_tree *t, uint32_t g, uint32_t n) {
-  unsigned d = jw_tree_depth(t, g, n);
-  /* The root (depth 0) has no sibling: never read a span at position 0. */
-  if (d == 0) return JW_TREE_NONE;
+/* The sibling leaves of the leaf [g, g+n) at depth d >= 1 (see tree.h). */
+static inline uint32_t left_leaf_at(const jw_tree *t, uint32_t g, unsigned d) {
   uint32_t tag = jw_tree_tag(t, g);
   if (g == 0 || jw_tag_level(tag) != d) return JW_TREE_NONE; /* first child */
   uint32_t ln = gran(jw_tag_spanl(tag));
@@ -26,13 +24,23 @@ uint32_t jw_tree_left_leaf(const jw_tree *t, uint32_t g, uint32_t n) {
   return jw_tree_leaf_granules(t, ls) == ln ? ls : JW_TREE_NONE;
 }
 
-uint32_t jw_tree_right_leaf(const jw_tree *t, uint32_t g, uint32_t n) {
-  unsigned d = jw_tree_depth(t, g, n);
+static inline uint32_t right_leaf_at(const jw_tree *t, uint32_t g, uint32_t n, unsigned d) {
   uint32_t e = g + n;
-  if (d == 0 || e >= t->granules) return JW_TREE_NONE; /* root, or last child */
+  if (e >= t->granules) return JW_TREE_NONE; /* last child */
   uint32_t tag = jw_tree_tag(t, e);
   if (jw_tag_level(tag) != d) return JW_TREE_NONE;
   return gran(jw_tag_class(tag)) == gran(jw_tag_spanr(tag)) ? e : JW_TREE_NONE;
+}
+
+uint32_t jw_tree_left_leaf(const jw_tree *t, uint32_t g, uint32_t n) {
+  unsigned d = jw_tree_depth(t, g, n);
+  /* The root (depth 0) has no sibling: never read a span at position 0. */
+  return d == 0 ? JW_TREE_NONE : left_leaf_at(t, g, d);
+}
+
+uint32_t jw_tree_right_leaf(const jw_tree *t, uint32_t g, uint32_t n) {
+  unsigned d = jw_tree_depth(t, g, n);
+  return d == 0 ? JW_TREE_NONE : right_leaf_at(t, g, n, d); /* the root has no sibling */
 }
 
 uint32_t jw_tree_join(const jw_tree *t, uint32_t a, uint32_t b) {
@@ -68,14 +76,17 @@ uint32_t jw_tree_coalesce(const jw_tree *t, uint32_t g, uint32_t *n, jw_tree_abs
                           uint64_t *merges) {
   uint32_t sz = *n;
   for (;;) {
-    uint32_t s = jw_tree_left_leaf(t, g, sz);
-    if (s != JW_TREE_NONE && jw_state_in_list(jw_tag_state(jw_tree_tag(t, s)))) {
-      absorb(ctx, s, jw_tree_tag(t, s));
+    /* Depth once per step for both sides; the root (depth 0) has no sibling. */
+    unsigned d = jw_tree_depth(t, g, sz);
+    if (d == 0) break;
+    uint32_t s = left_leaf_at(t, g, d), tag;
+    if (s != JW_TREE_NONE && jw_state_in_list(jw_tag_state(tag = jw_tree_tag(t, s)))) {
+      absorb(ctx, s, tag);
       sz = jw_tree_join(t, s, g);
       g = s;
-    } else if ((s = jw_tree_right_leaf(t, g, sz)) != JW_TREE_NONE &&
-               jw_state_in_list(jw_tag_state(jw_tree_tag(t, s)))) {
-      absorb(ctx, s, jw_tree_tag(t, s));
+    } else if ((s = right_leaf_at(t, g, sz, d)) != JW_TREE_NONE &&
+               jw_state_in_list(jw_tag_state(tag = jw_tree_tag(t, s)))) {
+      absorb(ctx, s, tag);
       sz = jw_tree_join(t, g, s);
     } else {
       break;

@@ -55,7 +55,10 @@ typedef struct { bool v; } jw_atomic_bool;
 #define jw_fetch_and(a, x, mo) __atomic_fetch_and(&(a)->v, (x), (mo))
 #define jw_fence(mo) __atomic_thread_fence(mo)
 
-/* A busy-wait iteration; a scheduling point for the verifier. */
+/* A busy-wait iteration; a scheduling point for the verifier. Call it once
+ * per iteration of every loop that waits for another thread: the verifier
+ * treats it as "wait until a location this iteration read changes value"
+ * (docs/design/verification.md, "Busy-wait loops"). */
 static inline void jw_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

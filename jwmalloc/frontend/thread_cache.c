@@ -33,8 +33,41 @@ static void list_remove(jw_slab **head, jw_slab *s) {
   s->next = s->prev = NULL;
 }
 
-static jw_slab **list_of(jw_tcache *tc, jw_slab *s) {
-  return s->where == JW_WHERE_FULL ? &tc->full : &tc->partial[s->cls];
+/* Partial lists are queues: a slab that gets free blocks back joins at the
+ * tail and refills take the head, so a slab is reused after the longest
+ * wait, with as many blocks freed into it as possible (a slab taken back
+ * with one free block would be parked again at the next refill). The head's
+ * prev link names the tail. */
+static void partial_append(jw_tcache *tc, jw_slab *s) {
+  jw_slab *head = tc->partial[s->cls];
+  s->next = NULL;
+  if (head == NULL) {
+    s->prev = s;
+    tc->partial[s->cls] = s;
+  } else {
+    jw_slab *tail = head->prev;
+    tail->next = s;
+    s->prev = tail;
+    head->prev = s;
+  }
+}
+
+static void partial_remove(jw_tcache *tc, jw_slab *s) {
+  jw_slab *head = tc->partial[s->cls];
+  if (s == head) {
+    tc->partial[s->cls] = s->next;
+    if (s->next) s->next->prev = s->prev; /* the tail */
+  } else {
+    s->prev->next = s->next;
+    if (s->next) s->next->prev = s->prev;
+    else head->prev = s->prev; /* s was the tail */
+  }
+  s->next = s->prev = NULL;
+}
+
+static void list_leave(jw_tcache *tc, jw_slab *s) {
+  if (s->where == JW_WHERE_FULL) list_remove(&tc->full, s);
+  else partial_remove(tc, s);
 }
 
 /* ---- registry ---- */
@@ -148,7 +181,7 @@ void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s) {
   if (s->where == JW_WHERE_CURRENT) return;
   if (s->where == JW_WHERE_FULL && (jw_load(&s->remote, JW_RELAXED) & JW_RS_MASK) == JW_RS_NOTIFIED) return;
   JW_CHECK_LOCAL(s, s->capacity, "emptied");
-  list_remove(list_of(tc, s), s);
+  list_leave(tc, s);
   tc->nslabs--;
   jw_pool_put(tc, s);
 }
@@ -157,7 +190,7 @@ void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s) {
 static void slab_unpark(jw_tcache *tc, jw_slab *s) {
   list_remove(&tc->full, s);
   s->where = JW_WHERE_PARTIAL;
-  list_push(&tc->partial[s->cls], s);
+  partial_append(tc, s);
   jw_store(&s->tag, tc->key, JW_RELAXED); /* only the owner acts on its key */
 }
 
@@ -211,7 +244,7 @@ jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
   }
   drain_ready(tc, true);
   while ((s = tc->partial[cls]) != NULL) {
-    list_remove(&tc->partial[cls], s);
+    partial_remove(tc, s);
     if (s->local == NULL) jw_slab_collect(s);
     s->where = JW_WHERE_CURRENT;
     tc->current[cls] = s;
@@ -317,7 +350,7 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc) {
     tc->current[c] = NULL;
     while (tc->partial[c]) {
       jw_slab *s = tc->partial[c];
-      list_remove(&tc->partial[c], s);
+      partial_remove(tc, s);
       list_push(&todo, s);
     }
   }
@@ -376,7 +409,7 @@ bool jw_tc_trim(jw_tls *t, jw_tcache *tc) {
     } else {
       jw_slab_collect(s); /* a remote free may have beaten the park */
       s->where = JW_WHERE_PARTIAL;
-      list_push(&tc->partial[c], s);
+      partial_append(tc, s);
     }
   }
   n += jw_pool_drain(tc);

@@ -335,6 +335,27 @@ def report_checks(build, tmp):
         if pt["rss"]["phase_peak_kb"] < 3 * pt["rss"]["steady_kb"]:
             fail("peak-trough peak %d KiB not well above steady %d KiB" % (pt["rss"]["phase_peak_kb"],
                                                                           pt["rss"]["steady_kb"]))
+        # issue 3: the allocators' own figures at the phase ends, and the section that judges them
+        for alloc, there in (("jwmalloc", jw_built), ("jemalloc", os.path.exists(JEMALLOC))):
+            if not there:
+                continue
+            rs = [r for r in runs if r["workload"] == "peak-trough" and r["allocator"] == alloc and
+                  r["status"] == "ok"]
+            if not rs:
+                fail("no peak-trough run of %s" % alloc)
+            res = rs[0]["result"]
+            if res.get("astats") != alloc:
+                fail("%s's own figures not read (astats=%s)" % (alloc, res.get("astats")))
+            for what in ("mapped", "meta"):
+                st, pk, tr = (res.get("as_%s_%s" % (ph, what)) for ph in ("steady", "peak", "trough"))
+                if not st or pk is None or tr is None or pk < st:
+                    fail("%s %s: steady %s, peak %s, trough %s" % (alloc, what, st, pk, tr))
+            if res["as_peak_mapped"] < 2 * res["as_steady_mapped"]:
+                fail("%s: a 5x burst does not show in mapped bytes: %s" % (alloc, res))
+            if alloc == "jwmalloc" and not res.get("as_range_allocs"):
+                fail("jwmalloc backend counters missing: %s" % res)
+        if jw_built and ("Range backend (issue 3)" not in md or "jwmalloc mapped bytes after the trough" not in md):
+            fail("issue 3's peak-trough verdicts missing from the report")
         if shutil.which("gnuplot"):
             pngs = [f for f in os.listdir(tmp) if f.endswith(".png")]
             if not pngs or any(os.path.getsize(os.path.join(tmp, f)) < 1000 for f in pngs):

@@ -9,6 +9,7 @@
  * libjwmalloc_api.a and its ASan and TSan variants. */
 #include <errno.h>
 #include <malloc.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,6 +236,19 @@ static void extras(void) {
   CHECK(after.huge_bytes >= before.huge_bytes + (6 << 20), "direct bytes");
   CHECK(after.mapped_bytes > 0 && after.peak_mapped_bytes >= after.mapped_bytes, "mapped");
   CHECK(after.resident_bytes > 0 && after.peak_resident_bytes >= after.resident_bytes / 2, "resident");
+  /* The backend's own figures: the 100000-byte block is a range of a root. */
+  CHECK(after.backend_root_bytes >= (4u << 20) && after.backend_root_bytes % (4u << 20) == 0, "backend roots");
+  CHECK(after.backend_metadata_bytes >= after.backend_root_bytes / 4096 * 12, "12 bytes of records per granule");
+  CHECK(after.backend_peak_metadata_bytes >= after.backend_metadata_bytes, "metadata peak");
+  CHECK(after.backend_allocs > before.backend_allocs && after.backend_allocs >= after.backend_frees, "range counts");
+  CHECK(after.backend_free_root_bytes <= after.backend_root_bytes, "kept roots");
+  /* A caller built against the first, shorter jw_stats still gets its fields. */
+  jw_stats old;
+  memset(&old, 0xab, sizeof old);
+  size_t v1 = offsetof(jw_stats, madvise_calls) + sizeof(uint64_t);
+  CHECK(jw_stats_get(&old, v1) == 0 && old.large_mallocs == after.large_mallocs, "stats of the first layout");
+  CHECK(old.backend_root_bytes == 0xababababababababull, "nothing written past the caller's size");
+  CHECK(jw_stats_get(&old, v1 - 1) == -1 && errno == EINVAL, "stats shorter than the first layout");
 #ifdef JW_DROPIN
   struct mallinfo2 mi = mallinfo2();
   CHECK(mi.arena > 0 && mi.hblks >= 1 && mi.hblkhd >= (6 << 20) && mi.uordblks > 0, "mallinfo2");

@@ -81,6 +81,18 @@ static jw_reclaim_stats rstats(void) {
   return s;
 }
 
+/* The reclaimer's state, for a failure message. */
+static void explain(const char *what) {
+  jw_reclaim_stats r = rstats();
+  fprintf(stderr,
+          "%s: reclaim thread %s (%llu starts, %llu exits, %llu start failures); %llu cycles, %llu aging passes, "
+          "%llu early wakes; cached %llu bytes, tiers hold %llu bytes\n",
+          what, r.thread_running ? "running" : "not running", (unsigned long long)r.thread_starts,
+          (unsigned long long)r.thread_exits, (unsigned long long)r.thread_start_failures,
+          (unsigned long long)r.cycles, (unsigned long long)r.tier_passes, (unsigned long long)r.early_wakes,
+          (unsigned long long)r.cached_bytes, (unsigned long long)r.tier_held_bytes);
+}
+
 static jw_stats lstats(void) {
   jw_stats s;
   jw_stats_get(&s, sizeof s);
@@ -250,6 +262,7 @@ static int case_stress(void) {
   jw_reclaim_stats r1 = rstats();
   CHECK(drained, "idle process still caches %llu bytes in the backend and %llu in the tiers",
         (unsigned long long)r1.cached_bytes, (unsigned long long)r1.tier_held_bytes);
+  if (!drained) explain("stress");
   CHECK(s1.reclaim_cycles > s0.reclaim_cycles && s1.reclaim_released_bytes > s0.reclaim_released_bytes,
         "no reclamation happened");
   CHECK(s1.invalid_frees == 0, "invalid frees reported");
@@ -329,10 +342,11 @@ static int case_tiers(void) {
   int aged = WAIT_FOR(lstats().pool_pages_aged - s1.pool_pages_aged >= 90, HANG);
   jw_stats s2 = lstats();
   CHECK(aged, "idle thread's pool not aged: %llu pages", (unsigned long long)(s2.pool_pages_aged - s1.pool_pages_aged));
+  if (!aged) explain("tiers");
   CHECK(s2.page_source_live_bytes + 90 * 4096 <= s1.page_source_live_bytes,
         "pool pages still held by the backend's client: %llu -> %llu bytes live",
         (unsigned long long)s1.page_source_live_bytes, (unsigned long long)s2.page_source_live_bytes);
-  int released = WAIT_FOR(lstats().reclaim_released_bytes - s1.reclaim_released_bytes >= 90 * 4096, HANG);
+  int released = aged && WAIT_FOR(lstats().reclaim_released_bytes - s1.reclaim_released_bytes >= 90 * 4096, HANG);
   CHECK(released, "aged pool pages not given back to the OS");
   printf("tiers: %llu pool pages aged out of the idle thread's pool; %llu KiB given back to the OS\n",
          (unsigned long long)(lstats().pool_pages_aged - s1.pool_pages_aged),
