@@ -58,3 +58,9 @@ bench-traces: build
 
 bench: bench-traces
 	@bench/suite/run.py --build $(BUILD) $(if $(QUICK),--quick --out bench/out/quick,--out bench/out/full --publish bench/results/full) $(BENCH_ARGS)
+
+# jwmalloc reclamation (issue 7): the generational workload in virtual time,
+# lifetime against fixed-delay (figures in build/bench-reclaim/bench.txt).
+.PHONY: bench-reclaim
+bench-reclaim: build
+	@tests/reclaim/bench_reclaim.sh $(BUILD)
