@@ -67,3 +67,9 @@ bench: bench-traces
 .PHONY: bench-iosr
 bench-iosr: build
 	@bench/iosr/run.py --build $(BUILD) $(if $(QUICK),--quick,--publish bench/results/iosr) $(IOSR_BENCH_ARGS)
+
+# jwmalloc reclamation (issue 7): the generational workload in virtual time,
+# lifetime against fixed-delay (figures in build/bench-reclaim/bench.txt).
+.PHONY: bench-reclaim
+bench-reclaim: build
+	@tests/reclaim/bench_reclaim.sh $(BUILD)

@@ -90,6 +90,14 @@ typedef struct jw_stats {
   uint64_t backend_free_root_bytes;      /* entirely free roots kept mapped (JWMALLOC_RETAIN_ROOTS) */
   uint64_t backend_allocs, backend_frees;/* ranges handed out / taken back (slabs and 16 KiB-4 MiB blocks) */
   uint64_t backend_splits, backend_merges; /* range subdivisions and coalescings */
+  /* lifetime-based reclamation (docs/design/reclamation.md) */
+  uint64_t reclaim_cycles;               /* reclaim cycles completed */
+  uint64_t reclaim_released_bytes;       /* bytes given back to the OS by reclamation (madvise, whole roots) */
+  uint64_t merges_before_release;        /* backend merges of memory none of which had been given back */
+  uint64_t merges_after_release;         /* merges joining memory already given back (work done twice) */
+  uint64_t refaulted_allocs;             /* ranges handed out again after their pages were given back */
+  uint64_t pool_pages_aged;              /* idle page-pool pages given back by the reclaimer */
+  uint64_t mid_slabs_aged;               /* idle midend slabs given back by the reclaimer */
 } jw_stats;
 
 /* Fills *out with the first `size` bytes of the statistics (size: the
@@ -105,7 +113,10 @@ void jw_stats_print(int fd);
  * *value, or -1 with errno=EINVAL for an unknown name. */
 int jw_option_get(const char *name, long *value);
 /* Changes an option at run time (ABORT_ON_ERROR, POOL_PERCENT, POOL_MIN,
- * STATS). Returns 0, or -1 with errno=EINVAL (unknown name, bad value). */
+ * STATS, and reclamation: RECLAIM 0/1, RECLAIM_INTERVAL_MS 1..600000,
+ * RECLAIM_WATERMARK bytes (0: none), RECLAIM_POLICY 0 lifetime / 1
+ * fixed-delay, RECLAIM_THREAD 0/1). Returns 0, or -1 with errno=EINVAL
+ * (unknown name, bad value). */
 int jw_option_set(const char *name, long value);
 
 #ifdef __cplusplus

@@ -30,8 +30,19 @@ PEERS = {
 
 DEFAULT = ["jwmalloc", "glibc", "jemalloc", "mimalloc", "tcmalloc", "scudo"]
 # Extra allocators for the footprint workloads (issue 7: syscalls vs jemalloc
-# with the mobile decay time).
-FOOTPRINT_EXTRA = ["jemalloc-1s"]
+# with the mobile decay time; jwmalloc's fixed-delay reclamation baseline).
+FOOTPRINT_EXTRA = ["jemalloc-1s", "jwmalloc-fixed"]
+
+# jwmalloc variants: environment on top of the library (issue 7). Every
+# jwmalloc run writes its statistics line (JWMALLOC_STATS, machine-readable,
+# one line per process) to the run's stderr, where report.py reads the
+# reclamation counters (merges before and after release).
+JWMALLOC_STATS_ENV = {"JWMALLOC_STATS": "1", "JWMALLOC_STATS_FILE": "/dev/stderr"}
+JWMALLOC_VARIANTS = {
+    "jwmalloc": ({}, "jwmalloc (this project)"),
+    "jwmalloc-fixed": ({"JWMALLOC_RECLAIM_POLICY": "fixed-delay"},
+                       "jwmalloc with the fixed-delay reclamation baseline (a merge keeps the oldest countdown)"),
+}
 
 
 class Allocator:
@@ -84,11 +95,12 @@ def resolve(name, jwmalloc_path, peers_dir=None, custom=None):
             return Allocator(name, lib, env, "not installed", "%s not found" % lib, "", "user-defined")
         return Allocator(name, lib, env, "ok", "", "", "user-defined: %s" % (lib or "glibc"))
     if name == "jwmalloc" or name.startswith("jwmalloc-"):
+        venv, desc = JWMALLOC_VARIANTS.get(name, ({}, "jwmalloc (this project)"))
+        env = dict(JWMALLOC_STATS_ENV, **venv)
         if jwmalloc_path and os.access(jwmalloc_path, os.R_OK):
-            return Allocator(name, os.path.abspath(jwmalloc_path), {}, "ok", "", "", "jwmalloc (this project)")
-        return Allocator(name, jwmalloc_path, {}, "not built",
-                         "%s does not exist (jwmalloc is not built yet)" % jwmalloc_path, "",
-                         "jwmalloc (this project)")
+            return Allocator(name, os.path.abspath(jwmalloc_path), env, "ok", "", "", desc)
+        return Allocator(name, jwmalloc_path, env, "not built",
+                         "%s does not exist (jwmalloc is not built yet)" % jwmalloc_path, "", desc)
     if name not in PEERS:
         raise KeyError(name)
     paths, package, env, desc = PEERS[name]

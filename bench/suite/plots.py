@@ -9,6 +9,7 @@ import subprocess
 COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 # One colour per allocator in every plot.
 FIXED = {"jwmalloc": "#d62728", "glibc": "#1f77b4", "jemalloc": "#2ca02c", "jemalloc-1s": "#98df8a",
+         "jwmalloc-fixed": "#ff9896",
          "mimalloc": "#ff7f0e", "tcmalloc": "#9467bd", "scudo": "#8c564b"}
 
 

@@ -119,6 +119,26 @@ def sysget(name):
     return lambda r: r["measure"].get("sys_" + name) if r["measure"].get("sys_count") == "perf" else None
 
 
+def jwstats(r):
+    """The statistics line a jwmalloc run wrote at exit (JWMALLOC_STATS=1 with
+    JWMALLOC_STATS_FILE=/dev/stderr, allocators.py), as a dict; None when absent."""
+    line = None
+    for ln in (r.get("stderr_tail") or "").splitlines():
+        if ln.startswith("jwmalloc-stats v1 "):
+            line = ln
+    if line is None:
+        return None
+    d = {}
+    for tok in line.split()[2:]:
+        k, _, v = tok.partition("=")
+        d[k] = int(v) if v.isdigit() else v
+    return d
+
+
+def jwget(key):
+    return lambda r: (jwstats(r) or {}).get(key)
+
+
 def systotal(r):
     m = r["measure"]
     if m.get("sys_count") != "perf":
@@ -340,6 +360,19 @@ def paper_section(res, doc):
                          verdict(ok, "within %gx" % target, "above %gx" % target)])
         else:
             rows.append([what, paper, "jemalloc %s %s MB" % (label, fmt(je, "mb")), "not computable"])
+    if t:
+        # The same without file-backed pages (shared libraries, the program): at the suite's scale they are
+        # a large, allocator-independent part of the steady RSS (about 1.5 MB of a few MB).
+        jw = res.metric("mstress-sleep", JW, t, rssget("steady_anon_kb"))
+        je = res.metric("mstress-sleep", "jemalloc", t, rssget("steady_anon_kb"))
+        what = "Sleep-augmented mstress, %d threads: steady anonymous RSS (heap; no file-backed pages) " \
+               "jwmalloc / jemalloc" % t
+        if jw and je:
+            ratio = jw / je
+            rows.append([what, "target <= 0.15x", "%.1f / %.1f MB = %.2fx" % (jw / 1024, je / 1024, ratio),
+                         verdict(ratio <= 0.15, "within 0.15x", "above 0.15x")])
+            if ratio > 0.15:
+                shortfalls.append("steady anonymous RSS on sleep-augmented mstress: %.2fx jemalloc's" % ratio)
 
     # 4. P99.99 at 10 threads per core (mstress)
     t = N10 if N10 in res.threads_of("mstress") else None
@@ -440,6 +473,43 @@ def paper_section(res, doc):
                 else:
                     rows.append([what, "fewer calls, RSS <=", "%s: %s calls, %s MB" % (
                         peer, fmt(pc, "int"), fmt(ps, "mb")), "not computable"])
+
+    # 8b. issue 7: the generational workload, lifetime against the fixed-delay baseline. Of the merges, how
+    # many completed while all their pieces were still backed (before release) rather than after a piece had
+    # been given back (the kernel's work and the page faults then done twice). Absolute counts are not the
+    # measure: memory that fixed-delay releases early comes back (refaults) and is freed again, so it is
+    # merged again, before release, on every round trip.
+    for w in ("generational",):
+        for t in res.threads_of(w):
+            keys = ("merges_before_release", "merges_after_release", "reclaim_released_bytes", "refaulted_allocs")
+            lt = {k: res.metric(w, JW, t, jwget(k)) for k in keys}
+            fx = {k: res.metric(w, "jwmalloc-fixed", t, jwget(k)) for k in keys}
+            lr = res.metric(w, JW, t, rssget("steady_kb"))
+            fr = res.metric(w, "jwmalloc-fixed", t, rssget("steady_kb"))
+            what = "%s, %s threads: merges completed before release, lifetime vs fixed-delay" % (w, t)
+            if None in lt.values() or None in fx.values() or not lr or not fr:
+                rows.append([what, "a larger share before release, fewer after (issue 7)", "-",
+                             "not computable (jwmalloc-fixed or the statistics line missing)"])
+                continue
+            def share(d):
+                tot = d["merges_before_release"] + d["merges_after_release"]
+                return d["merges_before_release"] / tot if tot else None
+            ls, fs = share(lt), share(fx)
+            ok = (ls is not None and fs is not None and ls > fs and
+                  lt["merges_after_release"] < fx["merges_after_release"] and lr <= 1.05 * fr)
+            text = ("before release %.1f%% (%d of %d) vs %.1f%% (%d of %d); after release %d vs %d; given back %.0f "
+                    "vs %.0f MiB; refaulted %d vs %d; steady RSS %.1f vs %.1f MB" % (
+                        100 * (ls or 0), lt["merges_before_release"],
+                        lt["merges_before_release"] + lt["merges_after_release"], 100 * (fs or 0),
+                        fx["merges_before_release"], fx["merges_before_release"] + fx["merges_after_release"],
+                        lt["merges_after_release"], fx["merges_after_release"],
+                        lt["reclaim_released_bytes"] / 1048576.0, fx["reclaim_released_bytes"] / 1048576.0,
+                        lt["refaulted_allocs"], fx["refaulted_allocs"], lr / 1024, fr / 1024))
+            if not ok:
+                shortfalls.append("%s at %s threads, lifetime vs fixed-delay: %s" % (w, t, text))
+            rows.append([what, "a larger share before release, fewer after, RSS within 5% (issue 7)", text,
+                         verdict(ok, "lifetime completes a larger share of merges before release, at RSS within 5%",
+                                 "not all three")])
 
     # 9. the paper's regression case
     for t in res.threads_of("near4k"):
@@ -676,6 +746,9 @@ def write_report(out):
         doc.grid("mleak: RSS growth from the second round to the last (KiB)", spec, res.main, rssget("growth_kb"),
                  "int", lower_better=True)
 
+    # ---- reclamation (issue 7)
+    reclaim_section(res, doc, fp_w)
+
     # ---- system calls
     doc.p("## Memory system calls (mmap + munmap + madvise + mremap + brk + mprotect)")
     doc.p()
@@ -701,6 +774,44 @@ def write_report(out):
               "`bench/suite/report.py %s` where it is._" % out)
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(doc.lines) + "\n")
+
+
+RECLAIM_COLS = [("cycles", "reclaim_cycles", "int"), ("MiB given back", "reclaim_released_bytes", "mib"),
+                ("merges before release", "merges_before_release", "int"),
+                ("merges after release", "merges_after_release", "int"),
+                ("refaulted ranges", "refaulted_allocs", "int"), ("pool pages aged", "pool_pages_aged", "int"),
+                ("midend slabs aged", "mid_slabs_aged", "int"), ("madvise calls", "madvise_calls", "int")]
+
+
+def reclaim_section(res, doc, fp_w):
+    """jwmalloc's reclamation counters (its statistics line) on the footprint workloads: lifetime-based
+    reclamation against the fixed-delay baseline (issue 7)."""
+    variants = [a for a in (JW, "jwmalloc-fixed") if a in res.allocs and res.allocs[a]["state"] == "ok"]
+    if not variants or not fp_w:
+        return
+    doc.p("## Reclamation: lifetime-based against fixed-delay (jwmalloc's own counters)")
+    doc.p()
+    doc.p("From the statistics line each jwmalloc run writes at exit. *Merges before release*: backend merges of "
+          "free ranges none of whose pages had been given back; *after release*: merges that joined memory already "
+          "given back with madvise (the kernel's work and the page faults are then paid twice); *refaulted*: ranges "
+          "handed out again after their pages were given back. `jwmalloc-fixed` is the same library with "
+          "`JWMALLOC_RECLAIM_POLICY=fixed-delay` (a merged range keeps its oldest piece's countdown; "
+          "docs/design/reclamation.md, section 1).")
+    doc.p()
+    for w in fp_w:
+        for t in res.threads_of(w):
+            rows = []
+            for a in variants:
+                cells = [a]
+                for _, key, kind in RECLAIM_COLS:
+                    v = res.metric(w, a, t, jwget(key))
+                    cells.append("-" if v is None else ("%.1f" % (v / 1048576.0) if kind == "mib" else "%d" % v))
+                cells.append(fmt(res.metric(w, a, t, rssget("steady_kb")), "mb"))
+                cells.append(fmt(res.metric(w, a, t, rssget("peak_kb")), "mb"))
+                rows.append(cells)
+            doc.p("**%s, %s threads**" % (w, t))
+            doc.p()
+            doc.table(["allocator"] + [c for c, _, _ in RECLAIM_COLS] + ["steady RSS MiB", "peak RSS MiB"], rows)
 
 
 def replay_determinism(res, doc, trace_w):

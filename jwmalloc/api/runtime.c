@@ -10,6 +10,7 @@
 #include "../common/options.h"
 #include "../common/random.h"
 #include "../midend/midend.h"
+#include "../reclaim/reclaim.h"
 #include "counters.h"
 #include "stats.h"
 
@@ -28,8 +29,17 @@ static void thread_exit(void *arg) {
   if (t->state == JW_TLS_ACTIVE && t->tc == arg) {
     jw_tc_release(t, t->tc);
     jw_counter_add(&jw_api_counters.threads_exited, 1);
+    /* No other thread with a cache is known to live: if this was the
+     * process's last thread (pthread_exit from every thread), the reclaim
+     * thread must not keep it alive for an interval. */
+    if (jw_counter_get(&jw_api_counters.threads_started) == jw_counter_get(&jw_api_counters.threads_exited))
+      jw_reclaim_last_thread_hint();
   }
 }
+
+/* The reclaimer's aging pass over the tiers' caches (reclaim/reclaim.h):
+ * every thread's page pool, then the midend's idle classes. */
+static uint64_t age_tier_caches(void) { return jw_tc_age_pools() + jw_mid_age(); }
 
 /* ---- fork ---- */
 
@@ -66,6 +76,7 @@ bool jw_global_init(void) {
   if (pthread_key_create(&exit_key, thread_exit) != 0)
     jw_dprintf(2, "jwmalloc: warning: no thread-exit hook; thread caches will not be recycled\n");
   pthread_atfork(fork_prepare, fork_parent, fork_child);
+  jw_reclaim_set_tier_hook(age_tier_caches);
   jw_store(&init_state, INIT_DONE, JW_RELEASE);
   return true;
 }

@@ -13,6 +13,7 @@
 #include "../common/options.h"
 #include "../midend/midend.h"
 #include "../os/os_mem.h"
+#include "../reclaim/reclaim.h"
 #include "counters.h"
 #include "runtime.h"
 #include "stats_fields.h"
@@ -70,6 +71,15 @@ static void collect(jw_stats *s) {
   s->backend_frees = bs.frees;
   s->backend_splits = bs.pages.splits;
   s->backend_merges = bs.pages.merges;
+  jw_reclaim_stats rs;
+  jw_reclaim_get_stats(&rs);
+  s->reclaim_cycles = rs.cycles;
+  s->reclaim_released_bytes = rs.bytes_released;
+  s->merges_after_release = rs.merges_after_release;
+  s->merges_before_release = rs.merges - (rs.merges_after_release < rs.merges ? rs.merges_after_release : rs.merges);
+  s->refaulted_allocs = rs.allocs_refault;
+  s->pool_pages_aged = tc.pool_aged;
+  s->mid_slabs_aged = mid.slabs_aged;
 }
 
 /* The smallest jw_stats a caller may pass: the fields up to madvise_calls
@@ -139,6 +149,12 @@ JW_EXPORT void jw_stats_print(int fd) {
              (unsigned long long)s.invalid_frees);
   jw_dprintf(fd, "  system calls: %llu mmap, %llu munmap, %llu madvise\n", (unsigned long long)s.mmap_calls,
              (unsigned long long)s.munmap_calls, (unsigned long long)s.madvise_calls);
+  jw_dprintf(fd, "  reclamation: %llu cycles, %llu KiB given back; merges %llu before release, %llu after; "
+             "%llu refaulted ranges; aged out of the tiers: %llu pool pages, %llu midend slabs\n",
+             (unsigned long long)s.reclaim_cycles, (unsigned long long)(s.reclaim_released_bytes >> 10),
+             (unsigned long long)s.merges_before_release, (unsigned long long)s.merges_after_release,
+             (unsigned long long)s.refaulted_allocs, (unsigned long long)s.pool_pages_aged,
+             (unsigned long long)s.mid_slabs_aged);
 }
 
 void jw_stats_emit_at_exit(void) {

@@ -12,8 +12,11 @@
 
 #include "../common/log.h"
 #include "../os/os_mem.h"
+#include "../reclaim/policy.h"
+#include "../reclaim/reclaim.h"
 #include "backend_internal.h"
 #include "meta.h"
+#include "release.h"
 #include "root_map.h"
 #include "roots.h"
 #include "tree.h"
@@ -21,8 +24,6 @@
 #ifndef JWMALLOC_CHECK_DEFAULT
 #define JWMALLOC_CHECK_DEFAULT 0
 #endif
-
-#define ROOT_CLASS (JW_NCLASSES - 1)
 
 jw_backend_state jw_be = {.lock = JW_LOCK_INIT};
 
@@ -43,11 +44,12 @@ void jw_backend_init_once(void) {
   if (jw_load(&jw_be.inited, JW_ACQUIRE)) return;
   jw_store(&jw_be.check, env_uint("JWMALLOC_CHECK", JWMALLOC_CHECK_DEFAULT) ? 1u : 0u, JW_RELAXED);
   jw_store(&jw_be.retain_roots, env_uint("JWMALLOC_RETAIN_ROOTS", 1), JW_RELAXED);
+  jw_reclaim_init(); /* its options set the reclamation mode (jw_backend_set_reclaim_mode) */
   jw_store(&jw_be.inited, 1, JW_RELEASE);
 }
 
 /* Entirely free roots kept mapped (the root class's free ranges). */
-static uint32_t free_roots(void) { return jw_load(&jw_be.bins.bin[ROOT_CLASS].total, JW_RELAXED); }
+static uint32_t free_roots(void) { return jw_load(&jw_be.bins.bin[JW_ROOT_CLASS].total, JW_RELAXED); }
 
 static inline int checking(void) { return jw_load(&jw_be.check, JW_RELAXED) != 0; }
 
@@ -75,10 +77,12 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
   jw_rec *recs;
   uint32_t g;
   if (k < 0) {
-    base = jw_roots_map(JW_RS_FREE_BUF0 + jw_bins_active(&jw_be.bins), &recs);
+    /* A fresh root has no physical pages: its remainders are filed as
+     * released (docs/design/reclamation.md, section 2). */
+    base = jw_roots_map(JW_RS_FREE_RELEASED, &recs);
     if (base == 0) return NULL;
     g = 0;
-    k = ROOT_CLASS;
+    k = JW_ROOT_CLASS;
   } else {
     unsigned buf;
     jw_rid r = jw_bins_pop(&jw_be.bins, (unsigned)k, &buf);
@@ -90,6 +94,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
   uint32_t tag = jw_tree_tag(&t, g);
   unsigned st = kind_state(kind);
   *zeroed = jw_tag_zeroed(tag);
+  if (jw_tag_given_back(tag)) bump(&jw_be.allocs_refault, 1); /* its pages fault back in */
   if ((unsigned)k != c) {
     unsigned buf = jw_tag_state(tag) - JW_RS_FREE_BUF0; /* remainders stay in the range's buffer */
     jw_tree_piece pieces[JW_TREE_MAX_PIECES];
@@ -99,7 +104,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
       jw_bins_push(&jw_be.bins, jw_meta_rid(base, pieces[i].pos), jw_class_index(pieces[i].granules), buf);
     bump(&jw_be.splits, np);
   } else {
-    jw_tree_tag_update(&t, g, JW_REC_STATE_MASK | JW_REC_ZEROED_MASK, st);
+    jw_tree_tag_update(&t, g, JW_REC_STATE_MASK | JW_REC_FREE_FLAGS, st);
   }
   /* Slabs resolve from every granule (page_source.h): interior records. */
   if (kind != JW_KIND_LARGE)
@@ -119,10 +124,12 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
   unsigned c = jw_class_index_up((uint32_t)granules);
   bool zeroed = false;
   jw_lock_take(&jw_be.lock);
-  jw_backend_drain_deferred();
+  unsigned drained = jw_backend_drain_deferred();
   void *p = alloc_locked(c, kind, &zeroed);
-  jw_backend_drain_deferred();
+  drained += jw_backend_drain_deferred();
   jw_lock_give(&jw_be.lock);
+  /* Deferred frees filed here are frees too: their memory must age. */
+  if (drained) jw_reclaim_after_free();
   if (p == NULL) {
     errno = ENOMEM;
     return NULL;
@@ -134,33 +141,66 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
 
 /* ---- free --------------------------------------------------------------- */
 
+/* Merging: what the pieces of the range being filed were (policy.h). */
+typedef struct merge_ctx {
+  uintptr_t base;
+  unsigned pieces;
+  unsigned given_back;    /* the range being filed holds memory given back */
+  uint64_t after_release; /* merges that joined memory already given back */
+} merge_ctx;
+
 /* A free sibling about to be merged leaves its list. */
-static void absorb(void *base, uint32_t pos, uint32_t tag) {
-  jw_bins_remove(&jw_be.bins, jw_meta_rid((uintptr_t)base, pos), jw_tag_class(tag));
+static void absorb(void *arg, uint32_t pos, uint32_t tag) {
+  merge_ctx *m = arg;
+  unsigned buf = jw_bins_remove(&jw_be.bins, jw_meta_rid(m->base, pos), jw_tag_class(tag));
+  unsigned piece = buf == JW_BUF_RELEASED ? JW_PIECE_RELEASED
+                   : buf == jw_bins_active(&jw_be.bins) ? JW_PIECE_ACTIVE
+                                                        : JW_PIECE_STANDBY;
+  if (m->given_back || jw_tag_given_back(tag)) m->after_release++;
+  m->given_back |= jw_tag_given_back(tag);
+  m->pieces |= piece;
 }
 
-/* Puts the range [g, g+n) of a root (head already in a free state) back:
- * merges it with every free sibling leaf while one exists (the merged size is
- * a class by closure), then files it in its class's active buffer (a range
- * that merged nothing starts its countdown there; a merged one restarts it),
- * or gives the root back when it became entirely free beyond the retained
+void jw_backend_set_reclaim_mode(int age_roots, unsigned policy) {
+  /* Read under the lock; set once at initialization or by tests: relaxed. */
+  jw_store(&jw_be.age_roots, age_roots ? 1u : 0u, JW_RELAXED);
+  jw_store(&jw_be.policy, policy, JW_RELAXED);
+}
+
+/* Merges the range [g, g+n) of a root (head in a free or in-transit state)
+ * with every free sibling leaf while one exists (the merged size is a class
+ * by closure), then files it in the buffer the countdown rule names
+ * (reclaim/policy.h: a fresh range that merged nothing starts its countdown
+ * in active; a merge restarts or keeps it by policy), or, with reclamation
+ * off, gives the root back when it became entirely free beyond the retained
  * count. */
-static void put_free(jw_tree *t, uintptr_t base, uint32_t g, uint32_t n) {
+void jw_backend_put_free(uintptr_t base, jw_rec *recs, uint32_t g, uint32_t n, unsigned pieces) {
+  jw_tree t = {recs, JW_ROOT_GRANULES};
   uint64_t merges = 0;
-  g = jw_tree_coalesce(t, g, &n, absorb, (void *)base, &merges);
+  merge_ctx m = {base, pieces, jw_tag_given_back(jw_tree_tag(&t, g)), 0};
+  g = jw_tree_coalesce(&t, g, &n, absorb, &m, &merges);
   bump(&jw_be.merges, merges);
+  bump(&jw_be.merges_after_release, m.after_release);
   unsigned c = jw_class_index(n);
-  if (n == t->granules) {
-    if (free_roots() >= jw_load(&jw_be.retain_roots, JW_RELAXED)) {
-      jw_roots_unmap(base, t->rec);
-      return;
-    }
+  if (n == t.granules && !jw_load(&jw_be.age_roots, JW_RELAXED) &&
+      free_roots() >= jw_load(&jw_be.retain_roots, JW_RELAXED)) {
+    jw_roots_unmap(base, recs);
+    return;
   }
-  jw_bins_push(&jw_be.bins, jw_meta_rid(base, g), c, jw_bins_active(&jw_be.bins));
+  unsigned active = jw_bins_active(&jw_be.bins);
+  jw_filing f = jw_reclaim_filing(m.pieces, jw_load(&jw_be.policy, JW_RELAXED));
+  unsigned buf = f == JW_FILE_RELEASED ? JW_BUF_RELEASED : f == JW_FILE_STANDBY ? active ^ 1u : active;
+  jw_bins_push(&jw_be.bins, jw_meta_rid(base, g), c, buf);
+  if (checking() && jw_root_map_get((const void *)base) != NULL) check_root(recs, base, "filing");
 }
 
-/* Frees the live (or, from the deferred list, deferred) range at start. */
-static int free_locked(void *start, int deferred) {
+/* How free_locked finds the range: live (a plain or an aged free), or on the
+ * deferred list (its state says whether it was aged). */
+enum { FREE_LIVE, FREE_DEFERRED, FREE_LIVE_AGED };
+
+/* Frees the range at start. An aged range (a tier's page that already served
+ * its countdown in the tier) is filed as a standby piece (reclaim/policy.h). */
+static int free_locked(void *start, int how) {
   uintptr_t a = (uintptr_t)start, base = a & ~(uintptr_t)(JW_ROOT - 1);
   jw_rec *recs = jw_root_map_get(start);
   if (recs == NULL || (a & (JW_GRANULE - 1)) != 0) goto bad;
@@ -168,7 +208,8 @@ static int free_locked(void *start, int deferred) {
   jw_tree t = {recs, JW_ROOT_GRANULES};
   uint32_t tag = jw_tree_tag(&t, g);
   unsigned st = jw_tag_state(tag);
-  if (deferred ? st != JW_RS_DEFERRED : !jw_state_is_live(st)) goto bad;
+  unsigned aged = how == FREE_LIVE_AGED || st == JW_RS_DEFERRED_AGED;
+  if (how == FREE_DEFERRED ? !jw_state_is_deferred(st) : !jw_state_is_live(st)) goto bad;
   uint32_t n = jw_class_granules[jw_tag_class(tag)];
   /* The range stops resolving first, then its interior records go. */
   jw_tree_tag_update(&t, g, JW_REC_STATE_MASK | JW_REC_ZEROED_MASK,
@@ -177,18 +218,19 @@ static int free_locked(void *start, int deferred) {
     for (uint32_t i = 1; i < n; i++) jw_store(&recs[g + i].tag, 0, JW_RELAXED);
   jw_fetch_sub(&jw_be.live_granules, n, JW_RELAXED);
   bump(&jw_be.frees, 1);
-  put_free(&t, base, g, n);
-  if (checking() && jw_root_map_get(start) != NULL) check_root(recs, base, "free");
+  jw_backend_put_free(base, recs, g, n, aged ? JW_PIECE_STANDBY : JW_PIECE_FRESH);
   return 0;
 bad:
   errno = EINVAL;
   return -1;
 }
 
-void jw_backend_drain_deferred(void) {
+unsigned jw_backend_drain_deferred(void) {
+  jw_release_file(); /* a released batch waiting for a lock holder */
   /* Relaxed peek: an empty list (the common case) costs no atomic
    * read-modify-write; a push racing with it waits for the next operation. */
-  if (jw_load(&jw_be.deferred, JW_RELAXED) == 0) return;
+  if (jw_load(&jw_be.deferred, JW_RELAXED) == 0) return 0;
+  unsigned drained = 0;
   /* Acquire pairs with the pushers' release: their state change to DEFERRED
    * and their link are visible. Takes the whole stack at once (no ABA). */
   jw_rid r = jw_xchg(&jw_be.deferred, 0, JW_ACQUIRE);
@@ -196,14 +238,18 @@ void jw_backend_drain_deferred(void) {
     jw_rec *rec = jw_bins_rec(r);
     jw_rid next = jw_load(&rec->next, JW_RELAXED);
     jw_store(&rec->next, 0, JW_RELAXED);
-    free_locked((void *)(jw_meta_rid_base(r) + ((uintptr_t)jw_meta_rid_granule(r) << JW_GRANULE_SHIFT)), 1);
+    free_locked((void *)(jw_meta_rid_base(r) + ((uintptr_t)jw_meta_rid_granule(r) << JW_GRANULE_SHIFT)),
+                FREE_DEFERRED);
     r = next;
+    drained++;
   }
+  return drained;
 }
 
-/* The lock is busy: mark the range DEFERRED (this also catches a double or
- * invalid free) and push it for the holder or a later operation to finish. */
-static int defer_free(void *start) {
+/* The lock is busy: mark the range DEFERRED or DEFERRED_AGED (this also
+ * catches a double or invalid free) and push it for the holder or a later
+ * operation to finish. */
+static int defer_free(void *start, unsigned state) {
   uintptr_t a = (uintptr_t)start, base = a & ~(uintptr_t)(JW_ROOT - 1);
   jw_rec *recs = jw_root_map_get(start);
   if (recs == NULL || (a & (JW_GRANULE - 1)) != 0) goto bad;
@@ -213,7 +259,7 @@ static int defer_free(void *start) {
   do {
     if (!jw_state_is_live(jw_tag_state(old))) goto bad;
     /* Relaxed: the push below publishes with release. */
-  } while (!jw_cas_weak(&rec->tag, &old, (old & ~JW_REC_STATE_MASK) | JW_RS_DEFERRED, JW_RELAXED, JW_RELAXED));
+  } while (!jw_cas_weak(&rec->tag, &old, (old & ~JW_REC_STATE_MASK) | state, JW_RELAXED, JW_RELAXED));
   jw_rid r = jw_meta_rid(base, g);
   jw_rid top = jw_load(&jw_be.deferred, JW_RELAXED);
   do {
@@ -227,18 +273,33 @@ bad:
   return -1;
 }
 
-int jw_backend_free(void *start) {
+/* A free that never waits: under the lock if it is free, else deferred. */
+static int free_now_or_defer(void *start, int aged) {
   jw_backend_init_once();
-  if (!jw_lock_try(&jw_be.lock)) return defer_free(start);
+  if (!jw_lock_try(&jw_be.lock)) return defer_free(start, aged ? JW_RS_DEFERRED_AGED : JW_RS_DEFERRED);
   jw_backend_drain_deferred();
-  int rc = free_locked(start, 0);
+  int rc = free_locked(start, aged ? FREE_LIVE_AGED : FREE_LIVE);
   jw_backend_drain_deferred();
   jw_lock_give(&jw_be.lock);
   return rc;
 }
 
+int jw_backend_free(void *start) {
+  int rc = free_now_or_defer(start, 0);
+  /* Outside the lock: start the reclaim thread, or release past the
+   * watermark (reclaim/reclaim.h). */
+  if (rc == 0) jw_reclaim_after_free();
+  return rc;
+}
+
 void jw_pages_free(void *start) {
   if (jw_backend_free(start) != 0) jw_fatal("backend: free of %p: not the start of a live range", start);
+}
+
+void jw_pages_free_aged(void *start) {
+  /* Called by the reclaimer's aging pass (reclaim/): no watermark check and
+   * no thread start, the cycle that called it releases what is due. */
+  if (free_now_or_defer(start, 1) != 0) jw_fatal("backend: aged free of %p: not the start of a live range", start);
 }
 
 /* ---- lock-free lookup --------------------------------------------------- */
@@ -369,6 +430,8 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->allocs = jw_load(&jw_be.allocs, JW_RELAXED);
   o->frees = jw_load(&jw_be.frees, JW_RELAXED);
   o->deferred_frees = jw_load(&jw_be.deferred_frees, JW_RELAXED);
+  o->merges_after_release = jw_load(&jw_be.merges_after_release, JW_RELAXED);
+  o->allocs_refault = jw_load(&jw_be.allocs_refault, JW_RELAXED);
 }
 
 void jw_pages_get_stats(jw_pages_stats *out) {
@@ -382,56 +445,34 @@ void jw_backend_set_check(int on) {
   jw_store(&jw_be.check, on ? 1u : 0u, JW_RELAXED); /* a flag read racily: relaxed */
 }
 
+void jw_backend_get_stats_quiet(jw_backend_stats *out) {
+  jw_backend_init_once();
+  jw_lock_take(&jw_be.lock);
+  jw_backend_drain_deferred();
+  jw_release_quiesce();
+  jw_backend_get_stats(out);
+  jw_lock_give(&jw_be.lock);
+}
+
 void jw_backend_set_retain_roots(unsigned n) {
   jw_backend_init_once();
   jw_lock_take(&jw_be.lock);
+  jw_backend_drain_deferred();
+  jw_release_quiesce(); /* ranges in flight have merged back by now */
   jw_store(&jw_be.retain_roots, n, JW_RELAXED); /* read under the lock */
   /* Entirely free roots beyond the new count go back now. */
   jw_bins *b = &jw_be.bins;
   for (;;) {
     if (free_roots() <= n) break;
     unsigned buf;
-    jw_rid r = jw_bins_pop(b, ROOT_CLASS, &buf);
+    jw_rid r = jw_bins_pop(b, JW_ROOT_CLASS, &buf);
     uintptr_t base = jw_meta_rid_base(r);
     jw_roots_unmap(base, jw_root_map_get((const void *)base));
   }
   jw_lock_give(&jw_be.lock);
 }
 
-uint64_t jw_backend_reclaim_step(void) {
-  jw_backend_init_once();
-  uint64_t released = 0;
-  jw_lock_take(&jw_be.lock);
-  jw_backend_drain_deferred();
-  jw_bins *b = &jw_be.bins;
-  unsigned standby = jw_bins_active(b) ^ 1u;
-  for (unsigned c = 0; c < JW_NCLASSES; c++) {
-    jw_rid r;
-    while ((r = jw_bins_first(b, c, standby)) != 0) {
-      jw_bins_remove(b, r, c);
-      uintptr_t base = jw_meta_rid_base(r);
-      uint32_t g = jw_meta_rid_granule(r), n = jw_class_granules[c];
-      jw_rec *recs = jw_root_map_get((const void *)base);
-      if (c == ROOT_CLASS) {
-        jw_roots_unmap(base, recs);
-        released += JW_ROOT;
-        continue;
-      }
-      void *p = (void *)(base + ((uintptr_t)g << JW_GRANULE_SHIFT));
-      /* Released pages read as zero; if the kernel refused, the range stays
-       * backed and waits in the active buffer for the next step. */
-      int ok = jw_os_release(p, (size_t)n * JW_GRANULE) == 0;
-      if (ok) {
-        jw_rec_update(&recs[g], JW_REC_ZEROED_MASK, JW_REC_ZEROED_MASK);
-        released += (uint64_t)n * JW_GRANULE;
-      }
-      jw_bins_push(b, r, c, ok ? JW_BUF_RELEASED : standby ^ 1u);
-    }
-  }
-  jw_bins_flip(b);
-  jw_lock_give(&jw_be.lock);
-  return released;
-}
+uint64_t jw_backend_reclaim_step(void) { return jw_reclaim_cycle(); }
 
 void jw_backend_test_lock(void) { jw_lock_take(&jw_be.lock); }
 
@@ -440,6 +481,19 @@ void jw_backend_test_unlock(void) {
   jw_lock_give(&jw_be.lock);
 }
 
-void jw_pages_atfork_prepare(void) { jw_lock_take(&jw_be.lock); }
-void jw_pages_atfork_parent(void) { jw_lock_give(&jw_be.lock); }
-void jw_pages_atfork_child(void) { jw_lock_init(&jw_be.lock); }
+/* The child must inherit no range in transit: prepare waits for a batch in
+ * flight to finish its system calls (they need no lock) and files it. */
+void jw_pages_atfork_prepare(void) {
+  jw_reclaim_atfork_prepare(); /* no tier cache half-aged in the child */
+  jw_lock_take(&jw_be.lock);
+  jw_backend_drain_deferred();
+  jw_release_quiesce();
+}
+void jw_pages_atfork_parent(void) {
+  jw_lock_give(&jw_be.lock);
+  jw_reclaim_atfork_parent();
+}
+void jw_pages_atfork_child(void) {
+  jw_lock_init(&jw_be.lock);
+  jw_reclaim_atfork_child(); /* its reclaim thread is gone: restarted lazily */
+}

@@ -14,6 +14,9 @@
  *   JWMALLOC_RETAIN_ROOTS=N entirely free 4 MiB roots kept mapped for reuse;
  *                           beyond N a root that becomes entirely free goes
  *                           back to the OS at once with its metadata (default 1).
+ *                           Only with reclamation off (JWMALLOC_RECLAIM=0): with
+ *                           it on, whole free roots age like any range.
+ * and the JWMALLOC_RECLAIM* options of reclaim/reclaim.h.
  * Thread-safety: every function may be called from any thread.
  */
 #ifndef JW_BACKEND_BACKEND_H
@@ -48,13 +51,21 @@ typedef struct jw_backend_stats {
   uint64_t record_bytes;        /* per-root record arrays in use: 12 B per granule of mapped roots */
   uint64_t root_map_bytes;      /* root map leaves (32 KiB per 16 GiB region in use, kept) */
   uint64_t metadata_arena_bytes;/* address space of the record arena (pages released with roots) */
-  uint64_t released_bytes;      /* free ranges whose pages were given back (madvise), still mapped */
+  uint64_t released_bytes;      /* free ranges with no physical pages (given back with madvise, or
+                                   never touched since mapped), still mapped */
   uint64_t free_ranges;         /* in all buffers */
   uint64_t free_roots;          /* entirely free roots kept mapped */
   uint64_t peak_roots, roots_mapped_total, roots_unmapped_total;
   uint64_t allocs, frees, deferred_frees;
+  uint64_t merges_after_release; /* merges that joined memory already given back (madvise) */
+  uint64_t allocs_refault;       /* allocations of ranges whose pages were given back: they fault in again */
 } jw_backend_stats;
 void jw_backend_get_stats(jw_backend_stats *out);
+
+/* The same figures at a quiet point, consistent with each other: under the
+ * backend lock, deferred frees done, no release batch in flight (waits for
+ * one to finish its system calls). For checks and reports. */
+void jw_backend_get_stats_quiet(jw_backend_stats *out);
 
 /* Invariant checks on (1) or off (0) from now on (overrides JWMALLOC_CHECK). */
 void jw_backend_set_check(int on);
@@ -67,13 +78,20 @@ int jw_backend_check_all(char *err, size_t cap);
 /* Sets the retained entirely-free roots (JWMALLOC_RETAIN_ROOTS) from now on. */
 void jw_backend_set_retain_roots(unsigned n);
 
-/* One reclamation step (the primitive part 3's reclaim thread calls at every
- * interval): every range still in the standby buffer of every class has its
- * pages given back (madvise; an entirely free root is unmapped with its
- * metadata instead) and moves to the released buffer; then active and
- * standby swap. A range freed before step k and neither reused nor merged is
- * released by step k+1. Takes the backend lock. Returns bytes released. */
+/* One reclamation cycle now, synchronously (jw_reclaim_cycle, the cycle the
+ * reclaim thread runs at every interval): every range still in the standby
+ * buffer of every class has its pages given back (madvise; an entirely free
+ * root is unmapped with its metadata instead) and moves to the released
+ * buffer; then active and standby swap. A range filed in active before cycle
+ * k and neither reused nor merged is released by cycle k+1. Waits for the
+ * backend lock and for another reclaimer to finish. Returns bytes released. */
 uint64_t jw_backend_reclaim_step(void);
+
+/* Reclamation mode, set by reclaim/ from its options: age_roots != 0 lets
+ * entirely free roots age through the buffers (unmapped when released)
+ * instead of going back at once beyond JWMALLOC_RETAIN_ROOTS; policy is a
+ * jw_reclaim_policy (reclaim/policy.h). Thread-safe. */
+void jw_backend_set_reclaim_mode(int age_roots, unsigned policy);
 
 /* Test hooks (tests/backend): hold the backend lock as a frozen holder would. */
 void jw_backend_test_lock(void);

@@ -1,4 +1,4 @@
-/* State shared by the backend's own files (backend.c, check.c). */
+/* State shared by the backend's own files (backend.c, check.c, release.c). */
 #ifndef JW_BACKEND_INTERNAL_H
 #define JW_BACKEND_INTERNAL_H
 
@@ -6,20 +6,35 @@
 #include "bins.h"
 #include "lock.h"
 
+#define JW_ROOT_CLASS (JW_NCLASSES - 1)
+
 typedef struct jw_backend_state {
   jw_lock lock;        /* the backend lock: trees, bins, roots (docs/design/backend.md, "Locks") */
   jw_bins bins;
   jw_atomic_u32 deferred; /* stack of ranges freed while the lock was busy (range ids) */
   jw_atomic_u32 inited, check, retain_roots;
+  /* Reclamation mode (jw_backend_set_reclaim_mode): entirely free roots age
+   * through the buffers instead of going back at once; the filing policy. */
+  jw_atomic_u32 age_roots, policy;
   /* Statistics: written under the lock (or atomically), read racily. */
   jw_atomic_u64 live_granules, splits, merges, allocs, frees, deferred_frees;
+  jw_atomic_u64 merges_after_release, allocs_refault;
 } jw_backend_state;
 
 extern jw_backend_state jw_be;
 
 /* Reads the options once. */
 void jw_backend_init_once(void);
-/* Frees every deferred range (lock held). */
-void jw_backend_drain_deferred(void);
+/* Frees every deferred range and files a released batch (lock held).
+ * Returns the number of deferred frees done. */
+unsigned jw_backend_drain_deferred(void);
+
+/* Lock held: files the free range [g, g+n) of the root at base (head state
+ * any free or in-transit state) after merging it with every free sibling;
+ * `pieces` (reclaim/policy.h, JW_PIECE_*) says what the range itself is, and
+ * the filing policy picks its buffer from it and from what it merged with.
+ * With reclamation off, an entirely free root beyond the retained count is
+ * unmapped instead. */
+void jw_backend_put_free(uintptr_t base, jw_rec *recs, uint32_t g, uint32_t n, unsigned pieces);
 
 #endif

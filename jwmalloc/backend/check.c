@@ -2,6 +2,7 @@
 #include "../common/log.h"
 #include "backend_internal.h"
 #include "meta.h"
+#include "release.h"
 #include "root_map.h"
 #include "roots.h"
 #include "tree.h"
@@ -32,9 +33,17 @@ static int check_root(uintptr_t base, jw_rec *recs, census *cs, char *err, size_
     unsigned st = jw_tag_state(tag), c = jw_tag_class(tag);
     uint32_t n = jw_class_granules[c];
     if (jw_state_in_list(st)) {
+      /* Zeroed means never touched since mapped or released: no pages to
+       * give back, so it must not count as cached. */
+      if (jw_tag_zeroed(tag) && st != JW_RS_FREE_RELEASED) {
+        if (cap) jw_format(err, cap, "root %p granule %u: zeroed free range in a backed buffer", (void *)base, g);
+        return -1;
+      }
       cs->free[c][st - JW_RS_FREE_BUF0]++;
       cs->free_granules[st - JW_RS_FREE_BUF0] += n;
-    } else if (jw_state_is_live(st)) {
+    } else if (jw_state_is_live(st) || jw_state_is_deferred(st)) {
+      /* A deferred range (freed by a thread that found the lock held, maybe
+       * while this check holds it) counts as live until it is drained. */
       cs->live_granules += n;
     } else {
       if (cap) jw_format(err, cap, "root %p granule %u: state %u outside an operation", (void *)base, g, st);
@@ -52,6 +61,7 @@ int jw_backend_check_all(char *err, size_t cap) {
   jw_backend_init_once();
   jw_lock_take(&jw_be.lock);
   jw_backend_drain_deferred();
+  jw_release_quiesce(); /* no range in transit while we look */
   __builtin_memset(&cs, 0, sizeof cs);
   /* Every root, through the root map leaves that hold roots. */
   uint32_t leaves = jw_meta_leaves();
@@ -108,7 +118,7 @@ int jw_backend_check_all(char *err, size_t cap) {
                                  (unsigned long long)cs.roots);
   if (jw_meta_slot_bytes() != cs.roots * JW_META_SLOT_BYTES)
     FAIL("record bytes %llu for %llu roots", (unsigned long long)jw_meta_slot_bytes(), (unsigned long long)cs.roots);
-  {
+  if (!jw_load(&jw_be.age_roots, JW_RELAXED)) { /* with reclamation on, whole free roots age instead */
     uint32_t kept = jw_load(&b->bin[JW_NCLASSES - 1].total, JW_RELAXED);
     uint32_t retain = jw_load(&jw_be.retain_roots, JW_RELAXED);
     if (kept > retain) FAIL("%u entirely free roots kept, retain limit %u", kept, retain);

@@ -38,25 +38,38 @@ jw_rec *jw_meta_slot_alloc(void) {
   return (jw_rec *)((char *)jw_load(&chunks[c], JW_RELAXED) + (size_t)s * JW_META_SLOT_BYTES);
 }
 
-void jw_meta_slot_free(jw_rec *recs) {
+void jw_meta_slot_release(jw_rec *recs) {
+  /* Pages back to the OS; they read as zero when the slot is reused. If the
+   * kernel refuses, zero them by hand so the reuse invariant holds. */
+  if (jw_os_release(recs, JW_META_SLOT_BYTES) != 0) {
+    for (uint32_t i = 0; i < JW_ROOT_GRANULES; i++) {
+      jw_store(&recs[i].tag, 0, JW_RELAXED);
+      jw_store(&recs[i].next, 0, JW_RELAXED);
+      jw_store(&recs[i].prev, 0, JW_RELAXED);
+    }
+  }
+}
+
+void jw_meta_slot_retire(jw_rec *recs) {
+  (void)recs;
+  jw_fetch_sub(&slots_in_use, 1, JW_RELAXED);
+}
+
+void jw_meta_slot_put(jw_rec *recs) {
   uint32_t n = jw_load(&nchunks, JW_RELAXED);
   for (uint32_t c = 0; c < n; c++) {
     char *base = jw_load(&chunks[c], JW_RELAXED);
     if ((char *)recs < base || (char *)recs >= base + CHUNK_BYTES) continue;
     unsigned s = (unsigned)(((char *)recs - base) / JW_META_SLOT_BYTES);
-    /* Pages back to the OS; they read as zero when the slot is reused. If
-     * the kernel refuses, zero them by hand so the reuse invariant holds. */
-    if (jw_os_release(recs, JW_META_SLOT_BYTES) != 0) {
-      for (uint32_t i = 0; i < JW_ROOT_GRANULES; i++) {
-        jw_store(&recs[i].tag, 0, JW_RELAXED);
-        jw_store(&recs[i].next, 0, JW_RELAXED);
-        jw_store(&recs[i].prev, 0, JW_RELAXED);
-      }
-    }
     jw_store(&used[c], jw_load(&used[c], JW_RELAXED) & ~((uint64_t)1 << s), JW_RELAXED);
-    jw_fetch_sub(&slots_in_use, 1, JW_RELAXED);
     return;
   }
+}
+
+void jw_meta_slot_free(jw_rec *recs) {
+  jw_meta_slot_retire(recs);
+  jw_meta_slot_release(recs);
+  jw_meta_slot_put(recs);
 }
 
 int jw_meta_prepare_root(uintptr_t base) {

@@ -44,6 +44,16 @@ jw_rec *jw_meta_slot_alloc(void);
  * reused by a later root. Backend lock held. */
 void jw_meta_slot_free(jw_rec *recs);
 
+/* The three steps of jw_meta_slot_free, for a release that makes its system
+ * calls without the backend lock (release.h): jw_meta_slot_retire stops
+ * counting the slot in the figures, with its root (backend lock held);
+ * jw_meta_slot_release gives the pages back (no lock needed: the slot is
+ * still reserved, nobody else touches it); jw_meta_slot_put makes the slot
+ * reusable (backend lock held). */
+void jw_meta_slot_retire(jw_rec *recs);
+void jw_meta_slot_release(jw_rec *recs);
+void jw_meta_slot_put(jw_rec *recs);
+
 /* Makes range ids available for the root at base (4 MiB aligned): assigns its
  * root map leaf an id on first use. Returns 0, or -1 with errno = ENOMEM when
  * 1023 leaves (16 TiB of address space) are in use. Backend lock held. */

@@ -58,6 +58,14 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
  * with jw_pages_lookup first). Thread-safe. */
 void jw_pages_free(void *start);
 
+/* As jw_pages_free, for a range that a tier kept idle in its own cache for a
+ * reclaim interval before giving it back (docs/design/reclamation.md, section
+ * 6): it enters the backend with its countdown served (a standby piece), so
+ * the reclaim cycle that aged it releases it unless it merges with a range
+ * freed meanwhile. Never waits (deferred when the backend lock is busy).
+ * Thread-safe. */
+void jw_pages_free_aged(void *start);
+
 /* Resolves an address to the live range that holds it, without locks and
  * without faulting on foreign addresses. Guaranteed to resolve:
  *   - any address in the first granule of a live range;

@@ -26,7 +26,11 @@
  *   11..16 level of the boundary at this position (0: none / position 0)
  *   17..22 span_l: class index of the sibling node ending here
  *   23..28 span_r: class index of the node at depth `level` starting here
- *   29..31 unused
+ *   29     given back: a free range whose pages were released with madvise
+ *          since it was last live (a statistic: merges and allocations that
+ *          touch memory already given back; zeroed alone cannot tell a
+ *          never-touched range from a released one)
+ *   30..31 unused
  * An INTERIOR record (a granule inside a live slab, or an interior address
  * registered with jw_pages_mark_interior) instead holds the distance back to
  * its range's head in bits 5..14.
@@ -56,11 +60,14 @@ typedef enum jw_rec_state {
   JW_RS_LIVE_LARGE = 4,  /* live 16 KiB-4 MiB block */
   JW_RS_LIVE_LARGE_MARKED = 5, /* live block with jw_pages_mark_interior records */
   JW_RS_DEFERRED = 6,    /* freed while the backend lock was held: on the deferred list */
-  JW_RS_BUSY = 7,        /* reserved (part 4): owned by a thread mid-operation */
+  JW_RS_BUSY = 7,        /* free, owned by a thread mid-operation: a range being released
+                          * (part 3, backend/release.h); part 4's staged ownership */
   JW_RS_FREE_FAST = 8,   /* reserved (part 4): free, in a class's bounded bitmap */
   JW_RS_FREE_BUF0 = 9,   /* free, physically backed, in buffer 0 of its class */
   JW_RS_FREE_BUF1 = 10,  /* free, physically backed, in buffer 1 of its class */
   JW_RS_FREE_RELEASED = 11, /* free, pages released with madvise, still mapped */
+  JW_RS_DEFERRED_AGED = 12, /* as DEFERRED, given back by a tier after aging in its cache
+                             * (jw_pages_free_aged): filed as a standby piece */
 } jw_rec_state;
 
 #define JW_REC_STATE_BITS 4
@@ -69,6 +76,7 @@ typedef enum jw_rec_state {
 #define JW_REC_LEVEL_SHIFT 11
 #define JW_REC_SPANL_SHIFT 17
 #define JW_REC_SPANR_SHIFT 23
+#define JW_REC_GIVEN_BACK_SHIFT 29
 #define JW_REC_OFFSET_SHIFT 5
 #define JW_REC_F6 0x3fu
 #define JW_REC_F10 0x3ffu
@@ -79,10 +87,13 @@ typedef enum jw_rec_state {
 #define JW_REC_LEVEL_MASK (JW_REC_F6 << JW_REC_LEVEL_SHIFT)
 #define JW_REC_SPANL_MASK (JW_REC_F6 << JW_REC_SPANL_SHIFT)
 #define JW_REC_SPANR_MASK (JW_REC_F6 << JW_REC_SPANR_SHIFT)
+#define JW_REC_GIVEN_BACK_MASK (1u << JW_REC_GIVEN_BACK_SHIFT)
+/* Flags of a free range, cleared when it becomes live. */
+#define JW_REC_FREE_FLAGS (JW_REC_ZEROED_MASK | JW_REC_GIVEN_BACK_MASK)
 /* The boundary part of a tag: survives the head's own state changes. */
 #define JW_REC_BOUNDARY_MASK (JW_REC_LEVEL_MASK | JW_REC_SPANL_MASK | JW_REC_SPANR_MASK)
 /* The head part of a tag: what the range starting here is. */
-#define JW_REC_HEAD_MASK (JW_REC_STATE_MASK | JW_REC_ZEROED_MASK | JW_REC_CLASS_MASK)
+#define JW_REC_HEAD_MASK (JW_REC_STATE_MASK | JW_REC_FREE_FLAGS | JW_REC_CLASS_MASK)
 
 /* Deepest boundary level the encoding can hold. A tree never needs more than
  * 35 (each nesting strictly shrinks the node, and there are 36 classes). */
@@ -94,6 +105,7 @@ static inline unsigned jw_tag_class(uint32_t t) { return (t >> JW_REC_CLASS_SHIF
 static inline unsigned jw_tag_level(uint32_t t) { return (t >> JW_REC_LEVEL_SHIFT) & JW_REC_F6; }
 static inline unsigned jw_tag_spanl(uint32_t t) { return (t >> JW_REC_SPANL_SHIFT) & JW_REC_F6; }
 static inline unsigned jw_tag_spanr(uint32_t t) { return (t >> JW_REC_SPANR_SHIFT) & JW_REC_F6; }
+static inline unsigned jw_tag_given_back(uint32_t t) { return (t >> JW_REC_GIVEN_BACK_SHIFT) & 1u; }
 static inline unsigned jw_tag_offset(uint32_t t) { return (t >> JW_REC_OFFSET_SHIFT) & JW_REC_F10; }
 
 static inline uint32_t jw_tag_head(unsigned state, unsigned zeroed, unsigned cls) {
@@ -125,6 +137,8 @@ static inline uint32_t jw_rec_update(jw_rec *r, uint32_t clear, uint32_t set) {
 static inline int jw_state_is_live(unsigned s) {
   return s >= JW_RS_LIVE_SMALL && s <= JW_RS_LIVE_LARGE_MARKED;
 }
+/* Freed while the lock was busy, on the deferred list. */
+static inline int jw_state_is_deferred(unsigned s) { return s == JW_RS_DEFERRED || s == JW_RS_DEFERRED_AGED; }
 /* Free and in one of its class's lists (mergeable, allocatable). */
 static inline int jw_state_in_list(unsigned s) {
   return s >= JW_RS_FREE_BUF0 && s <= JW_RS_FREE_RELEASED;

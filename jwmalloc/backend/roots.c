@@ -38,12 +38,18 @@ fail:
   return 0;
 }
 
-void jw_roots_unmap(uintptr_t base, jw_rec *recs) {
+void jw_roots_forget(uintptr_t base, jw_rec *recs) {
   jw_root_map_clear(base);
-  jw_os_unmap((void *)base, JW_ROOT);
-  jw_meta_slot_free(recs);
+  jw_meta_slot_retire(recs);
   jw_store(&nroots, jw_load(&nroots, JW_RELAXED) - 1, JW_RELAXED);
   jw_store(&unmapped_total, jw_load(&unmapped_total, JW_RELAXED) + 1, JW_RELAXED);
+}
+
+void jw_roots_unmap(uintptr_t base, jw_rec *recs) {
+  jw_roots_forget(base, recs);
+  jw_os_unmap((void *)base, JW_ROOT);
+  jw_meta_slot_release(recs);
+  jw_meta_slot_put(recs);
 }
 
 void jw_roots_get_stats(jw_roots_stats *out) {

@@ -23,6 +23,13 @@ uintptr_t jw_roots_map(unsigned state, jw_rec **recs);
  * gives its record array back (meta.h). */
 void jw_roots_unmap(uintptr_t base, jw_rec *recs);
 
+/* The first step of jw_roots_unmap alone, for a release that unmaps without
+ * the backend lock (release.h): the root leaves the root map (no lookup
+ * resolves into it any more) and the figures (roots, record bytes); its
+ * memory and records are still there for the caller to give back
+ * (jw_os_unmap, jw_meta_slot_release, then jw_meta_slot_put under the lock). */
+void jw_roots_forget(uintptr_t base, jw_rec *recs);
+
 typedef struct jw_roots_stats {
   uint64_t roots, peak_roots; /* currently mapped, most ever at once */
   uint64_t mapped_total, unmapped_total;

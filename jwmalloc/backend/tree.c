@@ -53,9 +53,10 @@ uint32_t jw_tree_join(const jw_tree *t, uint32_t a, uint32_t b) {
   jw_store(&t->rec[b].tag, 0, JW_RELAXED);
   jw_store(&t->rec[b].next, 0, JW_RELAXED);
   jw_store(&t->rec[b].prev, 0, JW_RELAXED);
-  uint32_t clear = JW_REC_CLASS_MASK | JW_REC_ZEROED_MASK;
+  uint32_t clear = JW_REC_CLASS_MASK | JW_REC_FREE_FLAGS;
   uint32_t set = ((uint32_t)c << JW_REC_CLASS_SHIFT) |
-                 ((uint32_t)(jw_tag_zeroed(ta) & jw_tag_zeroed(tb)) << JW_REC_ZEROED_SHIFT);
+                 ((uint32_t)(jw_tag_zeroed(ta) & jw_tag_zeroed(tb)) << JW_REC_ZEROED_SHIFT) |
+                 ((ta | tb) & JW_REC_GIVEN_BACK_MASK);
   /* Spans name the sibling nodes on each side; a merge that leaves other
    * siblings updates the two boundaries around the merged node. A merge of
    * the last two siblings makes the leaf the parent itself, whose spans at
@@ -145,6 +146,7 @@ uint32_t jw_tree_split(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved
                        jw_tree_piece *pieces, unsigned *npieces) {
   uint32_t tag0 = jw_tree_tag(t, g);
   unsigned st = jw_tag_state(tag0), z = jw_tag_zeroed(tag0);
+  uint32_t given_back = tag0 & JW_REC_GIVEN_BACK_MASK;
   uint32_t pos = g, sz = gran(jw_tag_class(tag0));
   unsigned k = 0;
   while (sz != c && k < JW_TREE_MAX_PIECES) {
@@ -162,7 +164,7 @@ uint32_t jw_tree_split(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved
     unsigned cp = cls(p), cq = cls(q);
     /* Record m lies inside a free leaf, so it is all-zero and nobody else
      * writes it: a plain atomic store. */
-    jw_store(&t->rec[m].tag, jw_tag_head(st, z, cq) | jw_tag_boundary(lvl, cp, cq), JW_RELAXED);
+    jw_store(&t->rec[m].tag, jw_tag_head(st, z, cq) | jw_tag_boundary(lvl, cp, cq) | given_back, JW_RELAXED);
     uint32_t clear = JW_REC_CLASS_MASK, set = (uint32_t)cp << JW_REC_CLASS_SHIFT;
     if (flat && pos != 0 && jw_tree_level(t, pos) == d) {
       clear |= JW_REC_SPANR_MASK;
@@ -180,7 +182,7 @@ uint32_t jw_tree_split(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved
     }
     sz = a;
   }
-  jw_tree_tag_update(t, pos, JW_REC_STATE_MASK | JW_REC_ZEROED_MASK, carved_state);
+  jw_tree_tag_update(t, pos, JW_REC_STATE_MASK | JW_REC_FREE_FLAGS, carved_state);
   *npieces = k;
   return pos;
 }
@@ -199,12 +201,14 @@ static int check_records(const jw_tree *t, char *err, size_t cap) {
     uint32_t tag = jw_tree_tag(t, g);
     unsigned st = jw_tag_state(tag), c = jw_tag_class(tag);
     if (!jw_state_is_head(st)) FAIL("granule %u: expected a range head, tag %x", g, tag);
-    if (st == JW_RS_BUSY || st == JW_RS_FREE_FAST || st > JW_RS_FREE_RELEASED)
+    if (st == JW_RS_FREE_FAST || (st > JW_RS_FREE_RELEASED && st != JW_RS_DEFERRED_AGED))
       FAIL("granule %u: state %u not used by this backend", g, st);
     if (c >= JW_NCLASSES) FAIL("granule %u: class index %u", g, c);
     uint32_t n = gran(c);
     if (g + n > R) FAIL("range %u+%u passes the root end %u", g, n, R);
-    if (jw_tag_zeroed(tag) && !jw_state_in_list(st)) FAIL("granule %u: zeroed flag on a non-free range", g);
+    if ((tag & JW_REC_FREE_FLAGS) && !jw_state_in_list(st) && st != JW_RS_BUSY)
+      FAIL("granule %u: zeroed or given-back flag on a non-free range", g);
+    if (tag >> (JW_REC_GIVEN_BACK_SHIFT + 1)) FAIL("granule %u: unused tag bits set: %x", g, tag);
     if (g == 0) {
       if (jw_tag_level(tag) != 0 || jw_tag_spanl(tag) != 0 || jw_tag_spanr(tag) != cls(R))
         FAIL("granule 0: root boundary fields %x", tag);
@@ -212,7 +216,7 @@ static int check_records(const jw_tree *t, char *err, size_t cap) {
       FAIL("granule %u: head with boundary level %u", g, jw_tag_level(tag));
     }
     int interior_all = st == JW_RS_LIVE_SMALL || st == JW_RS_LIVE_MID;
-    int interior_some = st == JW_RS_LIVE_LARGE_MARKED || st == JW_RS_DEFERRED;
+    int interior_some = st == JW_RS_LIVE_LARGE_MARKED || jw_state_is_deferred(st);
     for (uint32_t i = g + 1; i < g + n; i++) {
       uint32_t ti = jw_tree_tag(t, i);
       int is_int = jw_tag_state(ti) == JW_RS_INTERIOR && jw_tag_offset(ti) == i - g &&
@@ -282,15 +286,15 @@ int jw_tree_check(const jw_tree *t, int maximal, char *err, size_t cap) {
 
 size_t jw_tree_dump(const jw_tree *t, char *buf, size_t cap) {
   static const char *const names[] = {"none", "int", "small", "mid", "large", "large+", "deferred",
-                                      "busy", "fast", "free0", "free1", "released"};
+                                      "busy", "fast", "free0", "free1", "released", "deferred-aged"};
   size_t len = 0;
   if (cap) buf[0] = 0;
   for (uint32_t g = 0; g < t->granules && len + 1 < cap;) {
     uint32_t tag = jw_tree_tag(t, g);
     uint32_t n = gran(jw_tag_class(tag) < JW_NCLASSES ? jw_tag_class(tag) : 0);
     unsigned st = jw_tag_state(tag);
-    len += jw_format(buf + len, cap - len, "%u+%u:%s%s@%u ", g, n, st < 12 ? names[st] : "?",
-                     jw_tag_zeroed(tag) ? "z" : "", jw_tree_depth(t, g, n));
+    len += jw_format(buf + len, cap - len, "%u+%u:%s%s%s@%u ", g, n, st < sizeof names / sizeof names[0] ? names[st] : "?",
+                     jw_tag_zeroed(tag) ? "z" : "", jw_tag_given_back(tag) ? "g" : "", jw_tree_depth(t, g, n));
     g += n ? n : 1;
   }
   return len;

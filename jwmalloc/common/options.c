@@ -78,11 +78,18 @@ void jw_options_init(void) {
 
 const char *jw_options_stats_file(void) { return jw_load(&stats_file, JW_RELAXED); }
 
-/* Public option API: include/jwmalloc.h. */
+/* Public option API: include/jwmalloc.h. The reclamation options live in
+ * reclaim/ and are reached through the same two calls. */
 #include <errno.h>
+
+#include "../reclaim/reclaim.h"
 
 JW_EXPORT int jw_option_get(const char *name, long *value) {
   int id = name ? jw_option_lookup(name) : -1;
+  if (id < 0 && name && value) {
+    int rc = jw_reclaim_option(name, value, 0);
+    if (rc != -2) return rc;
+  }
   if (id < 0 || value == NULL) {
     errno = EINVAL;
     return -1;
@@ -93,6 +100,10 @@ JW_EXPORT int jw_option_get(const char *name, long *value) {
 
 JW_EXPORT int jw_option_set(const char *name, long value) {
   int id = name ? jw_option_lookup(name) : -1;
+  if (id < 0 && name) {
+    int rc = jw_reclaim_option(name, &value, 1);
+    if (rc != -2) return rc;
+  }
   if (id < 0 || value < 0 || (uint64_t)value > table[id].max) {
     errno = EINVAL;
     return -1;

@@ -17,3 +17,8 @@ void jw_tier_release_pages(void *start, size_t granules) {
   jw_poison(start, granules << JW_GRANULE_SHIFT);
   jw_pages_free(start);
 }
+
+void jw_tier_release_aged(void *start, size_t granules) {
+  jw_poison(start, granules << JW_GRANULE_SHIFT); /* as above */
+  jw_pages_free_aged(start);
+}

@@ -4,6 +4,7 @@
 #include "../common/counter.h"
 #include "../common/options.h"
 #include "../common/tier_pages.h"
+#include "../reclaim/reclaim.h"
 
 size_t jw_pool_watermark(const jw_tcache *tc) {
   size_t prop = (size_t)tc->nslabs * (size_t)jw_opt(JW_OPT_POOL_PERCENT) / 100;
@@ -11,13 +12,46 @@ size_t jw_pool_watermark(const jw_tcache *tc) {
   return prop > floor ? prop : floor;
 }
 
-void jw_pool_put(jw_tcache *tc, jw_slab *s) {
+/* A page leaves the thread: it is nobody's slab any more. */
+static void give_back(jw_slab *s) {
   /* Relaxed: a pooled page has no block any other thread may validly free;
    * an invalid free that reads POOLED is reported. */
   jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED);
   jw_store(&s->tag, 0, JW_RELAXED); /* only the owner acts on its own key */
+  jw_tier_release_pages(s, 1);
+}
+
+/* Pool lock held: unlinks the least recently used page. */
+static jw_slab *unlink_tail(jw_tcache *tc) {
+  jw_slab *s = tc->pool_tail;
+  tc->pool_tail = s->prev;
+  if (s->prev) s->prev->next = NULL;
+  else tc->pool_head = NULL;
+  tc->pool_len--;
+  /* The stale pages are the LRU end: an eviction takes one of them first. */
+  if (tc->pool_stale) tc->pool_stale--;
+  return s;
+}
+
+/* Pool lock held: evicts LRU pages until at most `keep` remain. */
+static size_t shrink_locked(jw_tcache *tc, size_t keep) {
+  size_t n = 0;
+  for (; tc->pool_len > keep; n++) give_back(unlink_tail(tc));
+  if (n) jw_counter_add_owner(&tc->pool_evictions, n);
+  return n;
+}
+
+void jw_pool_put(jw_tcache *tc, jw_slab *s) {
+  jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* see give_back */
+  jw_store(&s->tag, 0, JW_RELAXED);
   jw_poison(jw_slab_blocks(s), JW_SLAB_USABLE);
   s->where = JW_WHERE_POOL;
+  if (!jw_lock_try(&tc->pool_lock)) {
+    /* The reclaimer is unlinking aged pages: never wait for it. */
+    jw_tier_release_pages(s, 1);
+    jw_counter_add_owner(&tc->pool_evictions, 1);
+    return;
+  }
   s->prev = NULL;
   s->next = tc->pool_head;
   if (tc->pool_head) tc->pool_head->prev = s;
@@ -25,30 +59,47 @@ void jw_pool_put(jw_tcache *tc, jw_slab *s) {
   tc->pool_head = s;
   tc->pool_len++;
   size_t mark = jw_pool_watermark(tc);
-  if (tc->pool_len > mark) jw_pool_shrink(tc, mark);
+  if (tc->pool_len > mark) shrink_locked(tc, mark);
+  jw_lock_release(&tc->pool_lock);
+  jw_reclaim_kick(); /* the page ages from now on (outside the pool lock: it may start the thread) */
 }
 
 jw_slab *jw_pool_take(jw_tcache *tc) {
+  if (!jw_lock_try(&tc->pool_lock)) return NULL; /* the reclaimer holds it: a miss */
   jw_slab *s = tc->pool_head;
-  if (s == NULL) return NULL;
-  tc->pool_head = s->next;
-  if (s->next) s->next->prev = NULL;
-  else tc->pool_tail = NULL;
-  tc->pool_len--;
+  if (s != NULL) {
+    tc->pool_head = s->next;
+    if (s->next) s->next->prev = NULL;
+    else tc->pool_tail = NULL;
+    tc->pool_len--;
+    /* Taking from the MRU end dips into the stale pages only when the pool
+     * is shorter than their count: the rest are all stale. */
+    if (tc->pool_stale > tc->pool_len) tc->pool_stale = tc->pool_len;
+  }
+  jw_lock_release(&tc->pool_lock);
   return s;
 }
 
-size_t jw_pool_shrink(jw_tcache *tc, size_t keep) {
-  size_t n = 0;
-  while (tc->pool_len > keep) {
-    jw_slab *s = tc->pool_tail; /* least recently used */
-    tc->pool_tail = s->prev;
-    if (s->prev) s->prev->next = NULL;
-    else tc->pool_head = NULL;
-    tc->pool_len--;
-    jw_tier_release_pages(s, 1);
-    n++;
+size_t jw_pool_drain(jw_tcache *tc) {
+  jw_lock_acquire(&tc->pool_lock);
+  size_t n = shrink_locked(tc, 0);
+  jw_lock_release(&tc->pool_lock);
+  return n;
+}
+
+size_t jw_pool_age(jw_tcache *tc, jw_slab **out, size_t cap, size_t *left, int *more) {
+  *more = 0;
+  if (!jw_lock_try(&tc->pool_lock)) {
+    *left = 1; /* in use: looked at again at the next pass */
+    return 0;
   }
-  if (n) jw_counter_add_owner(&tc->pool_evictions, n);
+  size_t n = 0;
+  while (n < cap && tc->pool_stale > 0) out[n++] = unlink_tail(tc);
+  if (tc->pool_stale == 0)
+    tc->pool_stale = tc->pool_len; /* every page left is a candidate for the next pass */
+  else
+    *more = 1; /* out[] is full: the rest of the stale pages in the next call */
+  *left = tc->pool_len;
+  jw_lock_release(&tc->pool_lock);
   return n;
 }

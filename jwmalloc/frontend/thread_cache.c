@@ -9,11 +9,13 @@
 #include "../common/meta.h"
 #include "../common/random.h"
 #include "../common/tier_pages.h"
+#include "../reclaim/reclaim.h"
 #include "page_pool.h"
 
 jw_atomic_u64 jw_free_key = JW_ATOMIC_INIT(0x6a776d616c6c6f60ULL);
 
 static jw_atomic_ptr registry; /* every thread cache ever created */
+static jw_atomic_u64 pool_aged;  /* statistics: pages the aging passes gave back */
 
 /* ---- owner-only doubly linked lists (partial per class, full) ---- */
 
@@ -124,6 +126,34 @@ void jw_tc_totals_get(jw_tc_totals *o) {
     o->pool_evictions += jw_counter_get(&tc->pool_evictions);
     o->abandoned += jw_counter_get(&tc->abandoned);
   }
+  o->pool_aged = jw_counter_get(&pool_aged);
+}
+
+uint64_t jw_tc_age_pools(void) {
+  enum { CAP = 64 };
+  jw_slab *out[CAP];
+  uint64_t held = 0;
+  /* Acquire: the links of published caches (never freed: safe to visit in
+   * any state; a released cache's pool is empty). */
+  for (jw_tcache *tc = jw_load(&registry, JW_ACQUIRE); tc; tc = tc->all_next) {
+    /* A fork child's caches of threads that do not exist there are left
+     * alone: one may have been in the middle of a pool operation (its pool
+     * lock held for ever, its list half changed). Relaxed: set once, in the
+     * single-threaded child. */
+    if (jw_load(&tc->state, JW_RELAXED) == JW_TC_ORPHANED) continue;
+    int more;
+    do {
+      size_t left;
+      size_t n = jw_pool_age(tc, out, CAP, &left, &more);
+      if (n) jw_reclaim_test_point_aging(); /* test hook: one load when not testing */
+      /* Unlinked under the pool lock, given back after it (never waits:
+       * deferred when the backend lock is busy). */
+      for (size_t i = 0; i < n; i++) jw_tier_release_aged(out[i], 1);
+      if (n) jw_counter_add(&pool_aged, n);
+      if (!more) held += (uint64_t)left * JW_SLAB_SIZE;
+    } while (more);
+  }
+  return held;
 }
 
 #ifdef JW_DEBUG
@@ -349,7 +379,7 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc) {
     }
   }
   if (abandoned) jw_counter_add_owner(&tc->abandoned, abandoned);
-  jw_pool_shrink(tc, 0);
+  jw_pool_drain(tc);
   tc->nslabs = 0;
   t->tc = NULL;
   t->state = JW_TLS_DEAD;
@@ -382,6 +412,6 @@ bool jw_tc_trim(jw_tls *t, jw_tcache *tc) {
       partial_append(tc, s);
     }
   }
-  n += jw_pool_shrink(tc, 0);
+  n += jw_pool_drain(tc);
   return n > 0;
 }

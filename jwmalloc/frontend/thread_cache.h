@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "../common/atomic.h"
+#include "../common/lock.h"
 #include "slab.h"
 
 /* TLS part: what the fast paths touch. Zero means "no cache". */
@@ -36,12 +37,14 @@ typedef struct jw_tcache {
   struct jw_tcache *all_next; /* registry link; immutable once published */
   jw_atomic_u32 state;        /* JW_TC_* */
   uint32_t nslabs;            /* owner: pages used as slabs (not pooled) */
-  uint32_t pool_len;          /* owner */
+  uint32_t pool_len;          /* pool lock */
+  uint32_t pool_stale;        /* pool lock: LRU-end pages pooled since the last aging pass (page_pool.h) */
+  jw_lock pool_lock;          /* owner and reclaimer, try-lock on malloc/free paths (page_pool.h) */
   uint64_t key;               /* owner: this incarnation's slab tag */
   jw_slab *current[JW_NCLASSES];
   jw_slab *partial[JW_NCLASSES]; /* owner: doubly linked, slabs with local free blocks */
   jw_slab *full;                 /* owner: doubly linked, parked slabs */
-  jw_slab *pool_head, *pool_tail; /* owner: LRU pool, head = most recently used */
+  jw_slab *pool_head, *pool_tail; /* pool lock: LRU pool, head = most recently used */
   jw_atomic_ptr ready;            /* slabs notified by remote frees (push-only, owner takes all) */
   /* Statistics; written only by the thread using the cache (relaxed
    * load+store), read by anyone. */
@@ -79,12 +82,18 @@ bool jw_tc_trim(jw_tls *t, jw_tcache *tc);
 /* Folds t's fast-path counters into tc's statistics. */
 void jw_tc_fold(jw_tls *t, jw_tcache *tc);
 
+/* Reclaimer (the aging pass, docs/design/reclamation.md section 6): gives
+ * back the pages that stayed unused in any thread's pool since the previous
+ * pass, trying each pool lock only. Returns the bytes still pooled. */
+uint64_t jw_tc_age_pools(void);
+
 /* fork child: every other LIVE cache becomes ORPHANED (never reused). */
 void jw_tc_orphan_others(jw_tcache *self);
 
 /* Sums of every cache's statistics (exited ones included). */
 typedef struct jw_tc_totals {
   uint64_t mallocs, frees, remote_frees, pool_hits, pool_misses, pool_evictions, abandoned;
+  uint64_t pool_aged; /* pool pages given back by the reclaimer's aging passes */
 } jw_tc_totals;
 void jw_tc_totals_get(jw_tc_totals *out);
 

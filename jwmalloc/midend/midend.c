@@ -6,6 +6,7 @@
 #include "../common/counter.h"
 #include "../common/lock.h"
 #include "../common/tier_pages.h"
+#include "../reclaim/reclaim.h"
 #include "ptr_cache.h"
 
 const uint16_t jw_mid_class_size[JW_MID_NCLASSES] = {2048, 2560, 3072, 3584, 4096, 5120, 6144,
@@ -27,7 +28,12 @@ typedef struct mid_class {
   jw_mid_slab *partial; /* lock: slabs with free blocks */
   jw_mid_slab *spare;   /* lock: one empty slab kept */
   jw_atomic_u64 n_alloc, n_free, n_fallback;
+  /* Aging (jw_mid_age): the class's malloc+free count at the previous pass.
+   * Written by the reclaimer only (one at a time: the reclaimer token). */
+  jw_atomic_u64 aging_seen;
 } __attribute__((aligned(64))) mid_class;
+
+static jw_atomic_u64 slabs_aged; /* statistics: slabs the aging passes gave back */
 
 static mid_class classes[JW_MID_NCLASSES];
 
@@ -95,19 +101,25 @@ static jw_block *slab_take(mid_class *k, unsigned mc) {
   return b;
 }
 
-static void slab_put(mid_class *k, jw_mid_slab *s, jw_block *b) {
+/* Returns b to its slab. A slab left empty becomes the class's spare if it
+ * has none; otherwise it is returned to the caller, to give back. */
+static jw_mid_slab *slab_put(mid_class *k, jw_mid_slab *s, jw_block *b) {
   jw_block_set_next(b, s->free);
   s->free = b;
   s->nfree++;
   if (!s->on_partial) partial_add(k, s);
   if (s->nfree == s->capacity) {
     partial_remove(k, s);
-    if (k->spare == NULL) {
-      k->spare = s;
-    } else {
-      jw_tier_release_pages(s, s->granules);
-    }
+    if (k->spare == NULL) k->spare = s;
+    else return s;
   }
+  return NULL;
+}
+
+/* slab_put, giving an emptied slab back at once. */
+static void slab_put_release(mid_class *k, jw_mid_slab *s, jw_block *b) {
+  jw_mid_slab *e = slab_put(k, s, b);
+  if (e) jw_tier_release_pages(e, e->granules);
 }
 
 static jw_mid_slab *slab_of(const void *p) {
@@ -122,7 +134,7 @@ static void drain_deferred(mid_class *k) {
   jw_block *b = jw_xchg(&k->deferred, NULL, JW_ACQUIRE);
   while (b) {
     jw_block *next = jw_block_next(b);
-    slab_put(k, slab_of(b), b);
+    slab_put_release(k, slab_of(b), b);
     b = next;
   }
 }
@@ -142,7 +154,7 @@ jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
         jw_block *x = slab_take(k, mc);
         if (x == NULL) break;
         if (!jw_ptr_cache_put(&k->cache, x, mask)) {
-          slab_put(k, slab_of(x), x);
+          slab_put_release(k, slab_of(x), x);
           break;
         }
       }
@@ -182,18 +194,19 @@ void jw_mid_free(const jw_range_info *info, jw_block *b) {
   jw_mid_slab *s = info->start;
   mid_class *k = &classes[s->cls];
   jw_counter_add(&k->n_free, 1);
-  if (jw_ptr_cache_put(&k->cache, b, cache_mask(s->cls))) return;
-  if (jw_lock_try(&k->lock)) {
+  if (jw_ptr_cache_put(&k->cache, b, cache_mask(s->cls))) {
+  } else if (jw_lock_try(&k->lock)) {
     drain_deferred(k);
-    slab_put(k, s, b);
+    slab_put_release(k, s, b);
     jw_lock_release(&k->lock);
-    return;
+  } else {
+    void *head = jw_load(&k->deferred, JW_RELAXED);
+    do {
+      jw_block_set_next(b, head);
+      /* Release: the link and key, for the draining lock holder. */
+    } while (!jw_cas_weak(&k->deferred, &head, b, JW_RELEASE, JW_RELAXED));
   }
-  void *head = jw_load(&k->deferred, JW_RELAXED);
-  do {
-    jw_block_set_next(b, head);
-    /* Release: the link and key, for the draining lock holder. */
-  } while (!jw_cas_weak(&k->deferred, &head, b, JW_RELEASE, JW_RELAXED));
+  jw_reclaim_kick(); /* cached free memory ages (two relaxed loads when the thread runs) */
 }
 
 size_t jw_mid_usable(const jw_range_info *info) {
@@ -207,7 +220,13 @@ bool jw_mid_trim(void) {
     if (!jw_lock_try(&k->lock)) continue;
     drain_deferred(k);
     jw_block *b;
-    while ((b = jw_ptr_cache_take(&k->cache)) != NULL) slab_put(k, slab_of(b), b);
+    while ((b = jw_ptr_cache_take(&k->cache)) != NULL) {
+      jw_mid_slab *e = slab_put(k, slab_of(b), b);
+      if (e) {
+        jw_tier_release_pages(e, e->granules);
+        released = true;
+      }
+    }
     if (k->spare) {
       jw_tier_release_pages(k->spare, k->spare->granules);
       k->spare = NULL;
@@ -216,6 +235,46 @@ bool jw_mid_trim(void) {
     jw_lock_release(&k->lock);
   }
   return released;
+}
+
+uint64_t jw_mid_age(void) {
+  uint64_t held = 0;
+  for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) {
+    mid_class *k = &classes[mc];
+    /* Relaxed: statistics counters, compared with our own last reading. */
+    uint64_t act = jw_counter_get(&k->n_alloc) + jw_counter_get(&k->n_free);
+    uint64_t seen = jw_load(&k->aging_seen, JW_RELAXED);
+    jw_store(&k->aging_seen, act, JW_RELAXED); /* reclaimer only (token) */
+    uint64_t cached = (uint64_t)__builtin_popcountll(jw_load(&k->cache.full, JW_RELAXED)) * jw_mid_class_size[mc];
+    if (act != seen) {
+      /* Used during the last interval: its cache and spare are its working
+       * set. Held (approximately) for the reclaim thread's idle test. */
+      held += cached + (act != 0 ? 1 : 0);
+      continue;
+    }
+    if (!jw_lock_try(&k->lock)) { /* a malloc or free holds it: next pass */
+      held += cached + 1;
+      continue;
+    }
+    /* Idle for a whole interval: every cached block back to its slab; the
+     * slabs left empty and the spare go back as aged ranges. */
+    jw_mid_slab *out[JW_PTR_CACHE_SLOTS + 2];
+    unsigned n = 0;
+    drain_deferred(k);
+    jw_block *b;
+    while (n < JW_PTR_CACHE_SLOTS && (b = jw_ptr_cache_take(&k->cache)) != NULL) {
+      jw_mid_slab *e = slab_put(k, slab_of(b), b);
+      if (e) out[n++] = e;
+    }
+    if (k->spare) {
+      out[n++] = k->spare;
+      k->spare = NULL;
+    }
+    jw_lock_release(&k->lock);
+    for (unsigned i = 0; i < n; i++) jw_tier_release_aged(out[i], out[i]->granules);
+    if (n) jw_counter_add(&slabs_aged, n);
+  }
+  return held;
 }
 
 void jw_mid_atfork_prepare(void) {
@@ -237,4 +296,5 @@ void jw_mid_totals_get(jw_mid_totals *o) {
     o->frees += jw_counter_get(&classes[mc].n_free);
     o->fallbacks += jw_counter_get(&classes[mc].n_fallback);
   }
+  o->slabs_aged = jw_counter_get(&slabs_aged);
 }

@@ -72,6 +72,13 @@ size_t jw_mid_usable(const jw_range_info *info);
  * source (classes whose lock is free); true when pages were given back. */
 bool jw_mid_trim(void);
 
+/* Reclaimer (the aging pass, docs/design/reclamation.md section 6): each
+ * class without a malloc or free since the previous pass gives its cached
+ * blocks back to their slabs and its empty slabs and spare back to the page
+ * source as aged ranges; class locks are only tried. Returns about the bytes
+ * the midend still caches (non-zero while a class could age). */
+uint64_t jw_mid_age(void);
+
 /* fork: take every class lock / release them / reset them in the child. */
 void jw_mid_atfork_prepare(void);
 void jw_mid_atfork_parent(void);
@@ -79,6 +86,7 @@ void jw_mid_atfork_child(void);
 
 typedef struct jw_mid_totals {
   uint64_t mallocs, frees, fallbacks;
+  uint64_t slabs_aged; /* slabs the reclaimer's aging passes gave back */
 } jw_mid_totals;
 void jw_mid_totals_get(jw_mid_totals *out);
 

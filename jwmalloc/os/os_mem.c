@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../common/asan.h"
 #include "../common/atomic.h"
 
 static jw_atomic_u64 n_mmap, n_munmap, n_madvise, mapped, peak_mapped;
@@ -70,6 +71,10 @@ void *jw_os_map(size_t size, size_t align) { return map_aligned(size, align, MAP
 void *jw_os_map_committed(size_t size, size_t align) { return map_aligned(size, align, 0); }
 
 int jw_os_unmap(void *p, size_t size) {
+  /* ASan variant: memory given back to the OS keeps no poison, or a later
+   * mapping at the same address (a root, a direct mapping) would read as
+   * poisoned. */
+  jw_unpoison(p, size);
   jw_fetch_add(&n_munmap, 1, JW_RELAXED);
   if (munmap(p, size) != 0) return -1;
   account_mapped(-(int64_t)size);
@@ -97,16 +102,14 @@ void jw_os_get_counts(jw_os_counts *out) {
   out->peak_mapped_bytes = jw_load(&peak_mapped, JW_RELAXED);
 }
 
-/* Reads a small /proc file into buf (NUL-terminated) without stdio; length
- * or -1. */
-static ssize_t read_proc(const char *path, char *buf, size_t cap) {
+long jw_os_read_file(const char *path, char *buf, size_t cap) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   ssize_t n = read(fd, buf, cap - 1);
   close(fd);
-  if (n <= 0) return -1;
+  if (n < 0) return -1;
   buf[n] = 0;
-  return n;
+  return (long)n;
 }
 
 static uint64_t parse_u64(const char *s) {
@@ -116,9 +119,9 @@ static uint64_t parse_u64(const char *s) {
 }
 
 uint64_t jw_os_resident_bytes(void) {
-  /* /proc/self/statm field 2 is resident pages. */
+  /* /proc/self/statm field 2 is resident pages; parsed by hand (no stdio). */
   char buf[128];
-  if (read_proc("/proc/self/statm", buf, sizeof buf) < 0) return 0;
+  if (jw_os_read_file("/proc/self/statm", buf, sizeof buf) <= 0) return 0;
   const char *s = buf;
   while (*s && *s != ' ') s++;
   while (*s == ' ') s++;
@@ -127,7 +130,7 @@ uint64_t jw_os_resident_bytes(void) {
 
 uint64_t jw_os_peak_resident_bytes(void) {
   char buf[4096];
-  if (read_proc("/proc/self/status", buf, sizeof buf) < 0) return 0;
+  if (jw_os_read_file("/proc/self/status", buf, sizeof buf) <= 0) return 0;
   for (const char *s = buf; *s; s++) {
     if ((s == buf || s[-1] == '\n') && s[0] == 'V' && s[1] == 'm' && s[2] == 'H' && s[3] == 'W' && s[4] == 'M' &&
         s[5] == ':') {

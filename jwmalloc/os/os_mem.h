@@ -44,6 +44,10 @@ void jw_os_get_counts(jw_os_counts *out);
  * allocating; 0 if unavailable. */
 uint64_t jw_os_resident_bytes(void);
 
+/* Reads the start of a small file (/proc) into buf, NUL terminated, without
+ * allocating. Returns the bytes read, or -1 with errno. */
+long jw_os_read_file(const char *path, char *buf, size_t cap);
+
 /* Peak resident bytes of the whole process (VmHWM from /proc/self/status),
  * without allocating; 0 if unavailable. */
 uint64_t jw_os_peak_resident_bytes(void);

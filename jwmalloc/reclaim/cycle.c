@@ -1,0 +1,153 @@
+/* The reclaim cycle and the synchronous release: batches of the backend's
+ * release mechanism (backend/release.h) under the reclaimer token.
+ * docs/design/reclamation.md, sections 1, 3 and 4. */
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../backend/backend.h"
+#include "reclaim_internal.h"
+
+static void sleep_us(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+/* One reclaimer at a time. Acquire: the new holder sees what the previous
+ * one did to the batch outside the lock (its filing is ordered by the lock). */
+static int token_take(int wait) {
+  for (;;) {
+    uint32_t free_token = 0;
+    if (jw_cas(&jw_rc.token, &free_token, 1, JW_ACQUIRE, JW_RELAXED)) return 1;
+    if (!wait) return 0;
+    sleep_us(1000); /* another reclaimer is releasing a batch: milliseconds */
+  }
+}
+
+static void token_give(void) { jw_store(&jw_rc.token, 0, JW_RELEASE); /* pairs with token_take */ }
+
+/* Test hook: stop at `where` (HOLD_BATCH: a batch in flight and no lock
+ * held; HOLD_AGING: in an aging pass, pages unlinked from a pool and not yet
+ * given back, the aging lock held) until the hold is turned off. */
+enum { HOLD_NONE = 0, HOLD_BATCH = 1, HOLD_AGING = 2 };
+static void maybe_hold(uint32_t where) {
+  /* Acquire pairs with jw_reclaim_test_hold's release (nothing else rides on
+   * it; the order is for the test's own data). */
+  if (jw_load(&jw_rc.hold, JW_ACQUIRE) != where) return;
+  jw_rc_bump(&jw_rc.held);
+  while (jw_load(&jw_rc.hold, JW_ACQUIRE) == where)
+    syscall(SYS_futex, &jw_rc.hold.v, FUTEX_WAIT_PRIVATE, where, NULL, NULL, 0);
+}
+
+void jw_reclaim_test_point_aging(void) { maybe_hold(HOLD_AGING); }
+
+void jw_reclaim_set_tier_hook(jw_reclaim_tier_fn fn) {
+  /* Release: whatever the registering tier set up before is visible to the
+   * reclaimer that loads the hook with acquire. */
+  jw_store(&jw_rc.tier_hook, (void *)fn, JW_RELEASE);
+}
+
+/* The tiers' caches age first (section 6): what stayed idle in them since the
+ * previous pass enters the backend as standby pieces, which this cycle's
+ * batches then release. Under the aging lock, which only fork prepare waits
+ * for (the pass holds no other lock and never waits); if fork holds it, the
+ * pass is skipped. */
+static void age_tiers(void) {
+  jw_reclaim_tier_fn fn = (jw_reclaim_tier_fn)jw_load(&jw_rc.tier_hook, JW_ACQUIRE); /* see set_tier_hook */
+  if (fn == NULL) return;
+  uint32_t free_lock = 0;
+  /* Acquire/release: the aging lock orders passes with fork prepare. */
+  if (!jw_cas(&jw_rc.aging, &free_lock, 1, JW_ACQUIRE, JW_RELAXED)) return;
+  /* Acquire pairs with jw_reclaim_kick's release store: the pages a kicker
+   * put in a cache before its kick are seen by this pass. */
+  jw_xchg(&jw_rc.tier_dirty, 0, JW_ACQUIRE);
+  uint64_t held = fn();
+  jw_store(&jw_rc.aging, 0, JW_RELEASE);
+  jw_store(&jw_rc.tier_held, held, JW_RELAXED); /* a figure for the idle test */
+  jw_rc_bump(&jw_rc.tier_passes);
+}
+
+uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait) {
+  if (!token_take(wait)) return 0;
+  if (mode == JW_RELEASE_DUE) age_tiers();
+  uint64_t released = 0;
+  for (;;) {
+    if (!jw_release_lock(wait)) break; /* the previous batch is filed here */
+    uint64_t want = 0;
+    if (mode == JW_RELEASE_PRESSURE) {
+      uint64_t cached = jw_release_cached_bytes();
+      if (cached <= low) {
+        jw_release_unlock();
+        break;
+      }
+      want = cached - low;
+    }
+    unsigned n = jw_release_take(mode, want);
+    jw_release_unlock();
+    if (n == 0) { /* DUE: standby was empty and the buffers swapped */
+      if (mode == JW_RELEASE_DUE) jw_rc_bump(&jw_rc.cycles);
+      break;
+    }
+    maybe_hold(HOLD_BATCH);
+    released += jw_release_run(); /* filed by the next lock holder */
+  }
+  token_give();
+  return released;
+}
+
+uint64_t jw_reclaim_cycle(void) {
+  return jw_reclaim_run(JW_RELEASE_DUE, 0, 1);
+}
+
+void jw_reclaim_get_stats(jw_reclaim_stats *o) {
+  jw_release_stats rs;
+  jw_release_get_stats(&rs);
+  jw_backend_stats bs;
+  jw_backend_get_stats(&bs);
+  o->cycles = jw_load(&jw_rc.cycles, JW_RELAXED);
+  o->early_wakes = jw_load(&jw_rc.early_wakes, JW_RELAXED);
+  o->sync_releases = jw_load(&jw_rc.sync_releases, JW_RELAXED);
+  o->inline_cycles = jw_load(&jw_rc.inline_cycles, JW_RELAXED);
+  o->thread_starts = jw_load(&jw_rc.thread_starts, JW_RELAXED);
+  o->thread_exits = jw_load(&jw_rc.thread_exits, JW_RELAXED);
+  o->thread_start_failures = jw_load(&jw_rc.thread_start_failures, JW_RELAXED);
+  o->batches = rs.batches;
+  o->ranges_released = rs.ranges;
+  o->bytes_released = rs.bytes;
+  o->madvise_calls = rs.madvise_calls;
+  o->roots_unmapped = rs.roots_unmapped;
+  o->release_failures = rs.failures;
+  o->merges = bs.pages.merges;
+  o->merges_after_release = bs.merges_after_release;
+  o->allocs_refault = bs.allocs_refault;
+  o->cached_bytes = bs.pages.cached_bytes;
+  o->thread_running = jw_load(&jw_rc.thread_state, JW_RELAXED) == JW_THREAD_RUNNING;
+  o->tier_passes = jw_load(&jw_rc.tier_passes, JW_RELAXED);
+  o->tier_held_bytes = jw_load(&jw_rc.tier_held, JW_RELAXED);
+  o->last_thread_checks = jw_load(&jw_rc.last_thread_checks, JW_RELAXED);
+}
+
+static void set_hold(uint32_t v) {
+  jw_store(&jw_rc.hold, v, JW_RELEASE); /* see maybe_hold */
+  if (v == HOLD_NONE) syscall(SYS_futex, &jw_rc.hold.v, FUTEX_WAKE_PRIVATE, 1 << 30, NULL, NULL, 0);
+}
+
+void jw_reclaim_test_hold(int on) { set_hold(on ? HOLD_BATCH : HOLD_NONE); }
+
+void jw_reclaim_test_hold_aging(int on) { set_hold(on ? HOLD_AGING : HOLD_NONE); }
+
+uint64_t jw_reclaim_test_held(void) { return jw_load(&jw_rc.held, JW_RELAXED); }
+
+void jw_reclaim_atfork_prepare(void) {
+  /* Waits for an aging pass to end: it holds no lock fork prepare holds and
+   * never waits, so this ends. Acquire: the pass's list updates. */
+  for (;;) {
+    uint32_t free_lock = 0;
+    if (jw_cas(&jw_rc.aging, &free_lock, 1, JW_ACQUIRE, JW_RELAXED)) return;
+    sched_yield();
+  }
+}
+
+void jw_reclaim_atfork_parent(void) { jw_store(&jw_rc.aging, 0, JW_RELEASE); /* pairs with the next taker */ }

@@ -1,0 +1,130 @@
+/* Lifetime-based reclamation: the reclaim thread, its cycle, the watermark,
+ * the fixed-delay baseline and their options.
+ *
+ * Brief: "Lifetime-based reclamation" (and "Non-blocking interface": the
+ * reclaim thread drains deferred frees and never holds a lock across a wait
+ * or a system call). Design: docs/design/reclamation.md. The countdown rule
+ * is policy.h; the release mechanism in the backend is backend/release.h.
+ *
+ * Options (environment, read once at the first backend call; README):
+ *   JWMALLOC_RECLAIM=0|1              reclamation on (default 1)
+ *   JWMALLOC_RECLAIM_INTERVAL_MS=N    cycle interval, 1..600000 ms (default 500)
+ *   JWMALLOC_RECLAIM_WATERMARK=N[KMG] cached free bytes past which a freeing
+ *                                     thread releases synchronously (default
+ *                                     64M; 0: none)
+ *   JWMALLOC_RECLAIM_POLICY=lifetime|fixed-delay (default lifetime)
+ *   JWMALLOC_RECLAIM_THREAD=0|1       background thread (default 1); 0: freeing
+ *                                     threads run due cycles themselves
+ * A malformed value prints one line on stderr and keeps the default.
+ *
+ * Thread-safety: every function may be called from any thread; none
+ * allocates (thread creation aside: pthread_create may call malloc, which is
+ * then served normally).
+ */
+#ifndef JW_RECLAIM_RECLAIM_H
+#define JW_RECLAIM_RECLAIM_H
+
+#include <stdint.h>
+
+#include "policy.h"
+
+typedef struct jw_reclaim_config {
+  int enabled;           /* JWMALLOC_RECLAIM */
+  uint32_t interval_ms;  /* JWMALLOC_RECLAIM_INTERVAL_MS, 1..600000 */
+  uint64_t watermark;    /* JWMALLOC_RECLAIM_WATERMARK, bytes; 0: none */
+  unsigned policy;       /* jw_reclaim_policy */
+  int thread;            /* JWMALLOC_RECLAIM_THREAD */
+} jw_reclaim_config;
+
+/* Reads the options (once; called by the backend's initialization). */
+void jw_reclaim_init(void);
+
+/* The configuration in force. */
+void jw_reclaim_get_config(jw_reclaim_config *out);
+/* Replaces it from now on (tests, tools). Returns 0, or -1 with errno =
+ * EINVAL when a value is out of range (nothing changes). A running thread
+ * picks up a new interval at its next sleep and exits when disabled. */
+int jw_reclaim_set_config(const jw_reclaim_config *c);
+
+/* Called by the backend after every free, outside its lock: starts the
+ * reclaim thread when it is not running (or, without a thread, runs a due
+ * cycle), and past the watermark releases synchronously (try-lock only: never
+ * waits) and wakes the thread early. A few relaxed loads and one fence when
+ * nothing is to be done. */
+void jw_reclaim_after_free(void);
+
+/* The reclamation options by name for jw_option_get/set (include/jwmalloc.h):
+ * "RECLAIM" (0/1), "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK" (bytes),
+ * "RECLAIM_POLICY" (0 lifetime, 1 fixed-delay), "RECLAIM_THREAD" (0/1).
+ * With set == 0 stores the value in *value; else sets it to `value`.
+ * Returns 0, -1 with errno = EINVAL (bad value), or -2 when `name` is not
+ * one of them. */
+int jw_reclaim_option(const char *name, long *value, int set);
+
+/* The tiers' caches (docs/design/reclamation.md, section 6): a function that
+ * ages them (gives back, through jw_pages_free_aged, what stayed idle in
+ * them since its previous call, never waiting for a lock) and returns the
+ * bytes they still hold that a later call could give back. The library
+ * registers one at initialization; the standalone backend has none. Called
+ * by the reclaimer at the start of every cycle, under the aging lock. */
+typedef uint64_t (*jw_reclaim_tier_fn)(void);
+void jw_reclaim_set_tier_hook(jw_reclaim_tier_fn fn);
+
+/* A tier put pages in its own cache: makes sure the reclaim thread runs to
+ * age them (or, without a thread, runs a due cycle). Two relaxed loads when
+ * it runs. Call outside the tier's locks (it may create the thread, whose
+ * creation may call malloc). */
+void jw_reclaim_kick(void);
+
+/* An application thread ended and no other thread with a thread cache is
+ * known to live: the reclaim thread checks at once (for a few milliseconds)
+ * whether it is the last thread of the process, and if so ends, so that a
+ * program whose last thread called pthread_exit ends without waiting for the
+ * next interval (section 5). Cheap when no reclaim thread runs. */
+void jw_reclaim_last_thread_hint(void);
+
+/* One full cycle now: every range still in standby is released, then the
+ * buffers swap. Waits for the backend lock and for another reclaimer. Returns
+ * the bytes released. For tests and tools; also jw_backend_reclaim_step. */
+uint64_t jw_reclaim_cycle(void);
+
+/* fork: prepare takes the aging lock (waiting for an aging pass to finish:
+ * it holds no other lock and never waits), so the child inherits no tier
+ * cache half-unlinked; parent gives it back. Called from
+ * jw_pages_atfork_prepare/parent before the backend lock is taken.
+ * The child: no reclaim thread, no reclaimer; the thread starts again at the
+ * child's next free. Called from jw_pages_atfork_child. */
+void jw_reclaim_atfork_prepare(void);
+void jw_reclaim_atfork_parent(void);
+void jw_reclaim_atfork_child(void);
+
+typedef struct jw_reclaim_stats {
+  uint64_t cycles;                /* cycles completed (standby released, swapped) */
+  uint64_t early_wakes;           /* cycles started early by the watermark */
+  uint64_t sync_releases;         /* synchronous releases by freeing threads */
+  uint64_t inline_cycles;         /* cycles run by freeing threads (no thread) */
+  uint64_t thread_starts, thread_exits, thread_start_failures;
+  uint64_t batches, ranges_released, bytes_released; /* backend/release.h */
+  uint64_t madvise_calls, roots_unmapped, release_failures;
+  uint64_t merges, merges_after_release; /* all merges; those joining released memory */
+  uint64_t allocs_refault;        /* allocations of ranges given back: they fault in again */
+  uint64_t cached_bytes;          /* now: backed free bytes (active + standby) */
+  uint64_t tier_passes;           /* aging passes over the tiers' caches */
+  uint64_t tier_held_bytes;       /* after the last pass: bytes the tiers' caches still hold */
+  uint64_t last_thread_checks;    /* wake-ups by jw_reclaim_last_thread_hint */
+  int thread_running;             /* now */
+} jw_reclaim_stats;
+void jw_reclaim_get_stats(jw_reclaim_stats *out);
+
+/* Test hook: while on, a reclaimer that has taken a batch stops before its
+ * system calls (holding no lock: the batch is in flight) until it is turned
+ * off. jw_reclaim_test_held() counts the stops so far. */
+void jw_reclaim_test_hold(int on);
+uint64_t jw_reclaim_test_held(void);
+/* The same in an aging pass: while on, a pass that unlinked pages from a
+ * pool stops (the aging lock held, the pages not yet given back) until it is
+ * turned off. The tiers call jw_reclaim_test_point_aging() at that point. */
+void jw_reclaim_test_hold_aging(int on);
+void jw_reclaim_test_point_aging(void);
+
+#endif

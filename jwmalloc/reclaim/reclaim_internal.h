@@ -1,0 +1,51 @@
+/* State shared by the files of reclaim/ (options, cycle, watermark, thread). */
+#ifndef JW_RECLAIM_INTERNAL_H
+#define JW_RECLAIM_INTERNAL_H
+
+#include "../backend/release.h"
+#include "../common/atomic.h"
+#include "reclaim.h"
+
+/* Wake word values (jw_rc.wake): an early cycle (the watermark), or a check
+ * whether the reclaim thread is the last thread (jw_reclaim_last_thread_hint). */
+enum { JW_WAKE_NONE = 0, JW_WAKE_CYCLE = 1, JW_WAKE_LAST_THREAD = 2 };
+
+/* Reclaim thread states. */
+enum { JW_THREAD_NONE = 0, JW_THREAD_RUNNING = 1, JW_THREAD_FAILED = 2 };
+
+typedef struct jw_reclaim_state {
+  /* Configuration: set once at initialization (or by tests), read racily:
+   * every field is an independent setting (relaxed). */
+  jw_atomic_u32 inited, enabled, interval_ms, policy, thread_on;
+  jw_atomic_u64 watermark;
+  jw_atomic_u32 token;        /* the reclaimer token: one batch sequence at a time */
+  jw_atomic_u32 thread_state; /* JW_THREAD_* */
+  jw_atomic_u32 wake;         /* futex word: 1 = wake the thread early */
+  jw_atomic_u64 last_cycle_ns;/* no-thread mode: when the last due cycle ran */
+  jw_atomic_u32 hold;         /* test hook (futex word) */
+  jw_atomic_ptr tier_hook;    /* jw_reclaim_tier_fn, or NULL */
+  jw_atomic_u32 aging;        /* the aging lock: held by the reclaimer during a tier pass, by fork */
+  jw_atomic_u64 tier_held;    /* bytes the tiers' caches held after the last pass */
+  jw_atomic_u32 tier_dirty;   /* a tier put pages in its cache since the last pass (jw_reclaim_kick) */
+  /* Statistics: relaxed counters. */
+  jw_atomic_u64 cycles, early_wakes, sync_releases, inline_cycles, held;
+  jw_atomic_u64 thread_starts, thread_exits, thread_start_failures;
+  jw_atomic_u64 tier_passes, last_thread_checks;
+} jw_reclaim_state;
+
+extern jw_reclaim_state jw_rc;
+
+static inline void jw_rc_bump(jw_atomic_u64 *c) { jw_fetch_add(c, 1, JW_RELAXED); /* statistics */ }
+
+/* cycle.c: one reclaimer's batches. DUE: until standby is empty, then the
+ * swap (a full cycle). PRESSURE: until the cached bytes are at most `low`.
+ * wait != 0 waits for the token and the lock; 0 only tries them. Returns the
+ * bytes released. */
+uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait);
+
+/* thread.c */
+void jw_reclaim_thread_ensure(void); /* start it, or run a due cycle without it */
+void jw_reclaim_thread_wake(unsigned why); /* JW_WAKE_CYCLE or JW_WAKE_LAST_THREAD */
+uint64_t jw_reclaim_now_ns(void);    /* CLOCK_MONOTONIC */
+
+#endif

@@ -1,0 +1,358 @@
+/* The reclaim thread's life: lazy start, release, exit when idle, restart,
+ * deferred frees drained by it, no lock held while a batch is in flight,
+ * early wake by the watermark, the no-thread mode, fork while it works, exit
+ * while a release is in flight, and a main thread that ends with
+ * pthread_exit. Waits are bounded (for hangs), never timing checks. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "backend/backend_internal.h" /* the raw lock, for a holder that drains nothing */
+#include "rt.h"
+
+#define PAGES(n) ((size_t)(n) * JW_GRANULE)
+#define HANG 20.0 /* seconds: a bound for a hang */
+
+enum { N = 32 };
+
+/* N dirty ranges of 16 granules with a live guard between each two (so they
+ * cannot merge); frees the ranges and keeps the guards. */
+typedef struct spread {
+  char *r[N], *guard[N];
+} spread;
+
+static void spread_make(spread *s) {
+  for (int i = 0; i < N; i++) {
+    memset(s->r[i] = rt_alloc(16), 0x5a, PAGES(16));
+    memset(s->guard[i] = rt_alloc(16), 0xa5, PAGES(16));
+  }
+}
+static void spread_free(spread *s) {
+  for (int i = 0; i < N; i++) jw_pages_free(s->r[i]);
+}
+static void spread_check_guards(spread *s, const char *what) {
+  for (int i = 0; i < N; i++)
+    for (size_t k = 0; k < PAGES(16); k += 1024)
+      TB_REQUIRE((unsigned char)s->guard[i][k] == 0xa5, "%s: live guard %d changed at %zu", what, i, k);
+}
+static void spread_end(spread *s) {
+  for (int i = 0; i < N; i++) jw_pages_free(s->guard[i]);
+}
+
+/* Makes a spread, frees it with the test hold on, and waits until the
+ * reclaimer has taken a batch of it and stopped (no lock held). */
+static void freeze_in_flight(spread *s) {
+  spread_make(s);
+  jw_reclaim_test_hold(1);
+  uint64_t held = jw_reclaim_test_held();
+  spread_free(s);
+  TB_REQUIRE(RT_WAIT_FOR(jw_reclaim_test_held() > held, HANG), "reclaimer never took a batch");
+}
+
+static bool thread_gone(void) { return !rt_stats().thread_running && rt_threads() == 1; }
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "test_reclaim_thread: a call waited for the reclaim thread (hang)\n";
+  (void)!write(2, msg, sizeof msg - 1);
+  _exit(1);
+}
+
+/* Starts only at the first free, releases after two cycles, exits when idle,
+ * starts again at the next free. */
+static void t_lifecycle(void) {
+  TB_CHECK(rt_stats().thread_starts == 0 && rt_threads() == 1, "a thread exists before any free");
+  rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
+  spread s;
+  spread_make(&s);
+  TB_CHECK(rt_stats().thread_starts == 0 && rt_threads() == 1, "allocation started a thread");
+  uint64_t released = rt_stats().bytes_released;
+  spread_free(&s);
+  TB_CHECK(rt_stats().thread_starts == 1 && rt_threads() == 2, "the first free did not start the thread");
+  /* (Cached bytes exclude a batch in flight: wait for the released bytes.) */
+  TB_CHECK(RT_WAIT_FOR(rt_stats().bytes_released - released >= N * PAGES(16), HANG), "released %llu bytes",
+           (unsigned long long)(rt_stats().bytes_released - released));
+  TB_CHECK(rt_bstats().pages.cached_bytes == 0, "cached memory left");
+  TB_CHECK(RT_WAIT_FOR(thread_gone(), HANG), "idle thread did not exit");
+  TB_CHECK(rt_stats().thread_exits == 1, "%llu exits", (unsigned long long)rt_stats().thread_exits);
+  spread_check_guards(&s, "lifecycle");
+  for (int i = 0; i < N; i++) memset(s.r[i] = rt_alloc(16), 1, PAGES(16));
+  spread_free(&s);
+  TB_CHECK(rt_stats().thread_starts == 2, "thread not restarted by a free after it exited");
+  TB_CHECK(RT_WAIT_FOR(thread_gone() && rt_bstats().pages.cached_bytes == 0, HANG), "restarted thread did not finish");
+  spread_end(&s);
+  TB_CHECK(RT_WAIT_FOR(thread_gone() && rt_bstats().pages.roots == 0, HANG), "roots not returned");
+  rt_check_all("lifecycle");
+}
+
+/* A free deferred while the lock was held, by a holder that then leaves
+ * without draining: the reclaim thread completes it. */
+static void t_deferred_drained(void) {
+  char *a = rt_alloc(8), *guard = rt_alloc(8);
+  memset(a, 1, PAGES(8));
+  uint64_t live = rt_bstats().pages.live_bytes, deferred = rt_bstats().deferred_frees;
+  jw_lock_take(&jw_be.lock);
+  TB_REQUIRE(jw_backend_free(a) == 0, "deferred free refused");
+  jw_lock_give(&jw_be.lock); /* no drain */
+  TB_CHECK(rt_bstats().deferred_frees == deferred + 1 && rt_bstats().pages.live_bytes == live, "free not deferred");
+  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.live_bytes == live - PAGES(8), HANG), "deferred free never drained");
+  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "drained range never released");
+  jw_pages_free(guard);
+  rt_check_all("deferred");
+}
+
+/* The reclaim thread frozen with a batch in flight holds no lock: frees and
+ * allocations of other threads complete; the ranges in flight are free, not
+ * allocatable, and a free of one is rejected. */
+static void t_no_lock_in_flight(void) {
+  spread s;
+  freeze_in_flight(&s);
+  signal(SIGALRM, on_alarm);
+  alarm((unsigned)HANG);
+  for (int i = 0; i < 500; i++) {
+    char *p = jw_pages_alloc(1 + (uint32_t)(i % 40), JW_KIND_LARGE, NULL, NULL);
+    TB_REQUIRE(p != NULL, "alloc while a batch is in flight");
+    for (int k = 0; k < N; k++) TB_REQUIRE(p != s.r[k] || i < 0, "a range in flight was handed out");
+    p[0] = 1;
+    TB_REQUIRE(jw_backend_free(p) == 0, "free while a batch is in flight");
+  }
+  int in_flight = 0;
+  for (int k = 0; k < N; k++) {
+    jw_range_info info;
+    if (jw_backend_classify(s.r[k], &info) == JW_PTR_FREE) in_flight++;
+    errno = 0;
+    TB_CHECK(jw_backend_free(s.r[k]) == -1 && errno == EINVAL, "free of a range in flight accepted");
+  }
+  alarm(0);
+  TB_CHECK(in_flight == N, "%d of %d freed ranges classified free", in_flight, N);
+  jw_reclaim_test_hold(0);
+  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "batch not finished");
+  spread_check_guards(&s, "in flight");
+  spread_end(&s);
+  rt_check_all("in flight");
+}
+
+/* With an interval no test reaches, only the watermark's early wake can make
+ * the thread run a cycle. */
+static void t_early_wake(void) {
+  rt_config(1, 600000, 1u << 20, JW_POLICY_LIFETIME, 1);
+  char *first = rt_alloc(4), *keep = rt_alloc(4);
+  memset(first, 1, PAGES(4));
+  jw_pages_free(first); /* starts the thread: it sleeps 600 s */
+  TB_REQUIRE(RT_WAIT_FOR(rt_threads() == 2, HANG), "thread not started");
+  jw_reclaim_stats s0 = rt_stats();
+  spread s;
+  spread_make(&s);
+  spread_free(&s); /* 2 MiB past a 1 MiB watermark */
+  jw_reclaim_stats s1 = rt_stats();
+  TB_CHECK(s1.sync_releases > s0.sync_releases, "no synchronous release past the watermark");
+  TB_CHECK(RT_WAIT_FOR(rt_stats().cycles > s0.cycles && rt_stats().early_wakes > s0.early_wakes, HANG),
+           "the watermark did not wake the thread early");
+  spread_check_guards(&s, "early wake");
+  spread_end(&s);
+  jw_pages_free(keep);
+  rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
+  /* The sleeping thread picks up the short interval at its next wake. */
+  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "thread did not finish");
+}
+
+/* No thread: freeing threads run the due cycles. */
+static void t_no_thread(void) {
+  rt_config(1, 5, 0, JW_POLICY_LIFETIME, 0);
+  uint64_t starts = rt_stats().thread_starts, inl = rt_stats().inline_cycles;
+  spread s;
+  spread_make(&s);
+  uint64_t released = rt_stats().bytes_released;
+  spread_free(&s);
+  /* The program keeps freeing (a root of its own, freed and taken back): a
+   * freeing thread runs each due cycle. */
+  char *g = rt_alloc(1024);
+  TB_CHECK(RT_WAIT_FOR((jw_pages_free(g), g = rt_alloc(1024),
+                        rt_bstats().pages.cached_bytes == 0 && rt_stats().bytes_released - released >= N * PAGES(16)),
+                       HANG),
+           "no-thread mode never released");
+  jw_pages_free(g);
+  TB_CHECK(rt_stats().inline_cycles > inl && rt_stats().thread_starts == starts && rt_threads() == 1,
+           "no-thread mode: %llu inline cycles, %llu thread starts",
+           (unsigned long long)(rt_stats().inline_cycles - inl), (unsigned long long)(rt_stats().thread_starts - starts));
+  spread_end(&s);
+  rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
+  rt_check_all("no thread");
+}
+
+/* ---- fork ---------------------------------------------------------------- */
+
+/* In a child: the backend is consistent, and the reclaim thread starts again
+ * and releases the child's cached memory. Exit status 0 when all holds. */
+static int child_after_fork(void) {
+  char err[300];
+  if (jw_backend_check_all(err, sizeof err) != 0) {
+    fprintf(stderr, "child: %s\n", err);
+    return 2;
+  }
+  uint64_t starts = rt_stats().thread_starts;
+  char *p = jw_pages_alloc(16, JW_KIND_LARGE, NULL, NULL), *q = jw_pages_alloc(16, JW_KIND_LARGE, NULL, NULL);
+  if (p == NULL || q == NULL) return 3;
+  memset(p, 1, PAGES(16));
+  jw_pages_free(p);
+  if (rt_stats().thread_starts != starts + 1) return 4;
+  if (!RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0, HANG)) return 5;
+  jw_pages_free(q);
+  return jw_backend_check_all(err, sizeof err) == 0 ? 0 : 6;
+}
+
+static void wait_child(pid_t pid, const char *what) {
+  int status = 0;
+  TB_REQUIRE(waitpid(pid, &status, 0) == pid, "%s: waitpid", what);
+  TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child status %#x", what, status);
+}
+
+static jw_atomic_u32 forked, churn_stop;
+static void *forker(void *arg) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(child_after_fork());
+  jw_store(&forked, 1, JW_RELEASE);
+  *(pid_t *)arg = pid;
+  return NULL;
+}
+
+/* A fork while a batch is in flight waits for it to finish (the child must
+ * not inherit ranges in transit), then both sides go on. */
+static void t_fork_in_flight(void) {
+  spread s;
+  freeze_in_flight(&s);
+  pid_t pid = 0;
+  pthread_t th;
+  jw_store(&forked, 0, JW_RELAXED);
+  pthread_create(&th, NULL, forker, &pid);
+  usleep(50000);
+  TB_CHECK(jw_load(&forked, JW_ACQUIRE) == 0, "fork completed with a batch in flight");
+  jw_reclaim_test_hold(0);
+  pthread_join(th, NULL);
+  wait_child(pid, "fork in flight");
+  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "parent did not finish");
+  spread_check_guards(&s, "fork in flight");
+  spread_end(&s);
+  rt_check_all("fork in flight");
+}
+
+/* Forks while another thread churns and the reclaim thread cycles every
+ * millisecond. */
+static void *churn(void *arg) {
+  tb_rng r = {(uint64_t)(uintptr_t)arg};
+  char *live[64] = {0};
+  while (!jw_load(&churn_stop, JW_ACQUIRE)) {
+    unsigned i = tb_below(&r, 64);
+    if (live[i]) jw_pages_free(live[i]);
+    uint32_t n = 1 + tb_below(&r, 48);
+    live[i] = jw_pages_alloc(n, JW_KIND_LARGE, NULL, NULL);
+    TB_REQUIRE(live[i] != NULL, "churn alloc");
+    memset(live[i], (int)i, PAGES(n));
+  }
+  for (int i = 0; i < 64; i++)
+    if (live[i]) jw_pages_free(live[i]);
+  return NULL;
+}
+
+static void t_fork_churn(void) {
+  rt_config(1, 1, 256u << 10, JW_POLICY_LIFETIME, 1);
+  pthread_t th;
+  jw_store(&churn_stop, 0, JW_RELAXED);
+  pthread_create(&th, NULL, churn, (void *)7);
+  uint64_t c0 = rt_stats().cycles;
+  for (int k = 0; k < 20; k++) {
+    usleep(3000);
+    pid_t pid = fork();
+    if (pid == 0) _exit(child_after_fork());
+    wait_child(pid, "fork during churn");
+  }
+  jw_store(&churn_stop, 1, JW_RELEASE);
+  pthread_join(th, NULL);
+  TB_CHECK(rt_stats().cycles > c0, "the reclaim thread did not cycle during the forks");
+  rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
+  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "churn memory not released");
+  rt_check_all("fork churn");
+}
+
+/* ---- exit ---------------------------------------------------------------- */
+
+static int exit_pipe = -1;
+static void at_exit_allocates(void) {
+  /* Exit handlers allocate and free; nothing they need is held. */
+  char *p = jw_pages_alloc(5, JW_KIND_LARGE, NULL, NULL);
+  if (p) {
+    p[0] = 1;
+    jw_pages_free(p);
+    (void)!write(exit_pipe, "x", 1);
+  }
+}
+
+/* exit() while the reclaim thread is frozen in the middle of a release: the
+ * process ends at once with the status asked for. */
+static void t_exit_in_flight(void) {
+  int fds[2];
+  TB_REQUIRE(pipe(fds) == 0, "pipe");
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    exit_pipe = fds[1];
+    rt_config(1, 5, 0, JW_POLICY_LIFETIME, 1);
+    jw_reclaim_test_hold(1);
+    spread s;
+    spread_make(&s);
+    spread_free(&s);
+    if (!RT_WAIT_FOR(jw_reclaim_test_held() > 0 && rt_threads() == 2, HANG)) _exit(5);
+    atexit(at_exit_allocates);
+    exit(7);
+  }
+  close(fds[1]);
+  signal(SIGALRM, on_alarm);
+  alarm((unsigned)HANG);
+  char c = 0;
+  ssize_t got = read(fds[0], &c, 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  alarm(0);
+  close(fds[0]);
+  TB_CHECK(got == 1 && c == 'x', "exit handler did not allocate and free");
+  TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 7, "exit while a release was in flight: status %#x", status);
+}
+
+/* The main thread ends with pthread_exit while the reclaim thread has memory
+ * to age: the process still ends (status 0, as glibc gives the last thread). */
+static void t_pthread_exit_main(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
+    spread s;
+    spread_make(&s);
+    spread_free(&s);
+    if (rt_threads() != 2) _exit(5);
+    pthread_exit(NULL);
+  }
+  signal(SIGALRM, on_alarm);
+  alarm((unsigned)HANG);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  alarm(0);
+  TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pthread_exit from main: status %#x", status);
+}
+
+int main(void) {
+  jw_backend_set_check(1);
+  pthread_atfork(jw_pages_atfork_prepare, jw_pages_atfork_parent, jw_pages_atfork_child);
+  t_lifecycle();
+  t_deferred_drained();
+  t_no_lock_in_flight();
+  t_early_wake();
+  t_no_thread();
+  t_fork_in_flight();
+  t_fork_churn();
+  t_exit_in_flight();
+  t_pthread_exit_main();
+  if (tb_failures) return 1;
+  puts("reclaim thread: ok");
+  return 0;
+}
