@@ -70,6 +70,7 @@ bool jw_global_init(void) {
   if (s == INIT_RUNNING) return false;
   if (!jw_cas(&init_state, &s, INIT_RUNNING, JW_ACQUIRE, JW_ACQUIRE)) return s == INIT_DONE;
   jw_options_init();
+  jw_stats_at_start();
   /* Relaxed: published by the release store of INIT_DONE, and no block was
    * freed through a thread cache yet. */
   jw_store(&jw_free_key, jw_random_key(), JW_RELAXED);
