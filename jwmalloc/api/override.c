@@ -153,8 +153,9 @@ static inline void *cxx_new(size_t n, int nothrow) {
   return JW_LIKELY(p != NULL) ? p : new_retry(n, 0, nothrow);
 }
 
-static inline void cxx_delete(void *p) {
+static inline __attribute__((always_inline)) void cxx_delete(void *p) {
   if (JW_LIKELY(jw_fast_free(p))) return;
+  jw_tls_state.caller = __builtin_return_address(0);
   jw_free_slow(p);
 }
 
