@@ -2,6 +2,7 @@
 #include "options.h"
 
 #include <stddef.h>
+#include <sys/auxv.h>
 
 #include "config.h"
 #include "log.h"
@@ -83,6 +84,11 @@ static int known_elsewhere(const char *rest) {
 
 void jw_options_init(void) {
   if (environ == NULL) return;
+  /* A setuid or setgid program (AT_SECURE): its environment comes from a less
+   * privileged user, who must not choose where it writes (STATS_FILE) or
+   * what it prints. Every JWMALLOC_* variable is ignored there, as glibc
+   * ignores its MALLOC_* tunables. */
+  if (getauxval(AT_SECURE)) return;
   for (char **e = environ; *e; e++) {
     const char *rest = after(*e, "JWMALLOC_");
     if (rest == NULL) continue;

@@ -8,7 +8,8 @@
 #   - JWMALLOC_STATS=1 still reports when the program closed stderr before
 #     exit; an unwritable JWMALLOC_STATS_FILE says so and reports on stderr;
 #     a program that overwrites its environment strings (process titles)
-#     does not redirect the stats line to a garbage file name.
+#     does not redirect the stats line to a garbage file name;
+#   - a setuid program ignores every JWMALLOC_* variable.
 # Usage: options_test.sh OPTIONS_PROBE README
 set -euo pipefail
 PROBE=${1:?usage: options_test.sh OPTIONS_PROBE README}
@@ -58,4 +59,19 @@ grep -q '^jwmalloc: JWMALLOC_STATS_FILE=.*: cannot open' "$T/err" && grep -q '^j
 (cd "$T" && JWMALLOC_STATS=1 JWMALLOC_STATS_FILE="$T/stats" "$PROBE" --scribble-env >"$T/out" 2>"$T/err")
 grep -q '^jwmalloc-stats v1 ' "$T/stats" || fail "stats line lost after the environment was overwritten"
 [ -z "$(find "$T" -maxdepth 1 -name 'ZZ*')" ] || fail "stats written to a garbage path: $(ls "$T")"
+# A setuid program ignores JWMALLOC_*: the user who runs it must not choose a
+# file it appends to (checked as root, running a setuid-root copy as nobody).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  chmod 755 "$T"
+  cp "$PROBE" "$T/suid_probe"
+  chmod 4755 "$T/suid_probe"
+  (cd "$T" && setpriv --reuid=65534 --regid=65534 --clear-groups env JWMALLOC_STATS=1 \
+    JWMALLOC_STATS_FILE="$T/chosen" JWMALLOC_POOL_MIN=7 "$T/suid_probe" POOL_MIN >"$T/out" 2>"$T/err") ||
+    fail "setuid probe: exit status"
+  if [ "$(cat "$T/out")" = "POOL_MIN=7" ] || [ -e "$T/chosen" ]; then
+    fail "a setuid program took JWMALLOC_* from its caller ($(cat "$T/out"); $(ls "$T"))"
+  fi
+else
+  echo "options: setuid case skipped (needs root and setpriv)"
+fi
 echo "options: ok"
