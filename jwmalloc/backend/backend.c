@@ -120,6 +120,14 @@ static inline jw_range_kind state_kind(unsigned st) {
 
 /* ---- allocation --------------------------------------------------------- */
 
+/* Spins on a held lock before an allocation maps a root without it (a few
+ * microseconds; a scheduling point each under the model checker). */
+#ifdef JW_VERIFY
+#define JW_LF_GRACE_SPINS 2
+#else
+#define JW_LF_GRACE_SPINS 128
+#endif
+
 /* A range [g, g+n) whose head just became live: slabs resolve from every
  * granule (page_source.h), so they get interior records. Relaxed stores: a
  * lookup of an address in the range follows the hand-over of the pointer,
@@ -293,6 +301,12 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
    * class's bitmap range subdivided, a fresh root; none waits. */
   void *p = fast_alloc(c, kind, &zeroed);
   for (int round = 0; p == NULL && round < 2; round++) {
+    /* Before the last resort (a fresh root), a short bounded grace: most
+     * critical sections are list work of well under a microsecond, and a
+     * root mapped for one allocation scatters survivors over more roots.
+     * Bounded, so a descheduled holder costs at most the grace. */
+    for (unsigned spin = 0; round == 1 && spin < JW_LF_GRACE_SPINS && jw_lock_is_held(&jw_be.lock); spin++)
+      jw_cpu_relax();
     if (jw_lock_try(&jw_be.lock, JW_LK_BACKEND)) {
       unsigned drained = jw_backend_drain_deferred();
       p = alloc_locked(c, kind, &zeroed);

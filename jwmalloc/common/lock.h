@@ -72,6 +72,9 @@ static inline bool jw_lock_try(jw_lock *l, jw_lock_kind kind) {
   return true;
 }
 
+/* Whether the lock is held now (a relaxed peek: a hint for bounded spins). */
+static inline bool jw_lock_is_held(jw_lock *l) { return jw_load(&l->state, JW_RELAXED) != 0; }
+
 /* Waits for the lock: spins briefly, then sleeps in the kernel (a futex), so
  * a descheduled holder gets the CPU back. Never on a malloc or free path. */
 static inline void jw_lock_acquire(jw_lock *l, jw_lock_kind kind) {
