@@ -227,16 +227,69 @@ static void *lf_split_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
   return p;
 }
 
-/* Step 4: every bitmap empty and the lock held: a fresh root mapped without
+/* Step 4: every bitmap empty and the lock held: recycle a range from the
+ * deferred list. Taking the whole list with one exchange (acquire: the
+ * pushers' states and links) makes its ranges ours: no ABA, no other taker.
+ * The smallest range of class >= c is unlinked and carved (a deferred live
+ * range is freed first: its interior records cleared, the figures); the
+ * rest of the chain goes back with one compare-and-swap loop (release). */
+static void *lf_deferred_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
+  /* Relaxed peek: an empty list costs no read-modify-write. */
+  if (jw_load(&jw_be.deferred, JW_RELAXED) == 0) return NULL;
+  jw_rid list = jw_xchg(&jw_be.deferred, 0, JW_ACQUIRE);
+  jw_rid best = 0, best_prev = 0, prev = 0, tail = 0;
+  unsigned best_c = JW_NCLASSES;
+  for (jw_rid r = list; r; r = jw_load(&jw_bins_rec(r)->next, JW_RELAXED)) {
+    unsigned k = jw_tag_class(jw_load(&jw_bins_rec(r)->tag, JW_RELAXED)); /* ours: relaxed */
+    if (k >= c && k < best_c) best = r, best_prev = prev, best_c = k;
+    prev = tail = r;
+  }
+  void *p = NULL;
+  if (best) {
+    jw_rec *rec = jw_bins_rec(best);
+    jw_rid next = jw_load(&rec->next, JW_RELAXED);
+    if (best_prev) jw_store(&jw_bins_rec(best_prev)->next, next, JW_RELAXED);
+    else list = next;
+    if (tail == best) tail = best_prev;
+    jw_store(&rec->next, 0, JW_RELAXED);
+    jw_rec *recs = rid_recs(best);
+    uint32_t g = jw_meta_rid_granule(best), n = jw_class_granules[best_c];
+    unsigned st = jw_tag_state(jw_load(&rec->tag, JW_RELAXED));
+    if (st != JW_RS_DEFERRED_FREE) { /* a live range's free, completed here */
+      for (uint32_t i = 1; i < n; i++) jw_store(&recs[g + i].tag, 0, JW_RELAXED);
+      jw_fetch_sub(&jw_be.live_granules, n, JW_RELAXED);
+      bump(&jw_be.frees, 1);
+    }
+    jw_rec_update(rec, JW_REC_STATE_MASK, JW_RS_BUSY);
+    p = lf_carve(jw_meta_rid_base(best), recs, g, c, kind, zeroed);
+    bump(&jw_be.lf_recycled, 1);
+  }
+  if (list) { /* the rest goes back */
+    jw_rid top = jw_load(&jw_be.deferred, JW_RELAXED);
+    jw_rec *t = jw_bins_rec(tail);
+    do {
+      jw_store(&t->next, top, JW_RELAXED);
+      /* Release: the drainer's acquire sees the chain's links and states. */
+    } while (!jw_cas_weak(&jw_be.deferred, &top, list, JW_RELEASE, JW_RELAXED));
+  }
+  return p;
+}
+
+/* Step 5: nothing to recycle and the lock held: a fresh root mapped without
  * the lock (roots.c and meta.c are lock-free), private until published with
  * one BUSY leaf, carved like a bitmap range. Waits only while a whole-tree
  * check runs (jw_backend_lf_pause: checking mode, jw_backend_check_all; the
  * checker walks trees for a bounded time and waits for nothing). */
 static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
   while (!lf_enter(c)) jw_cpu_relax();
+  void *p = lf_deferred_alloc(c, kind, zeroed);
+  if (p) {
+    lf_exit(c);
+    return p;
+  }
   jw_rec *recs;
   uintptr_t base = jw_roots_map(JW_RS_BUSY, &recs);
-  void *p = base ? lf_carve(base, recs, 0, c, kind, zeroed) : NULL;
+  p = base ? lf_carve(base, recs, 0, c, kind, zeroed) : NULL;
   if (p) bump(&jw_be.lf_roots, 1);
   lf_exit(c);
   return p;
@@ -747,6 +800,7 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->fast_frees = jw_load(&jw_be.fast_frees, JW_RELAXED);
   o->lf_splits = jw_load(&jw_be.lf_splits, JW_RELAXED);
   o->lf_roots = jw_load(&jw_be.lf_roots, JW_RELAXED);
+  o->lf_recycled = jw_load(&jw_be.lf_recycled, JW_RELAXED);
 }
 
 void jw_pages_get_stats(jw_pages_stats *out) {
@@ -816,7 +870,11 @@ void jw_pages_atfork_parent(void) {
   jw_reclaim_atfork_parent();
 }
 void jw_pages_atfork_child(void) {
-  jw_store(&jw_be.lf_checking, 0, JW_RELAXED); /* one thread here */
+  /* One thread here. Prepare kept every lock-free operation out, but a
+   * thread backing off may have been between its increment and decrement of
+   * a count at the fork: those threads do not exist here. */
+  for (unsigned c = 0; c < JW_NCLASSES; c++) jw_store(&jw_fast[c].inflight, 0, JW_RELAXED);
+  jw_store(&jw_be.lf_checking, 0, JW_RELAXED);
   jw_lock_reset(&jw_be.lock);
   jw_reclaim_atfork_child(); /* its reclaim thread is gone: restarted lazily */
 }

@@ -63,7 +63,8 @@ typedef struct jw_backend_stats {
   uint64_t fast_bytes;           /* free ranges in the per-class bitmaps (counted in pages.cached_bytes) */
   uint64_t fast_allocs, fast_frees; /* served by a bitmap, no lock */
   uint64_t lf_splits;            /* lock held: a larger bitmap range subdivided without it */
-  uint64_t lf_roots;             /* lock held, bitmaps empty: a root mapped without the lock */
+  uint64_t lf_recycled;          /* lock held, bitmaps empty: a deferred range reused without the lock */
+  uint64_t lf_roots;             /* lock held, nothing to reuse: a root mapped without the lock */
 } jw_backend_stats;
 void jw_backend_get_stats(jw_backend_stats *out);
 

@@ -20,7 +20,7 @@ typedef struct jw_backend_state {
   jw_atomic_u64 live_granules, splits, merges, allocs, frees, deferred_frees;
   jw_atomic_u64 merges_after_release, allocs_refault;
   /* Part 4 (section 7a): bitmap hits, lock-free subdivisions and roots. */
-  jw_atomic_u64 fast_allocs, fast_frees, lf_splits, lf_roots;
+  jw_atomic_u64 fast_allocs, fast_frees, lf_splits, lf_roots, lf_recycled;
   /* Raised while the lock holder checks whole trees (lock-free operations
    * back off; their in-flight counts are in fast.h). */
   jw_atomic_u32 lf_checking;

@@ -13,8 +13,8 @@ static inline void count(unsigned c, int sign) {
 }
 
 /* Classes (granules): 1-8 | 10 12 14 16 | 20 24 28 32 | 40 48 56 64 | 80 ... 1024. */
-const uint8_t jw_fast_nslots[JW_NCLASSES] = {16, 16, 16, 16, 16, 16, 16, 16, 12, 10, 9, 8, 6, 5, 4, 4, 3, 2, 2, 2,
-                                             1,  1,  1,  1,  1,  1,  1,  1,  1,  1, 1, 1, 1, 1, 1, 1};
+const uint8_t jw_fast_nslots[JW_NCLASSES] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 6, 5, 4, 4, 3, 2, 2, 2,
+                                             1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
 static inline int holds_range(uint32_t v) { return v != 0 && v != JW_FAST_RESERVED; }
 

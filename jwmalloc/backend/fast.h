@@ -19,7 +19,7 @@
 #include "meta.h"
 #include "size_class.h"
 
-#define JW_FAST_SLOTS 16
+#define JW_FAST_SLOTS 8
 #define JW_FAST_MAX_GRANULES 64u
 #define JW_FAST_RESERVED 0xffffffffu
 
@@ -31,7 +31,7 @@ typedef struct jw_fast_class {
 } __attribute__((aligned(64))) jw_fast_class;
 
 extern jw_fast_class jw_fast[JW_NCLASSES];
-/* Slots in use per class: min(16, max(2, 128 / granules)) up to
+/* Slots in use per class: min(8, max(2, 128 / granules)) up to
  * JW_FAST_MAX_GRANULES (frees and allocations), one above (only the
  * remainders of lock-free splits: frees of those classes use the lists). */
 extern const uint8_t jw_fast_nslots[JW_NCLASSES];

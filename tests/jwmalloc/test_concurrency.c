@@ -392,10 +392,11 @@ static int case_backend(void) {
   }
   jw_backend_get_stats(&b1);
   printf("backend: %llu bitmap frees, %llu bitmap allocations, %llu deferred frees, %llu lock-free "
-         "subdivisions, %llu roots mapped without the lock\n",
+         "subdivisions, %llu deferred ranges reused, %llu roots mapped without the lock\n",
          (unsigned long long)(b1.fast_frees - b0.fast_frees), (unsigned long long)(b1.fast_allocs - b0.fast_allocs),
          (unsigned long long)(b1.deferred_frees - b0.deferred_frees),
-         (unsigned long long)(b1.lf_splits - b0.lf_splits), (unsigned long long)(b1.lf_roots - b0.lf_roots));
+         (unsigned long long)(b1.lf_splits - b0.lf_splits), (unsigned long long)(b1.lf_recycled - b0.lf_recycled),
+         (unsigned long long)(b1.lf_roots - b0.lf_roots));
   if (b1.deferred_frees == b0.deferred_frees || b1.fast_frees == b0.fast_frees || b1.fast_allocs == b0.fast_allocs)
     FAIL("backend: the deferred list or the bitmaps were never used");
   char err[256];

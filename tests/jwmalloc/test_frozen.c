@@ -161,9 +161,11 @@ int main(int argc, char **argv) {
   jw_backend_stats bs;
   jw_backend_get_stats_quiet(&bs);
   printf("frozen %s holder: %d workers x %d rounds x %d blocks of every tier done; backend: %llu bitmap "
-         "allocations, %llu lock-free subdivisions, %llu roots mapped without the lock, %llu deferred frees\n",
+         "allocations, %llu lock-free subdivisions, %llu deferred ranges reused, %llu roots mapped without the lock, "
+         "%llu deferred frees\n",
          kind_name, WORKERS, ROUNDS, PER_ROUND, (unsigned long long)bs.fast_allocs,
-         (unsigned long long)bs.lf_splits, (unsigned long long)bs.lf_roots, (unsigned long long)bs.deferred_frees);
+         (unsigned long long)bs.lf_splits, (unsigned long long)bs.lf_recycled, (unsigned long long)bs.lf_roots,
+         (unsigned long long)bs.deferred_frees);
   char err[256];
   if (jw_backend_check_all(err, sizeof err) != 0) {
     fprintf(stderr, "backend check after the test: %s\n", err);
