@@ -150,7 +150,7 @@ static void deferred_push(jw_rid r, jw_rec *rec);
 
 /* Step 1: a range of class c from its bitmap. */
 static void *fast_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
-  if (jw_fast_nslots[c] == 0 || !lf_enter(c)) return NULL;
+  if (jw_fast_nslots[c] == 0 || !jw_fast_nonempty(c) || !lf_enter(c)) return NULL;
   void *p = NULL;
   jw_rid r = jw_fast_take(c);
   if (r) {
@@ -209,9 +209,11 @@ static void *lf_carve(uintptr_t base, jw_rec *recs, uint32_t g, unsigned c, jw_r
 /* Step 3: the lock is held; a range of the smallest larger class that has
  * one in its bitmap, subdivided. */
 static void *lf_split_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
-  if (!lf_enter(c)) return NULL;
   void *p = NULL;
+  int entered = 0;
   for (unsigned k = c + 1; k < JW_NCLASSES && jw_fast_nslots[k] != 0; k++) {
+    if (!jw_fast_nonempty(k)) continue; /* a miss costs no read-modify-write */
+    if (!entered && !(entered = lf_enter(c))) return NULL;
     jw_rid r = jw_fast_take(k);
     if (r == 0) continue;
     jw_rec *recs = rid_recs(r);
@@ -223,7 +225,7 @@ static void *lf_split_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
     bump(&jw_be.lf_splits, 1);
     break;
   }
-  lf_exit(c);
+  if (entered) lf_exit(c);
   return p;
 }
 

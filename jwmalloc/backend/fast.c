@@ -44,6 +44,12 @@ jw_rid jw_fast_take(unsigned c) {
   return 0;
 }
 
+int jw_fast_nonempty(unsigned c) {
+  for (unsigned i = 0; i < jw_fast_nslots[c]; i++)
+    if (holds_range(jw_load(&jw_fast[c].slot[i], JW_RELAXED))) return 1; /* a hint: relaxed */
+  return 0;
+}
+
 int jw_fast_reserve(unsigned c) {
   jw_fast_class *k = &jw_fast[c];
   unsigned n = jw_fast_nslots[c];

@@ -41,6 +41,10 @@ extern const uint8_t jw_fast_nslots[JW_NCLASSES];
  * range. 0 when the bitmap is empty. Lock-free. */
 jw_rid jw_fast_take(unsigned c);
 
+/* Whether class c's bitmap seems to hold a range (relaxed peek: lets a miss
+ * skip the in-flight accounting). */
+int jw_fast_nonempty(unsigned c);
+
 /* Stage 1 of a put: reserves an empty slot of class c; returns its index,
  * or -1 when the bitmap is full (or c has none). */
 int jw_fast_reserve(unsigned c);
