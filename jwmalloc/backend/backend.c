@@ -158,7 +158,7 @@ static void *fast_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
      * change under a neighbour's owner (read-modify-writes keep them). */
     jw_rec *recs = rid_recs(r);
     uint32_t g = jw_meta_rid_granule(r);
-    uint32_t tag = jw_rec_update(&recs[g], 0, 0);
+    uint32_t tag = jw_load(&recs[g].tag, JW_RELAXED); /* its flags are ours: the take's acquire ordered them */
     *zeroed = jw_tag_zeroed(tag);
     if (jw_tag_given_back(tag)) bump(&jw_be.allocs_refault, 1);
     jw_rec_update(&recs[g], JW_REC_STATE_MASK | JW_REC_FREE_FLAGS, kind_state(kind));
