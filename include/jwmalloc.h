@@ -3,7 +3,9 @@
  * Linking libjwmalloc.so or libjwmalloc.a (or LD_PRELOAD of the .so) replaces
  * the process's malloc, free, calloc, realloc, reallocarray, memalign,
  * posix_memalign, aligned_alloc, valloc, pvalloc, malloc_usable_size,
- * malloc_trim, malloc_stats, mallinfo, mallinfo2 and every C++ operator
+ * malloc_trim, malloc_stats, mallinfo, mallinfo2, malloc_info, mallopt
+ * (accepted, ignored), glibc's __libc_malloc/free/calloc/realloc/memalign/
+ * valloc/pvalloc/mallinfo/mallopt and cfree, and every C++ operator
  * new/delete. The jw_-prefixed functions below are the same allocator under
  * its own names; link libjwmalloc_api.a to use them beside the system
  * allocator (memory from jw_* must go back to jw_*).
@@ -43,8 +45,9 @@ void *jw_reallocarray(void *p, size_t n, size_t size);
 /* posix_memalign(3): align a power of two multiple of sizeof(void *), else
  * returns EINVAL; ENOMEM on failure; errno untouched. */
 int jw_posix_memalign(void **out, size_t align, size_t n);
-/* aligned_alloc(3) / memalign(3): align a power of two (0 counts as 1), else
- * NULL with errno=EINVAL. */
+/* aligned_alloc(3): align a power of two (0 counts as 1), else NULL with
+ * errno=EINVAL (as glibc 2.38 and later). memalign(3): any align, rounded up
+ * to a power of two as glibc does; above 2^63, NULL with errno=EINVAL. */
 void *jw_aligned_alloc(size_t align, size_t n);
 void *jw_memalign(size_t align, size_t n);
 /* valloc(3): page-aligned; pvalloc(3): page-aligned, size rounded up to a

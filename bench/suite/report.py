@@ -574,6 +574,10 @@ def write_report(out):
         "; footprint workloads at %s" % ", ".join(map(str, m["footprint_threads"])) if has_fp else "",
         "callgrind at %d threads on %s" % (m["callgrind_threads"], ", ".join(m["callgrind"])) if m.get("callgrind")
         else "no callgrind runs"))
+    if m.get("reused_callgrind"):
+        doc.p("- The peers' callgrind records were measured in an earlier run of the same plan (`%s`, "
+              "instruction counts do not depend on load); jwmalloc's were measured in this run." %
+              m["reused_callgrind"])
     doc.p("- Timed runs: %g s each, %d repetition(s), median shown; every run's command line is in "
           "`raw/runs.jsonl`." % (m["duration"], m["repeat"]))
     timers = [r["result"].get("timer_ns_median") for r in res.runs if r.get("status") == "ok" and r["kind"] == "run"]

@@ -178,6 +178,12 @@ def main(argv=None):
     ap.add_argument("--label", help="run label shown in the report (default QUICK or full)")
     ap.add_argument("--max-seconds", type=float, help="start no run after this many seconds; the rest are "
                     "recorded as skipped (for a machine lent for a fixed time)")
+    ap.add_argument("--callgrind-only", action="store_true",
+                    help="make only the callgrind runs (for --reuse-callgrind by a later run)")
+    ap.add_argument("--reuse-callgrind", metavar="DIR",
+                    help="take the peers' callgrind records from an earlier run in DIR instead of measuring them "
+                    "again (instruction counts are deterministic and do not depend on load); jwmalloc's are "
+                    "always measured")
     ap.add_argument("--no-report", action="store_true", help="do not write the report")
     ap.add_argument("--publish", help="copy the report and its plots (no raw data) to this folder, e.g. "
                     "bench/results/full")
@@ -254,7 +260,7 @@ def main(argv=None):
 
     # ---- the plan: repetitions outermost so every allocator sees the same machine state
     plan = []
-    for r in range(repeat):
+    for r in range(0 if args.callgrind_only else repeat):
         for w in wls:
             if r > 0 and w.group == "footprint":
                 continue
@@ -274,7 +280,9 @@ def main(argv=None):
             return 15.0 if not args.quick else 8.0
         return w.expected_seconds(mode, duration) + 0.3
 
-    total_expected = sum(expected(k, w, a) for k, w, a, _, _ in plan)
+    reuse = load_reusable(args.reuse_callgrind) if args.reuse_callgrind else {}
+    total_expected = sum(0 if (k == "callgrind" and (w.name, a, t) in reuse) else expected(k, w, a)
+                         for k, w, a, t, _ in plan)
     print("suite: %d runs (%d workloads, threads %s, allocators %s), about %s on this machine" % (
         len(plan), len(wls), ",".join(map(str, threads)), ",".join(main_allocs), fmt_secs(total_expected)),
         file=sys.stderr)
@@ -302,6 +310,7 @@ def main(argv=None):
         "workloads": [{"name": w.name, "group": w.group, "description": w.description, "paper": w.paper,
                        "steady": w.steady} for w in wls],
         "callgrind": cg_names, "have_valgrind": have_valgrind,
+        "reused_callgrind": os.path.abspath(args.reuse_callgrind) if args.reuse_callgrind else None,
     }
     with open(os.path.join(out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
@@ -320,6 +329,9 @@ def main(argv=None):
             elif w.trace and not os.path.exists(os.path.join(traces, w.trace)):
                 rec.update(status="no trace", reason="%s missing: run make bench-traces" %
                            os.path.join(traces, w.trace))
+            elif kind == "callgrind" and (w.name, a, t) in reuse:
+                rec = dict(reuse[(w.name, a, t)], reused_from=os.path.abspath(args.reuse_callgrind))
+                figure = "%.0f alloc instr/op (reused)" % rec["alloc_instr_per_op"]
             elif kind == "callgrind":
                 rec.update(run_callgrind(w, A, t, bindir, traces, out, have_valgrind, args.timeout))
                 if rec.get("status") == "ok":
@@ -392,6 +404,22 @@ def run_one(w, A, t, r, mode, duration, bindir, launcher, traces, out, args):
     if os.path.exists(samples):
         rec["rss"] = rss.derive(samples, w.steady, mea or {})
     return rec
+
+
+def load_reusable(d):
+    """Callgrind records of a finished run in D, by (workload, allocator, threads); only successful
+    ones, and never jwmalloc's (the library under test changes between runs)."""
+    path = os.path.join(d, "raw", "runs.jsonl")
+    if not os.path.exists(path):
+        sys.exit("suite: --reuse-callgrind %s: no raw/runs.jsonl there" % d)
+    out = {}
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if (rec.get("kind") == "callgrind" and rec.get("status") == "ok"
+                    and not rec["allocator"].startswith("jwmalloc")):
+                out[(rec["workload"], rec["allocator"], rec["threads"])] = rec
+    return out
 
 
 def run_callgrind(w, A, t, bindir, traces, out, have_valgrind, timeout):

@@ -40,7 +40,9 @@ static inline void *jw_fast_malloc(size_t n) {
   return b;
 }
 
-static inline bool jw_fast_free(void *p) {
+/* Always inlined: the caller it notes on the emptied branch is the caller of
+ * the public function it is inlined into. */
+static inline __attribute__((always_inline)) bool jw_fast_free(void *p) {
   uintptr_t a = (uintptr_t)p;
   /* Not in a slab's block area (offset < 64: header or page-aligned) or
    * misaligned: slow path. */
@@ -58,7 +60,10 @@ static inline bool jw_fast_free(void *p) {
   jw_block_set_free(b, s->local, fkey);
   s->local = b;
   t->n_free++;
-  if (JW_UNLIKELY(--s->live == 0)) jw_fast_free_emptied(t, s);
+  if (JW_UNLIKELY(--s->live == 0)) {
+    t->caller = __builtin_return_address(0);
+    jw_fast_free_emptied(t, s);
+  }
   return true;
 }
 

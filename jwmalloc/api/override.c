@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -22,6 +23,38 @@
 #include "entry.inc"
 
 JW_EXPORT void malloc_stats(void) { jw_stats_print(2); }
+
+/* glibc's other public names for the same calls. A program or library that
+ * calls one (the __libc_* names are what malloc wrappers and old hook code
+ * call; cfree is the old name of free, still bound by old binaries) would
+ * otherwise reach glibc's allocator with jwmalloc's blocks, or hand glibc's
+ * blocks to jwmalloc. Aliases: same code, same errno rules. */
+#if __has_attribute(copy)
+#define JW_ALIAS_ATTRS(target) __attribute__((copy(target)))
+#else
+#define JW_ALIAS_ATTRS(target)
+#endif
+#define JW_ALIAS(name, target) \
+  extern __typeof(target) name JW_EXPORT JW_ALIAS_ATTRS(target) __attribute__((alias(#target)))
+JW_ALIAS(__libc_malloc, malloc);
+JW_ALIAS(__libc_free, free);
+JW_ALIAS(__libc_calloc, calloc);
+JW_ALIAS(__libc_realloc, realloc);
+JW_ALIAS(__libc_memalign, memalign);
+JW_ALIAS(__libc_valloc, valloc);
+JW_ALIAS(__libc_pvalloc, pvalloc);
+JW_ALIAS(cfree, free);
+
+/* mallopt(3): glibc's tuning parameters (arenas, thresholds, top pad) have
+ * no meaning here; each is accepted and ignored (returns 1, glibc's
+ * "success"), so that programs tuning glibc run unchanged. Tuning
+ * jwmalloc is through JWMALLOC_* options and jw_option_set. */
+JW_EXPORT int mallopt(int param, int value) {
+  (void)param;
+  (void)value;
+  return 1;
+}
+JW_ALIAS(__libc_mallopt, mallopt);
 
 static void fill_mallinfo(jw_stats *s, jw_pages_stats *ps) {
   jw_stats_get(s, sizeof *s);
@@ -62,6 +95,37 @@ JW_EXPORT struct mallinfo mallinfo(void) {
   m.usmblks = clamp(m2.usmblks);
   return m;
 }
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+JW_ALIAS(__libc_mallinfo, mallinfo);
+#pragma GCC diagnostic pop
+
+/* malloc_info(3): glibc's XML layout (one heap), filled with jwmalloc's
+ * figures as mallinfo2 defines them, so that tools parsing it see this
+ * allocator's memory instead of glibc's empty arena. options must be 0
+ * (else returns EINVAL, as glibc). The caller's FILE is written with fputs:
+ * stdio is the interface here, and this runs outside every allocator lock
+ * (the stream may allocate its buffer through malloc). Returns 0, or -1 when
+ * the stream fails. */
+JW_EXPORT int malloc_info(int options, FILE *fp) {
+  if (options != 0) return EINVAL;
+  struct mallinfo2 m = mallinfo2();
+  size_t cur = m.arena + m.hblkhd;
+  char buf[1024];
+  const char *sys =
+      "<system type=\"current\" size=\"%zu\"/>\n<system type=\"max\" size=\"%zu\"/>\n"
+      "<aspace type=\"total\" size=\"%zu\"/>\n<aspace type=\"mprotect\" size=\"%zu\"/>\n";
+  char sysbuf[320];
+  jw_format(sysbuf, sizeof sysbuf, sys, cur, m.usmblks, cur, cur);
+  jw_format(buf, sizeof buf,
+            "<malloc version=\"1\">\n<heap nr=\"0\">\n<sizes>\n</sizes>\n"
+            "<total type=\"fast\" count=\"0\" size=\"0\"/>\n<total type=\"rest\" count=\"0\" size=\"%zu\"/>\n"
+            "%s</heap>\n<total type=\"fast\" count=\"0\" size=\"0\"/>\n"
+            "<total type=\"rest\" count=\"0\" size=\"%zu\"/>\n<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n"
+            "%s</malloc>\n",
+            m.fordblks, sysbuf, m.fordblks, m.hblks, m.hblkhd, sysbuf);
+  return fputs(buf, fp) == EOF ? -1 : 0;
+}
 
 /* ---- C++ operators ---- */
 
@@ -89,8 +153,9 @@ static inline void *cxx_new(size_t n, int nothrow) {
   return JW_LIKELY(p != NULL) ? p : new_retry(n, 0, nothrow);
 }
 
-static inline void cxx_delete(void *p) {
+static inline __attribute__((always_inline)) void cxx_delete(void *p) {
   if (JW_LIKELY(jw_fast_free(p))) return;
+  jw_tls_state.caller = __builtin_return_address(0);
   jw_free_slow(p);
 }
 

@@ -1,7 +1,11 @@
 /* See runtime.h and docs/design/api.md "Process life". */
 #include "runtime.h"
 
+#include <elf.h>
+#include <link.h>
 #include <pthread.h>
+#include <string.h>
+#include <sys/auxv.h>
 
 #include "../backend/page_source.h"
 #include "../common/config.h"
@@ -60,6 +64,36 @@ static void fork_child(void) {
   jw_tc_orphan_others(t->state == JW_TLS_ACTIVE ? t->tc : NULL);
 }
 
+/* ---- where the reclaim thread may be created ---- */
+
+/* The dynamic linker's mapping [lo, hi): glibc frees thread TLS from there
+ * while holding its stack-cache lock, which pthread_create needs. Stored
+ * before the guard is registered (a release store in reclaim/); the guard
+ * reads them after its acquire load: relaxed. 0, 0 when there is no
+ * separate dynamic linker (static programs; ld.so run as the program). */
+static jw_atomic_u64 ldso_lo, ldso_hi;
+
+static void find_dynamic_linker(void) {
+  uintptr_t base = (uintptr_t)getauxval(AT_BASE);
+  if (base == 0) return;
+  const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base; /* its first segment maps its headers */
+  if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0) return;
+  const ElfW(Phdr) *ph = (const ElfW(Phdr) *)(base + eh->e_phoff);
+  uintptr_t end = 0;
+  for (unsigned i = 0; i < eh->e_phnum; i++)
+    if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr + ph[i].p_memsz > end) end = ph[i].p_vaddr + ph[i].p_memsz;
+  jw_store(&ldso_lo, (uint64_t)base, JW_RELAXED); /* published by the guard's registration */
+  jw_store(&ldso_hi, (uint64_t)(base + end), JW_RELAXED);
+}
+
+/* The reclaim thread's start guard (reclaim.h): not when the public call on
+ * a slow path came from the dynamic linker (pthread_join's and thread exit's
+ * TLS frees, under glibc's stack-cache lock). Anywhere else: yes. */
+static int may_start_thread(void) {
+  uint64_t c = (uint64_t)(uintptr_t)jw_tls_state.caller;
+  return !(c >= jw_load(&ldso_lo, JW_RELAXED) && c < jw_load(&ldso_hi, JW_RELAXED)); /* see ldso_lo */
+}
+
 /* ---- initialization ---- */
 
 bool jw_global_init(void) {
@@ -70,6 +104,7 @@ bool jw_global_init(void) {
   if (s == INIT_RUNNING) return false;
   if (!jw_cas(&init_state, &s, INIT_RUNNING, JW_ACQUIRE, JW_ACQUIRE)) return s == INIT_DONE;
   jw_options_init();
+  jw_stats_at_start();
   /* Relaxed: published by the release store of INIT_DONE, and no block was
    * freed through a thread cache yet. */
   jw_store(&jw_free_key, jw_random_key(), JW_RELAXED);
@@ -77,6 +112,8 @@ bool jw_global_init(void) {
     jw_dprintf(2, "jwmalloc: warning: no thread-exit hook; thread caches will not be recycled\n");
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   jw_reclaim_set_tier_hook(age_tier_caches);
+  find_dynamic_linker();
+  jw_reclaim_set_start_guard(may_start_thread);
   jw_store(&init_state, INIT_DONE, JW_RELEASE);
   return true;
 }

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../backend/backend.h"
@@ -157,14 +158,50 @@ JW_EXPORT void jw_stats_print(int fd) {
              (unsigned long long)s.mid_slabs_aged);
 }
 
+/* A copy of stderr taken at start-up for the exit report: many programs
+ * close stderr before exit (GNU tools' close_stdout closes both streams),
+ * and the report would be lost. -1 when not taken. Written once by global
+ * initialization, before the release that publishes it; read at exit. */
+static int saved_stderr = -1;
+static dev_t saved_dev;
+static ino_t saved_ino;
+
+void jw_stats_at_start(void) {
+  const char *path = jw_options_stats_file();
+  if (!jw_opt(JW_OPT_STATS) || (path != NULL && *path != 0)) return;
+  /* Close-on-exec, at a high number: invisible to programs that expect
+   * their next open() to get the lowest free descriptor. */
+  int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
+  struct stat st;
+  if (fd < 0) return;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return;
+  }
+  saved_dev = st.st_dev;
+  saved_ino = st.st_ino;
+  saved_stderr = fd;
+}
+
+/* Where the report goes: stderr while it is open; else the copy, if it
+ * still is the file stderr was (the program may have closed it and reused
+ * its number for a file of its own: that file is never written). */
+static int report_fd(void) {
+  if (fcntl(2, F_GETFD) >= 0 || saved_stderr < 0) return 2;
+  struct stat st;
+  if (fstat(saved_stderr, &st) == 0 && st.st_dev == saved_dev && st.st_ino == saved_ino) return saved_stderr;
+  return 2;
+}
+
 void jw_stats_emit_at_exit(void) {
   const char *path = jw_options_stats_file();
   if (path == NULL || *path == 0) {
-    jw_stats_print(2);
+    jw_stats_print(report_fd());
     return;
   }
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
+    jw_dprintf(2, "jwmalloc: JWMALLOC_STATS_FILE=%s: cannot open (errno %d); statistics on stderr\n", path, errno);
     jw_stats_print(2);
     return;
   }

@@ -2,19 +2,33 @@
 #include "options.h"
 
 #include <stddef.h>
+#include <sys/auxv.h>
 
 #include "config.h"
+#include "log.h"
 
 extern char **environ;
 
 static const struct {
   const char *name;
   uint64_t def, max;
+  const char *want; /* what a bad value is told it should be */
 } table[JW_OPT_COUNT] = {
-    [JW_OPT_STATS] = {"STATS", 0, 1},
-    [JW_OPT_ABORT_ON_ERROR] = {"ABORT_ON_ERROR", 1, 1},
-    [JW_OPT_POOL_PERCENT] = {"POOL_PERCENT", 25, 1000},
-    [JW_OPT_POOL_MIN] = {"POOL_MIN", 4, 1 << 20},
+    [JW_OPT_STATS] = {"STATS", 0, 1, "0 or 1"},
+    [JW_OPT_ABORT_ON_ERROR] = {"ABORT_ON_ERROR", 1, 1, "0 or 1"},
+    [JW_OPT_POOL_PERCENT] = {"POOL_PERCENT", 25, 1000, "a percentage, 0 to 1000"},
+    [JW_OPT_POOL_MIN] = {"POOL_MIN", 4, 1 << 20, "pages, 0 to 1048576"},
+};
+
+/* JWMALLOC_* names read elsewhere (each reader checks its own values), so
+ * that only a name no part of jwmalloc reads is reported as unknown. A new
+ * option is added here too (tests/jwmalloc/options_test.sh checks every
+ * name of the README's tables). */
+static const char *const others[] = {
+    "STATS_FILE",                                     /* here, below */
+    "LIB",                                            /* the jwmalloc run tool; inherited by its programs */
+    "CHECK", "RETAIN_ROOTS",                          /* backend/backend.c */
+    "RECLAIM", "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK", "RECLAIM_POLICY", "RECLAIM_THREAD", /* reclaim/ */
 };
 
 jw_atomic_u64 jw_options[JW_OPT_COUNT] = {
@@ -55,23 +69,60 @@ static int64_t parse(const char *s) {
   return *s ? -1 : v;
 }
 
+/* The JWMALLOC_STATS_FILE path, copied: the environment's strings may be
+ * overwritten later (programs that set their process title write over them). */
+static char stats_path[4096];
+
+/* "NAME=value" of a JWMALLOC_ variable: is NAME one of `others`? */
+static int known_elsewhere(const char *rest) {
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    const char *v = after(rest, others[i]);
+    if (v && (*v == '=' || *v == 0)) return 1;
+  }
+  return 0;
+}
+
 void jw_options_init(void) {
   if (environ == NULL) return;
+  /* A setuid or setgid program (AT_SECURE): its environment comes from a less
+   * privileged user, who must not choose where it writes (STATS_FILE) or
+   * what it prints. Every JWMALLOC_* variable is ignored there, as glibc
+   * ignores its MALLOC_* tunables. */
+  if (getauxval(AT_SECURE)) return;
   for (char **e = environ; *e; e++) {
     const char *rest = after(*e, "JWMALLOC_");
     if (rest == NULL) continue;
     const char *v = after(rest, "STATS_FILE=");
     if (v) {
+      size_t n = 0;
+      while (v[n] && n < sizeof stats_path) n++;
+      if (n == sizeof stats_path) {
+        jw_dprintf(2, "jwmalloc: JWMALLOC_STATS_FILE: path longer than %zu bytes; ignored\n", sizeof stats_path - 1);
+        continue;
+      }
+      for (size_t i = 0; i <= n; i++) stats_path[i] = v[i];
       /* Relaxed: read by the exit path of the same process after init. */
-      jw_store(&stats_file, (void *)v, JW_RELAXED);
+      jw_store(&stats_file, (void *)stats_path, JW_RELAXED);
       continue;
     }
-    for (int i = 0; i < JW_OPT_COUNT; i++) {
+    int matched = 0;
+    for (int i = 0; i < JW_OPT_COUNT && !matched; i++) {
       v = after(rest, table[i].name);
       if (v == NULL || *v != '=') continue;
+      matched = 1;
       int64_t x = parse(v + 1);
       if (x >= 0 && (uint64_t)x <= table[i].max)
         jw_store(&jw_options[i], (uint64_t)x, JW_RELAXED); /* independent setting */
+      else
+        jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default %llu kept\n", rest, table[i].want,
+                   (unsigned long long)table[i].def);
+    }
+    if (!matched && !known_elsewhere(rest)) {
+      char name[64];
+      size_t n = 0;
+      for (; rest[n] && rest[n] != '=' && n < sizeof name - 1; n++) name[n] = rest[n];
+      name[n] = 0;
+      jw_dprintf(2, "jwmalloc: JWMALLOC_%s: unknown option, ignored (options: README, \"Options\")\n", name);
     }
   }
 }

@@ -28,6 +28,11 @@ typedef struct jw_tls {
   uint64_t n_malloc, n_free;  /* fast-path calls since the last fold */
   struct jw_tcache *tc;
   uint32_t state; /* JW_TLS_* */
+  /* Return address of the public call now on a slow path (free, delete,
+   * realloc), set only off the fast path: who called the allocator, so that
+   * the reclaim thread is not created inside glibc's dynamic linker
+   * (docs/design/reclamation.md, section 5). */
+  const void *caller;
 } jw_tls;
 
 /* Thread-cache states (jw_tcache.state). */

@@ -76,6 +76,17 @@ void jw_reclaim_set_tier_hook(jw_reclaim_tier_fn fn);
  * creation may call malloc). */
 void jw_reclaim_kick(void);
 
+/* Whether the calling context may create the reclaim thread: the library
+ * registers one at initialization; without one (the standalone backend)
+ * every context may. glibc calls free() while holding the lock of its stack
+ * cache (freeing a thread's TLS in pthread_join and at thread exit, from the
+ * dynamic linker), and pthread_create takes that lock: a thread created
+ * there deadlocks. When the guard says no, the free runs a due cycle itself
+ * (as without a thread) and a later free or allocation starts the thread.
+ * The reclaim thread never starts one (its own exit frees). */
+typedef int (*jw_reclaim_start_guard_fn)(void);
+void jw_reclaim_set_start_guard(jw_reclaim_start_guard_fn fn);
+
 /* An application thread ended and no other thread with a thread cache is
  * known to live: the reclaim thread checks at once (for a few milliseconds)
  * whether it is the last thread of the process, and if so ends, so that a

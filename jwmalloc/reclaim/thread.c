@@ -82,8 +82,26 @@ static int sleep_interval(void) {
   }
 }
 
+/* Set on the reclaim thread: it never starts another (its frees at its own
+ * exit run inside glibc's thread teardown, see jw_reclaim_set_start_guard). */
+static __thread int on_reclaim_thread;
+
+void jw_reclaim_set_start_guard(jw_reclaim_start_guard_fn fn) {
+  /* Release: set once at initialization, before any free could read it. */
+  jw_store(&jw_rc.start_guard, (void *)fn, JW_RELEASE);
+}
+
+/* May this context create the thread? (jw_reclaim_set_start_guard) */
+static int may_start(void) {
+  if (on_reclaim_thread) return 0;
+  /* Acquire pairs with the release store of the registration. */
+  jw_reclaim_start_guard_fn g = (jw_reclaim_start_guard_fn)jw_load(&jw_rc.start_guard, JW_ACQUIRE);
+  return g == NULL || g();
+}
+
 static void *reclaim_main(void *arg) {
   (void)arg;
+  on_reclaim_thread = 1;
   prctl(PR_SET_NAME, "jw-reclaim", 0, 0, 0);
   for (;;) {
     if (sleep_interval()) break; /* the last thread: end, as below */
@@ -151,7 +169,7 @@ void jw_reclaim_thread_ensure(void) {
   uint32_t none = JW_THREAD_NONE;
   /* Relaxed: the CAS elects the one starter; the thread reads only settings
    * and atomics with their own orders. */
-  if (jw_load(&jw_rc.thread_on, JW_RELAXED) &&
+  if (jw_load(&jw_rc.thread_on, JW_RELAXED) && may_start() &&
       jw_cas(&jw_rc.thread_state, &none, JW_THREAD_RUNNING, JW_RELAXED, JW_RELAXED)) {
     jw_store(&jw_rc.wake, 0, JW_RELAXED); /* a new thread waits a full interval first */
     if (start() == 0) {
@@ -194,9 +212,9 @@ void jw_reclaim_atfork_child(void) {
   /* Single-threaded child: relaxed. The parent's thread and reclaimer do not
    * exist here (fork prepare left no batch in flight). */
   jw_store(&jw_rc.thread_state, JW_THREAD_NONE, JW_RELAXED);
-  jw_store(&jw_rc.token, 0, JW_RELAXED);
+  jw_lock_reset(&jw_rc.token);
   jw_store(&jw_rc.wake, 0, JW_RELAXED);
-  jw_store(&jw_rc.aging, 0, JW_RELAXED); /* taken by fork prepare */
+  jw_lock_reset(&jw_rc.aging); /* taken by fork prepare */
   jw_store(&jw_rc.last_cycle_ns, jw_reclaim_now_ns(), JW_RELAXED);
 #if defined(__SANITIZE_THREAD__)
   /* ThreadSanitizer's runtime kills a child of a multi-threaded parent that

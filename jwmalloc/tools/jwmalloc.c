@@ -206,6 +206,12 @@ static int cmd_run(int argc, char **argv) {
   }
   char lib[PATH_MAX];
   if (find_library(libopt, lib) != 0) return 2;
+  /* ld.so splits LD_PRELOAD at spaces and colons, with no escape: such a
+   * path would be ignored (the program would run on glibc's malloc). */
+  if (strpbrk(lib, " :\t\n") != NULL) {
+    fprintf(stderr, "jwmalloc run: the library path has a space or colon, which LD_PRELOAD cannot carry: %s\n", lib);
+    return 2;
+  }
 
   const char *old = getenv("LD_PRELOAD");
   size_t len = strlen(lib) + (old ? strlen(old) + 2 : 1);

@@ -175,8 +175,15 @@ static void errnos(void) {
   CHECK(errno == 1234 && q == (void *)1, "posix_memalign must not touch errno or *out on failure");
   errno = 0;
   CHECK(M(aligned_alloc)(3, 10) == NULL && errno == EINVAL, "aligned_alloc(3)");
+  /* memalign, as glibc's: any alignment, rounded up to a power of two */
+  q = M(memalign)(48, 10);
+  CHECK(q && ((uintptr_t)q & 63) == 0, "memalign(48) = %p, want 64-aligned", q);
+  M(free)(q);
+  q = M(memalign)(5000, 100);
+  CHECK(q && ((uintptr_t)q & 8191) == 0, "memalign(5000) = %p, want 8192-aligned", q);
+  M(free)(q);
   errno = 0;
-  CHECK(M(memalign)(48, 10) == NULL && errno == EINVAL, "memalign(48)");
+  CHECK(M(memalign)(SIZE_MAX / 2 + 2, 10) == NULL && errno == EINVAL, "memalign(> 2^63)");
   q = M(aligned_alloc)(0, 10);
   CHECK(q != NULL, "aligned_alloc(0) behaves as alignment 1");
   M(free)(q);

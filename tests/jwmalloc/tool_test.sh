@@ -34,6 +34,14 @@ st=0; "$BUILD/bin/jwmalloc" run -- /nonexistent/prog 2>"$T/err" || st=$?
 st=0; "$BUILD/bin/jwmalloc" run --lib /nonexistent.so -- true 2>"$T/err" || st=$?
 [ $st -eq 2 ] && grep -q 'library not found' "$T/err" || fail "bad --lib: status $st"
 
+# A library path LD_PRELOAD cannot carry (ld.so splits it at spaces and colons
+# and would run the program on glibc): refused in one line, status 2.
+mkdir -p "$T/a b"
+cp "$BUILD/lib/libjwmalloc.so" "$T/a b/"
+st=0; "$BUILD/bin/jwmalloc" run --lib "$T/a b/libjwmalloc.so" -- true 2>"$T/err" || st=$?
+[ $st -eq 2 ] && grep -q 'space or colon' "$T/err" && [ "$(wc -l <"$T/err")" -eq 1 ] ||
+  fail "library path with a space: status $st, $(cat "$T/err")"
+
 # Installed with a prefix, and staged with DESTDIR.
 cmake --install "$BUILD" --prefix "$T/prefix" >/dev/null
 check_tool "$T/prefix/bin/jwmalloc"

@@ -1,0 +1,32 @@
+/* Helper of options_test.sh, linked to libjwmalloc.so: prints the value of
+ * each option named on the command line (NAME=value, from jw_option_get),
+ * after doing what the flags ask of a program's end:
+ *   --close-stderr   fclose(stderr) before exit, as GNU tools do
+ *   --scribble-env   overwrite every environment string in place, as
+ *                    programs that set their process title do */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jwmalloc.h"
+
+extern char **environ;
+
+int main(int argc, char **argv) {
+  int close_stderr = 0;
+  free(malloc(100)); /* jwmalloc starts (options read) */
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--close-stderr") == 0) {
+      close_stderr = 1;
+    } else if (strcmp(argv[i], "--scribble-env") == 0) {
+      for (char **e = environ; *e; e++) memset(*e, 'Z', strlen(*e));
+    } else {
+      long v;
+      if (jw_option_get(argv[i], &v) == 0) printf("%s=%ld\n", argv[i], v);
+      else printf("%s unknown\n", argv[i]);
+    }
+  }
+  fflush(stdout);
+  if (close_stderr) fclose(stderr);
+  return 0;
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# JWMALLOC_* options with bad values, unknown names and a program's end that
+# loses the exit report (README "Options"; docs/design/api.md "Options").
+#   - a bad value: one line "jwmalloc: JWMALLOC_X=v: expected ...; default D
+#     kept", the default in force, the program runs as without it;
+#   - an unknown JWMALLOC_ name: one line "unknown option"; every name of the
+#     README's option tables is known (no such line);
+#   - JWMALLOC_STATS=1 still reports when the program closed stderr before
+#     exit; an unwritable JWMALLOC_STATS_FILE says so and reports on stderr;
+#     a program that overwrites its environment strings (process titles)
+#     does not redirect the stats line to a garbage file name;
+#   - a setuid program ignores every JWMALLOC_* variable.
+# Usage: options_test.sh OPTIONS_PROBE README
+set -euo pipefail
+PROBE=${1:?usage: options_test.sh OPTIONS_PROBE README}
+README=${2:?readme}
+T=$(mktemp -d /tmp/jwmalloc-options-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "options: $*"; exit 1; }
+
+# bad NAME VALUE DEFAULT
+bad() {
+  local name=$1 value=$2 def=$3 st=0
+  env "JWMALLOC_$name=$value" "$PROBE" "$name" >"$T/out" 2>"$T/err" || st=$?
+  [ $st -eq 0 ] || fail "JWMALLOC_$name=$value: exit status $st"
+  [ "$(cat "$T/out")" = "$name=$def" ] || fail "JWMALLOC_$name=$value: value $(cat "$T/out"), want default $def"
+  [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^jwmalloc: JWMALLOC_$name=.*: expected .*; default $def kept\$" "$T/err" ||
+    fail "JWMALLOC_$name=$value: want one line naming the option, got: $(cat "$T/err")"
+}
+for v in 2 yes '' -1 1x; do bad STATS "$v" 0; done
+for v in 7 no ' 1'; do bad ABORT_ON_ERROR "$v" 1; done
+for v in abc -5 1001 99999999999999999999 25%; do bad POOL_PERCENT "$v" 25; done
+for v in 1e3 0x10 2000000; do bad POOL_MIN "$v" 4; done
+# good values are taken, silently
+JWMALLOC_POOL_PERCENT=60 JWMALLOC_POOL_MIN=0 "$PROBE" POOL_PERCENT POOL_MIN >"$T/out" 2>"$T/err"
+[ "$(tr '\n' ' ' <"$T/out")" = "POOL_PERCENT=60 POOL_MIN=0 " ] && [ ! -s "$T/err" ] ||
+  fail "good values: $(cat "$T/out" "$T/err")"
+
+# unknown names: one line each
+JWMALLOC_STAT=1 JWMALLOC_POOLMIN=3 "$PROBE" >"$T/out" 2>"$T/err"
+[ "$(grep -c 'unknown option' "$T/err")" -eq 2 ] && grep -q '^jwmalloc: JWMALLOC_STAT: unknown option' "$T/err" ||
+  fail "unknown names: $(cat "$T/err")"
+# every option of the README's tables is known
+names=$(grep -oE '^\| `JWMALLOC_[A-Z_]+`' "$README" | grep -oE 'JWMALLOC_[A-Z_]+' | sort -u)
+[ "$(echo "$names" | wc -l)" -ge 10 ] || fail "README option tables not found ($names)"
+for n in $names; do
+  env "$n=" "$PROBE" >"$T/out" 2>"$T/err" || fail "$n=: exit status"
+  if grep -q 'unknown option' "$T/err"; then fail "$n (README) reported unknown: $(cat "$T/err")"; fi
+done
+
+# the exit report survives a program that closes stderr
+JWMALLOC_STATS=1 "$PROBE" --close-stderr >"$T/out" 2>"$T/err"
+grep -q '^jwmalloc statistics (pid' "$T/err" || fail "stderr closed before exit: no report ($(cat "$T/err"))"
+# an unwritable stats file: a message, and the report on stderr
+JWMALLOC_STATS=1 JWMALLOC_STATS_FILE="$T/no/such/dir/f" "$PROBE" >"$T/out" 2>"$T/err"
+grep -q '^jwmalloc: JWMALLOC_STATS_FILE=.*: cannot open' "$T/err" && grep -q '^jwmalloc statistics' "$T/err" ||
+  fail "unwritable stats file: $(cat "$T/err")"
+# a program that overwrites its environment strings
+(cd "$T" && JWMALLOC_STATS=1 JWMALLOC_STATS_FILE="$T/stats" "$PROBE" --scribble-env >"$T/out" 2>"$T/err")
+grep -q '^jwmalloc-stats v1 ' "$T/stats" || fail "stats line lost after the environment was overwritten"
+[ -z "$(find "$T" -maxdepth 1 -name 'ZZ*')" ] || fail "stats written to a garbage path: $(ls "$T")"
+# A setuid program ignores JWMALLOC_*: the user who runs it must not choose a
+# file it appends to (checked as root, running a setuid-root copy as nobody).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  chmod 755 "$T"
+  cp "$PROBE" "$T/suid_probe"
+  chmod 4755 "$T/suid_probe"
+  (cd "$T" && setpriv --reuid=65534 --regid=65534 --clear-groups env JWMALLOC_STATS=1 \
+    JWMALLOC_STATS_FILE="$T/chosen" JWMALLOC_POOL_MIN=7 "$T/suid_probe" POOL_MIN >"$T/out" 2>"$T/err") ||
+    fail "setuid probe: exit status"
+  if [ "$(cat "$T/out")" = "POOL_MIN=7" ] || [ -e "$T/chosen" ]; then
+    fail "a setuid program took JWMALLOC_* from its caller ($(cat "$T/out"); $(ls "$T"))"
+  fi
+else
+  echo "options: setuid case skipped (needs root and setpriv)"
+fi
+echo "options: ok"
