@@ -59,6 +59,15 @@ bench-traces: build
 bench: bench-traces
 	@bench/suite/run.py --build $(BUILD) $(if $(QUICK),--quick --out bench/out/quick,--out bench/out/full --publish bench/results/full) $(BENCH_ARGS)
 
+# IOSR evaluation (issue 6; docs/design/iosr-eval.md): app switching on Linux's
+# swap and on IOSR under every policy combination, quiet and with a background
+# writer, fio as the disk's limit. Needs root, swapon, memory cgroup v1.
+# make bench-iosr [QUICK=1] [IOSR_BENCH_ARGS='--apps 4 ...']; the full run
+# publishes its report and plots to bench/results/iosr, raw data stays in bench/out/iosr.
+.PHONY: bench-iosr
+bench-iosr: build
+	@bench/iosr/run.py --build $(BUILD) $(if $(QUICK),--quick,--publish bench/results/iosr) $(IOSR_BENCH_ARGS)
+
 # jwmalloc reclamation (issue 7): the generational workload in virtual time,
 # lifetime against fixed-delay (figures in build/bench-reclaim/bench.txt).
 .PHONY: bench-reclaim

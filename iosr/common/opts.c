@@ -40,7 +40,7 @@ bad:
   return -1;
 }
 
-enum kind { K_U32, K_SIZE, K_BOOL, K_ENUM };
+enum kind { K_U32, K_SIZE, K_BOOL, K_ENUM, K_I32 };
 struct key {
   const char *name;
   enum kind kind;
@@ -64,6 +64,8 @@ static const struct key keys[] = {
     {"ra_init", K_U32, OFF(ra_init), 1, 65536, NULL},
     {"ra_max", K_U32, OFF(ra_max), 1, 65536, NULL},
     {"ra_probe_stride", K_U32, OFF(ra_probe_stride), 2, 65536, NULL},
+    {"ra_probes", K_U32, OFF(ra_probes), 1, 1024, NULL},
+    {"ra_probes_full", K_U32, OFF(ra_probes_full), 1, 1024, NULL},
     {"ra_probe_horizon", K_U32, OFF(ra_probe_horizon), 1, 65536, NULL},
     {"max_io", K_SIZE, OFF(max_io), 4096, 16u << 20, NULL},
     {"queue_depth", K_U32, OFF(queue_depth), 1, 1024, NULL},
@@ -81,6 +83,8 @@ static const struct key keys[] = {
     {"probe_cache", K_U32, OFF(probe_cache), 0, 1u << 20, NULL},
     {"restart_grace_ms", K_U32, OFF(restart_grace_ms), 0, 600000, NULL},
     {"test_hooks", K_BOOL, OFF(test_hooks), 0, 1, NULL},
+    {"nice", K_I32, OFF(nice), 0, 0, NULL}, /* -20..19, checked below */
+    {"rt_prio", K_U32, OFF(rt_prio), 0, 99, NULL},
 };
 
 static void set_err(char *err, size_t cap, const char *fmt, const char *a, const char *b) {
@@ -103,6 +107,16 @@ int iosr_settings_set(iosr_settings *s, const char *key, const char *value, char
       return -1;
     }
     uint64_t v;
+    if (k->kind == K_I32) {
+      char *end;
+      long n = strtol(value, &end, 10);
+      if (!*value || *end || n < -20 || n > 19) {
+        set_err(err, cap, "bad value '%s' for %s (want -20..19)", value, key);
+        return -1;
+      }
+      *(int32_t *)field = (int32_t)n;
+      return 0;
+    }
     if (k->kind == K_BOOL) {
       if (!strcmp(value, "1") || !strcasecmp(value, "yes") || !strcasecmp(value, "on")) v = 1;
       else if (!strcmp(value, "0") || !strcasecmp(value, "no") || !strcasecmp(value, "off")) v = 0;
@@ -162,6 +176,8 @@ int iosr_settings_init(iosr_settings *s, char *err, size_t cap) {
   s->ra_init = 16;
   s->ra_max = 1024;
   s->ra_probe_stride = 16;
+  s->ra_probes = 8;
+  s->ra_probes_full = 2;
   s->ra_probe_horizon = 64;
   s->max_io = 1u << 20;
   s->queue_depth = 32;
@@ -175,6 +191,8 @@ int iosr_settings_init(iosr_settings *s, char *err, size_t cap) {
   s->buffer_bytes = 32u << 20;
   s->probe_cache = 4096;
   s->restart_grace_ms = 5000;
+  s->nice = -10;
+  s->rt_prio = 0;
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     char up[64];
     size_t j = 0;

@@ -25,6 +25,8 @@ typedef struct iosr_settings {
   uint32_t ra_init;      /* adaptive: first window, pages (16) */
   uint32_t ra_max;       /* adaptive: largest window, pages (1024) */
   uint32_t ra_probe_stride; /* one probe page per this many read-ahead pages (16) */
+  uint32_t ra_probes;    /* at most this many probe pages per read-ahead window (8) */
+  uint32_t ra_probes_full; /* adaptive: at most this many once the window is at ra_max (2) */
   uint32_t ra_probe_horizon; /* a probe untouched after this many more major faults is a miss (8) */
   uint64_t max_io;       /* largest read or write request, bytes (1M) */
   uint32_t queue_depth;  /* requests in flight at the device (32) */
@@ -42,6 +44,8 @@ typedef struct iosr_settings {
   uint32_t probe_cache;  /* probe pages kept at most (4096) */
   uint32_t restart_grace_ms; /* after a dirty start, no new slots for this long (5000) */
   int test_hooks;        /* test_hooks=1: fault injection, dispatch pause/log */
+  int32_t nice;          /* CPU nice value of the engine thread (-10): faults wait on it */
+  uint32_t rt_prio;      /* SCHED_FIFO priority of the engine thread (1); 0: ordinary scheduling with `nice` */
 } iosr_settings;
 
 /* Fills *s with the defaults, then applies IOSR_* environment variables.

@@ -343,6 +343,7 @@ static void set_fg(iosr_engine_s *e, iosr_app *n) {
   uint32_t old = e->fg_app, id = n ? n->id : 0;
   if (old == id) return;
   e->fg_app = id;
+  e->resident_peak = e->resident_total; /* the peak is per foreground period (a switch) */
   uint64_t now = iosr_now_ns();
   iosr_app *o = iosr_eng_app(e, old);
   if (o) {
@@ -412,7 +413,7 @@ static void do_reclaim(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_
 static const char *const runtime_keys[] = {
     "slot", "readahead", "sched", "page_cluster", "ra_init", "ra_max", "ra_probe_stride", "queue_depth",
     "write_hold_max", "write_hold_ms", "write_ioprio", "budget", "budget_low", "zero_window", "reclaim_batch",
-    "reclaim_inflight", "max_io", "ra_probe_horizon", NULL};
+    "reclaim_inflight", "max_io", "ra_probe_horizon", "ra_probes", "ra_probes_full", NULL};
 
 static void do_set(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_set *m) {
   if (iosr_field_str(m->key, sizeof m->key) || iosr_field_str(m->value, sizeof m->value))

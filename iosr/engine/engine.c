@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -340,9 +342,32 @@ fail: {
 }
 }
 
+/* Every swap-in waits on this thread (Linux serves a fault in the faulting
+ * thread itself and completes its I/O in interrupt context, with no extra
+ * wake-up), so it runs ahead of ordinary tasks: on a busy CPU a fault would
+ * otherwise wait for another task's time slice at each of its hops. A nice
+ * value raises the thread's share but not its wake-up latency (measured by
+ * the evaluation: docs/design/iosr-eval.md), so the thread asks for
+ * SCHED_FIFO at rt_prio (1, the lowest real-time priority, as Android's lmkd
+ * does) and falls back to the nice value. The thread only runs on events
+ * (epoll), and the kernel's real-time throttling bounds it; whatever is
+ * forked from it starts with ordinary scheduling. Without CAP_SYS_NICE both
+ * stay as they are. */
+static void set_nice(const iosr_engine_s *e) {
+  if (e->set.rt_prio) {
+    struct sched_param sp = {.sched_priority = (int)e->set.rt_prio};
+    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) == 0) return;
+    iosr_debug("cannot run the engine thread at SCHED_FIFO %u: %s", e->set.rt_prio, strerror(errno));
+  }
+  if (!e->set.nice) return;
+  if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), e->set.nice))
+    iosr_debug("cannot set the engine thread's nice value to %d: %s", e->set.nice, strerror(errno));
+}
+
 int iosr_eng_run(iosr_engine_s *e) {
   struct epoll_event evs[64];
   int draining = 0;
+  set_nice(e);
   for (;;) {
     if (e->stop) {
       if ((e->stop & 2) && !draining) {

@@ -238,6 +238,7 @@ struct iosr_engine_s {
   uint32_t next_job_id;
   iosr_batch *batches;
   uint64_t resident_total;
+  uint64_t resident_peak; /* most resident_total since the foreground app last changed */
   iosr_ra_linux cluster_ra;  /* engine-wide, as Linux's cluster read-ahead */
   iosr_probe *probes;
   uint32_t probe_cap;

@@ -74,20 +74,21 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   (int)getpid(), (unsigned long long)((iosr_now_ns() - e->started_ns) / 1000000));
   iosr_buf_json_str(b, e->area.path);
   iosr_buf_printf(b,
-                  ",\"slots\":%llu,\"used\":%llu,\"bad\":%llu,\"spills\":%llu,\"direct\":%s,\"io\":\"%s\"},"
+                  ",\"slots\":%llu,\"used\":%llu,\"bad\":%llu,\"spills\":%llu,\"holes\":%llu,\"direct\":%s,\"io\":\"%s\"},"
                   "\"policy\":{\"slot\":\"%s\",\"readahead\":\"%s\",\"sched\":\"%s\"},\"foreground\":",
                   (unsigned long long)e->slots.nslots, (unsigned long long)e->slots.used,
-                  (unsigned long long)e->slots.bad, (unsigned long long)e->slots.spills,
+                  (unsigned long long)e->slots.bad, (unsigned long long)e->slots.spills, (unsigned long long)e->slots.holes,
                   e->area.direct ? "true" : "false", iosr_io_backend_name(e->io), iosr_slot_name(e->set.slot),
                   iosr_ra_name(e->set.readahead), iosr_sched_name(e->set.sched));
   if (fg) iosr_buf_json_str(b, fg->name);
   else iosr_buf_printf(b, "null");
   iosr_buf_printf(b,
-                  ",\"budget_bytes\":%llu,\"resident_pages\":%llu,\"reads\":%llu,\"read_bytes\":%llu,"
+                  ",\"budget_bytes\":%llu,\"resident_pages\":%llu,\"resident_peak_pages\":%llu,\"reads\":%llu,\"read_bytes\":%llu,"
                   "\"writes\":%llu,\"write_bytes\":%llu,\"submit_calls\":%llu,\"io_errors\":%llu,"
                   "\"forced_writes\":%llu,\"zero_fill_pages\":%llu,\"inconsistencies\":%llu,"
                   "\"queued\":%u,\"inflight\":%u,\"restart_grace\":%s},\"apps\":[",
                   (unsigned long long)e->set.budget, (unsigned long long)e->resident_total,
+                  (unsigned long long)e->resident_peak,
                   (unsigned long long)e->reads, (unsigned long long)e->read_bytes, (unsigned long long)e->writes,
                   (unsigned long long)e->write_bytes, (unsigned long long)iosr_io_submit_calls(e->io),
                   (unsigned long long)e->io_errors, (unsigned long long)e->sched.forced_writes,

@@ -33,7 +33,7 @@ void iosr_app_set_state(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int state) {
     if (!a->forked) e->resident_total--;
   } else if (!was_res && is_res) {
     a->resident++;
-    if (!a->forked) e->resident_total++;
+    if (!a->forked && ++e->resident_total > e->resident_peak) e->resident_peak = e->resident_total;
   }
   if (was_sw && !is_sw) {
     if (--a->swapped == 0) a->swapped_peak = 0;

@@ -219,9 +219,14 @@ static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trig
   uint32_t n = 0;
   for (uint32_t i = 0; i < ps->n; i++) n += !ps->v[i].fault;
   if (!n) return;
-  /* at least ra_probe_stride pages per probe, and at most 16 probes per
-   * window: every probe costs the app a fault */
-  uint32_t stride = e->set.ra_probe_stride > n / 16 ? e->set.ra_probe_stride : n / 16;
+  /* at least ra_probe_stride pages per probe, and at most ra_probes probes
+   * per window: every probe costs the app a fault. An adaptive window at its
+   * largest cannot grow: its probes only tell a used window from an unused
+   * one (shrink) and start the next window (trigger), so it takes fewer
+   * (ra_probes_full; docs/design/iosr-eval.md measured the faults). */
+  uint32_t maxprobes = with_trigger && a->ra.window >= a->ra.max ? e->set.ra_probes_full : e->set.ra_probes;
+  uint32_t per = n / maxprobes;
+  uint32_t stride = e->set.ra_probe_stride > per ? e->set.ra_probe_stride : per;
   uint32_t trig = with_trigger && n >= 4 ? n - n / 4 - 1 : UINT32_MAX;
   uint32_t idx = 0, last = 0, nprobes = 0;
   for (uint32_t i = 0; i < ps->n; i++) {

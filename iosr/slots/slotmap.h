@@ -31,6 +31,7 @@ typedef struct iosr_slotmap {
   uint64_t used;        /* referenced slots */
   uint64_t bad;
   uint64_t spills;      /* process-policy pages that found no extent */
+  uint64_t holes;       /* process policy: times an app went back to its own extents' free slots */
   /* global policy: the current cluster and the next slot to try in it */
   uint32_t gcl;
   uint32_t gnext;
@@ -70,8 +71,10 @@ void iosr_extmap_destroy(iosr_extmap *x);
  * when it is full, a new extent (the one right after it when free, else the
  * first free one). Callers hand in each batch's pages in address order, so an
  * app's pages lie in address order inside its extents and every batch is one
- * contiguous write. A single free slot anywhere when no extent is free
- * (counted in spills). IOSR_NO_SLOT when the area is full. */
+ * contiguous write. When no extent is free, the free slots of the app's own
+ * extents, extent after extent (counted in holes); a single free slot
+ * anywhere only when the app has none left (counted in spills). IOSR_NO_SLOT
+ * when the area is full. */
 uint32_t iosr_slot_alloc_process(iosr_slotmap *m, iosr_extmap *x, uint32_t app, uint64_t vpn);
 
 /* Adds a reference (a forked child shares the slot). 0, or -1 when the

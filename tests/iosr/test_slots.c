@@ -2,7 +2,8 @@
  * slots in request order from 256-slot clusters; process appends each app's
  * pages to its own 512-slot extents, taking the next extent when free; a slot
  * with I/O in flight is never reused before the I/O ends; bad slots are never
- * handed out; a full area says so. */
+ * handed out; a full area says so; with no free extent an app refills its
+ * own extents' holes before it takes another app's slots. */
 #include "util.h"
 
 #include "slots/slotmap.h"
@@ -60,6 +61,38 @@ int main(void) {
   CHECK(iosr_slotmap_init(&m2, 4096) == 0);
   uint32_t c0 = iosr_slot_alloc_process(&m2, &xc, 3, 0);
   for (uint32_t i = 1; i < 1024; i++) CHECK(iosr_slot_alloc_process(&m2, &xc, 3, i) == c0 + i);
+
+  /* process, no free extent left: an app refills the holes its own
+   * swapped-in pages left, in its extents and in slot order, before it
+   * spills into another app's (the evaluation saw the area otherwise
+   * degenerate into single-slot spills: docs/design/iosr-eval.md) */
+  iosr_slotmap m5;
+  CHECK(iosr_slotmap_init(&m5, 2048) == 0);
+  iosr_extmap xe, xf;
+  iosr_extmap_init(&xe);
+  iosr_extmap_init(&xf);
+  uint32_t se[1024], sf[1024];
+  for (uint32_t i = 0; i < 1024; i++) {
+    se[i] = iosr_slot_alloc_process(&m5, &xe, 5, i);
+    sf[i] = iosr_slot_alloc_process(&m5, &xf, 6, i);
+    CHECK(se[i] != IOSR_NO_SLOT && sf[i] != IOSR_NO_SLOT);
+  }
+  CHECK(m5.used == 2048 && m5.spills == 0);
+  for (uint32_t i = 0; i < 1024; i += 2) iosr_slot_put(&m5, se[i]); /* app 5's hot half came back in */
+  for (uint32_t i = 0; i < 8; i++) iosr_slot_put(&m5, sf[i]);
+  uint32_t prev = 0;
+  for (uint32_t i = 0; i < 512; i++) {
+    uint32_t s = iosr_slot_alloc_process(&m5, &xe, 5, 5000 + i);
+    CHECK(s != IOSR_NO_SLOT && iosr_rev_app(m5.rev[s]) == 5);
+    CHECK(m5.cl_owner[s / IOSR_CLUSTER_SLOTS] == 5 + 2); /* one of its own extents */
+    if (i % 256) CHECK(s > prev);                        /* in slot order within an extent pass */
+    prev = s;
+  }
+  CHECK(m5.spills == 0 && m5.holes > 0);
+  /* its own extents are full again: the next page spills into app 6's hole */
+  uint32_t sp = iosr_slot_alloc_process(&m5, &xe, 5, 9999);
+  CHECK(sp != IOSR_NO_SLOT && m5.cl_owner[sp / IOSR_CLUSTER_SLOTS] == 6 + 2 && m5.spills == 1);
+  iosr_slotmap_destroy(&m5);
 
   /* full area: NO_SLOT, never a slot in use */
   iosr_slotmap m3;
