@@ -3,14 +3,14 @@
  * holder drains) and "Bounded verification".
  *
  * --param 0 (midend, jwmalloc/midend/midend.c): three threads free one
- * 2 KiB block each of one midend class. The class's pointer cache is shrunk
+ * 2 KiB block each of one midend class (T3 at the full bound only). The class's pointer cache is shrunk
  * to no slot (-DJW_VERIFY_MID_CACHE_BYTES=0), so every free goes to the class
  * lock: the holder returns its block to the slab, a free that finds the lock
  * held pushes on the deferred list, and the next holder (a later free, or
  * T0's allocations in finish) drains it. Full bound: T1 also allocates again
  * after its free (an allocation that drains).
  * --param 1 (backend, jwmalloc/backend/backend.c): two threads free a
- * 16 KiB range each while a third allocates one, so the backend lock is busy
+ * 32 KiB range each while a third allocates one, so the backend lock is busy
  * and frees are deferred (defer_free), drained by the next holder. Full
  * bound: a fourth range freed by the allocating thread afterwards.
  *
@@ -21,30 +21,25 @@
 #include "jw_client.h"
 
 #define MID 2048
-#define LARGE (16 << 10)
+#define LARGE (32 << 10) /* above the midend (16 KiB): a backend range */
 
 static void *blk[4]; /* allocated in setup; each thread frees its own */
 static int nblk;
 
-static void *reuse; /* full bound, param 0: T1's allocation after its free */
-
 static void t1(void *a) {
   (void)a;
   jwv_free(blk[0]);
-  if (vrf_param() == 0 && vrf_level()) reuse = jwv_malloc(MID);
 }
 static void t2(void *a) {
   (void)a;
-  jwv_free(blk[1]);
+  if (vrf_param() == 0 || vrf_level()) jwv_free(blk[1]);
 }
 static void t3(void *a) {
   (void)a;
   if (vrf_param() == 0) {
     if (vrf_level()) jwv_free(blk[2]);
   } else {
-    void *p = jwv_malloc(LARGE); /* holds the backend lock a while */
-    blk[3] = p;
-    if (vrf_level()) jwv_free(p);
+    blk[3] = jwv_malloc(LARGE); /* holds the backend lock a while */
   }
 }
 
@@ -67,8 +62,7 @@ static void finish(void) {
     /* Freed: blk[0..2], minus T1's reallocation. Every one comes back. */
     void *freed[3];
     int n = 0;
-    for (int i = 0; i < (vrf_level() ? 3 : 2); i++)
-      if (blk[i] != reuse) freed[n++] = blk[i];
+    for (int i = 0; i < (vrf_level() ? 3 : 2); i++) freed[n++] = blk[i];
     void *got[3];
     for (int i = 0; i < n; i++) {
       got[i] = jwv_malloc(MID);
@@ -76,14 +70,14 @@ static void finish(void) {
       VRF_ASSERT(!one_of(got[i], got, i));
     }
     for (int i = 0; i < n; i++) jwv_free(got[i]);
-    if (reuse) jwv_free(reuse);
     if (!vrf_level()) jwv_free(blk[2]);
   } else {
     /* Every range is back: T0 can allocate all of them again, each one of
      * the freed starts (the backend hands out the lowest free range). */
     void *freed[4] = {blk[0], blk[1], blk[2], blk[3]};
-    int n = vrf_level() ? 3 : 2;
-    if (!vrf_level()) jwv_free(blk[3]);
+    jwv_free(blk[3]);
+    if (!vrf_level()) jwv_free(blk[1]);
+    int n = 3;
     void *got[3];
     for (int i = 0; i < n; i++) {
       got[i] = jwv_malloc(LARGE);
@@ -97,5 +91,5 @@ static void finish(void) {
 VRF_CLIENT(.name = "deferred", .about = "jwmalloc deferred frees: midend class list (param 0), backend list (param 1)",
            .bound = "param 0: T1, T2 free a midend block each, cache of 0 slots (full: T3 frees one too, T1 then "
                     "allocates); param 1: "
-                    "T1, T2 free a 16 KiB range while T3 allocates one (full: T3 frees it)",
+                    "T1, T2 free a 32 KiB range while T3 allocates one (full: T3 frees it)",
            .setup = setup, .threads = {t1, t2, t3}, .finish = finish);
