@@ -26,8 +26,21 @@ static jwv_box box[3];
 
 static void t1(void *a) {
   (void)a;
-  int n = vrf_level() ? 3 : 2;
-  for (int i = 0; i < n; i++) {
+  if (vrf_level()) {
+    /* Full bound: a third block first, so the first slab parks FULL (and
+     * the second comes from the backend) before T2 starts: T2's frees meet
+     * the FULL state, notify, and race T1's exit draining its ready stack.
+     * The third block stays out: its slab is abandoned at exit. */
+    char *p[3];
+    for (int i = 0; i < 3; i++) {
+      p[i] = jwv_malloc(SZ);
+      jwv_fill(p[i], SZ, 0x10 + i);
+    }
+    for (int i = 0; i < 2; i++) jwv_send(&box[i], p[i]);
+    jwv_check(p[2], SZ, 0x12);
+    return;
+  }
+  for (int i = 0; i < 2; i++) {
     char *p = jwv_malloc(SZ);
     jwv_fill(p, SZ, 0x10 + i);
     jwv_send(&box[i], p);
@@ -38,8 +51,7 @@ static void t1(void *a) {
 
 static void t2(void *a) {
   (void)a;
-  int n = vrf_level() ? 3 : 2;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < 2; i++) {
     char *p = jwv_receive(&box[i]);
     jwv_check(p, SZ, 0x10 + i);
     jwv_free(p);
@@ -57,7 +69,7 @@ static void finish(void) {
    * held are all back. T0 allocates twice the blocks T1 used and checks
    * they are distinct and usable. */
   char *p[8];
-  int n = vrf_level() ? 3 : 2;
+  int n = 2;
   for (int i = 0; i < 2 * n; i++) {
     p[i] = jwv_malloc(SZ);
     jwv_fill(p[i], SZ, 0x70 + i);
@@ -68,5 +80,6 @@ static void finish(void) {
 
 VRF_CLIENT(.name = "xfree", .about = "jwmalloc cross-thread free: remote list, FULL/NOTIFIED/ABANDONED slab states, "
                                      "ready stack, abandoned count, exit racing with frees",
-           .bound = "T1 allocates 2 blocks of a 2-block class and exits, T2 frees them (full: 3 blocks)",
+           .bound = "T1 allocates 2 blocks of a 2-block class and exits, T2 frees them (full: T1 allocates a third "
+                    "first, so T2 frees into a parked FULL slab)",
            .setup = setup, .threads = {t1, t2}, .finish = finish);
