@@ -3,9 +3,11 @@
  * lock-free lookup, roots returned with their metadata.
  *
  * Brief: "Backend: size-class-exact ranges", "Metadata". Design:
- * docs/design/backend.md. Locks: one backend lock (lock.h) over trees, bins
- * and roots; lookup and mark_interior take none; a free that finds the lock
- * busy is deferred, never waits.
+ * docs/design/backend.md. Locks: one backend lock (common/lock.h) over trees,
+ * lists and the locked paths, taken by malloc and free paths only with a
+ * try-lock; in front of it the per-class bitmaps (fast.h) and, when it is
+ * held, the lock-free subdivision and root paths (section 7a); lookup and
+ * mark_interior take none. No malloc or free ever waits.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "../reclaim/policy.h"
 #include "../reclaim/reclaim.h"
 #include "backend_internal.h"
+#include "fast.h"
 #include "meta.h"
 #include "release.h"
 #include "root_map.h"
@@ -53,11 +56,58 @@ static uint32_t free_roots(void) { return jw_load(&jw_be.bins.bin[JW_ROOT_CLASS]
 
 static inline int checking(void) { return jw_load(&jw_be.check, JW_RELAXED) != 0; }
 
+/* ---- lock-free operations and whole-tree checks exclude each other
+ * (docs/design/backend.md, section 7a, "Checks"). Dekker-style: an operation
+ * counts itself in flight (in its class's bitmap line, which it writes
+ * anyway), then reads the checker's flag; the checker raises its flag, then
+ * reads every count. Sequentially consistent orders make at least one of
+ * them see the other: the operation backs off, or the checker waits. */
+
+static inline int lf_enter(unsigned c) {
+  jw_fetch_add(&jw_fast[c].inflight, 1, JW_SEQ_CST);
+  if (jw_load(&jw_be.lf_checking, JW_SEQ_CST) == 0) return 1;
+  /* Release: nothing was written; keeps the count's updates uniform. */
+  jw_fetch_sub(&jw_fast[c].inflight, 1, JW_RELEASE);
+  return 0;
+}
+
+static inline void lf_exit(unsigned c) {
+  /* Release: the operation's record writes happen before a checker that
+   * reads the count as 0 (seq-cst load, stronger than acquire). */
+  jw_fetch_sub(&jw_fast[c].inflight, 1, JW_RELEASE);
+}
+
+static int lf_any_inflight(void) {
+  for (unsigned c = 0; c < JW_NCLASSES; c++)
+    if (jw_load(&jw_fast[c].inflight, JW_SEQ_CST) != 0) return 1; /* seq-cst: see above */
+  return 0;
+}
+
+int jw_backend_lf_pause(int wait) {
+  jw_store(&jw_be.lf_checking, 1, JW_SEQ_CST); /* see above */
+  /* Operations that entered before the flag finish without waiting for
+   * anything; new ones back off. */
+  while (lf_any_inflight()) {
+    if (!wait) {
+      jw_store(&jw_be.lf_checking, 0, JW_RELEASE);
+      return 0;
+    }
+    jw_cpu_relax();
+  }
+  return 1;
+}
+
+void jw_backend_lf_resume(void) { jw_store(&jw_be.lf_checking, 0, JW_RELEASE); /* see lf_enter */ }
+
 static void check_root(jw_rec *recs, uintptr_t base, const char *op) {
   char err[256];
   jw_tree t = {recs, JW_ROOT_GRANULES};
-  if (jw_tree_check(&t, 1, err, sizeof err) != 0)
-    jw_fatal("backend invariant broken after %s in root %p: %s", op, (void *)base, err);
+  /* A lock-free operation in flight may be half-way through a range of this
+   * root: skip this check (the next one, or jw_backend_check_all, sees it). */
+  if (!jw_backend_lf_pause(0)) return;
+  int bad = jw_tree_check(&t, 1, err, sizeof err) != 0;
+  jw_backend_lf_resume();
+  if (bad) jw_fatal("backend invariant broken after %s in root %p: %s", op, (void *)base, err);
 }
 
 static inline unsigned kind_state(jw_range_kind k) {
@@ -70,12 +120,132 @@ static inline jw_range_kind state_kind(unsigned st) {
 
 /* ---- allocation --------------------------------------------------------- */
 
+/* A range [g, g+n) whose head just became live: slabs resolve from every
+ * granule (page_source.h), so they get interior records. Relaxed stores: a
+ * lookup of an address in the range follows the hand-over of the pointer,
+ * which orders them (jw_backend_classify). */
+static void made_live(jw_rec *recs, uint32_t g, uint32_t n, jw_range_kind kind) {
+  if (kind != JW_KIND_LARGE)
+    for (uint32_t i = 1; i < n; i++) jw_store(&recs[g + i].tag, jw_tag_interior(i), JW_RELAXED);
+  bump(&jw_be.live_granules, n);
+  bump(&jw_be.allocs, 1);
+}
+
+static inline void *range_addr(uintptr_t base, uint32_t g) { return (void *)(base + ((uintptr_t)g << JW_GRANULE_SHIFT)); }
+
+/* Records of range id r's root. */
+static inline jw_rec *rid_recs(jw_rid r) { return jw_meta_rid_rec(r) - jw_meta_rid_granule(r); }
+
+static void deferred_push(jw_rid r, jw_rec *rec);
+
+/* ---- the lock-free paths (docs/design/backend.md, section 7a) ----------- */
+
+/* Step 1: a range of class c from its bitmap. */
+static void *fast_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
+  if (jw_fast_nslots[c] == 0 || !lf_enter(c)) return NULL;
+  void *p = NULL;
+  jw_rid r = jw_fast_take(c);
+  if (r) {
+    /* We own the range: its head bits are ours, its boundary bits may
+     * change under a neighbour's owner (read-modify-writes keep them). */
+    jw_rec *recs = rid_recs(r);
+    uint32_t g = jw_meta_rid_granule(r);
+    uint32_t tag = jw_rec_update(&recs[g], 0, 0);
+    *zeroed = jw_tag_zeroed(tag);
+    if (jw_tag_given_back(tag)) bump(&jw_be.allocs_refault, 1);
+    jw_rec_update(&recs[g], JW_REC_STATE_MASK | JW_REC_FREE_FLAGS, kind_state(kind));
+    made_live(recs, g, jw_class_granules[c], kind);
+    bump(&jw_be.fast_allocs, 1);
+    p = range_addr(jw_meta_rid_base(r), g);
+  }
+  lf_exit(c);
+  return p;
+}
+
+/* A free remainder [g, g+n) of a lock-free split (head BUSY, owned by the
+ * caller) goes into its class's bitmap, or when that is full onto the
+ * deferred list for the next lock holder to file. */
+static void lf_file_piece(uintptr_t base, jw_rec *recs, uint32_t g, uint32_t n) {
+  unsigned c = jw_class_index(n);
+  jw_rid r = jw_meta_rid(base, g);
+  int i = jw_fast_reserve(c);
+  if (i >= 0) {
+    jw_rec_update(&recs[g], JW_REC_STATE_MASK, JW_RS_FREE_FAST);
+    jw_fast_publish(c, i, r);
+  } else {
+    jw_rec_update(&recs[g], JW_REC_STATE_MASK, JW_RS_DEFERRED_FREE);
+    deferred_push(r, &recs[g]);
+  }
+}
+
+/* Carves class c out of the owned free range at g (head BUSY) with nested
+ * steps only, so every record written lies inside the range; the carved
+ * range becomes live, the remainders are filed lock-free. */
+static void *lf_carve(uintptr_t base, jw_rec *recs, uint32_t g, unsigned c, jw_range_kind kind, bool *zeroed) {
+  jw_tree t = {recs, JW_ROOT_GRANULES};
+  uint32_t tag = jw_tree_tag(&t, g), n = jw_class_granules[c];
+  *zeroed = jw_tag_zeroed(tag);
+  if (jw_tag_given_back(tag)) bump(&jw_be.allocs_refault, 1);
+  jw_tree_piece pieces[JW_TREE_MAX_PIECES];
+  unsigned np = 0;
+  if (jw_class_granules[jw_tag_class(tag)] != n)
+    g = jw_tree_split_nested(&t, g, n, kind_state(kind), pieces, &np);
+  else
+    jw_tree_tag_update(&t, g, JW_REC_STATE_MASK | JW_REC_FREE_FLAGS, kind_state(kind));
+  for (unsigned i = 0; i < np; i++) lf_file_piece(base, recs, pieces[i].pos, pieces[i].granules);
+  bump(&jw_be.splits, np);
+  made_live(recs, g, n, kind);
+  return range_addr(base, g);
+}
+
+/* Step 3: the lock is held; a range of the smallest larger class that has
+ * one in its bitmap, subdivided. */
+static void *lf_split_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
+  if (!lf_enter(c)) return NULL;
+  void *p = NULL;
+  for (unsigned k = c + 1; k < JW_NCLASSES && jw_fast_nslots[k] != 0; k++) {
+    jw_rid r = jw_fast_take(k);
+    if (r == 0) continue;
+    jw_rec *recs = rid_recs(r);
+    uint32_t g = jw_meta_rid_granule(r);
+    /* Owned (the slot was ours): FREE_FAST -> BUSY, for lookups and checks
+     * a free range in transit. */
+    jw_rec_update(&recs[g], JW_REC_STATE_MASK, JW_RS_BUSY);
+    p = lf_carve(jw_meta_rid_base(r), recs, g, c, kind, zeroed);
+    bump(&jw_be.lf_splits, 1);
+    break;
+  }
+  lf_exit(c);
+  return p;
+}
+
+/* Step 4: every bitmap empty and the lock held: a fresh root mapped without
+ * the lock (roots.c and meta.c are lock-free), private until published with
+ * one BUSY leaf, carved like a bitmap range. Waits only while a whole-tree
+ * check runs (jw_backend_lf_pause: checking mode, jw_backend_check_all; the
+ * checker walks trees for a bounded time and waits for nothing). */
+static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
+  while (!lf_enter(c)) jw_cpu_relax();
+  jw_rec *recs;
+  uintptr_t base = jw_roots_map(JW_RS_BUSY, &recs);
+  void *p = base ? lf_carve(base, recs, 0, c, kind, zeroed) : NULL;
+  if (p) bump(&jw_be.lf_roots, 1);
+  lf_exit(c);
+  return p;
+}
+
 static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
   uint32_t n = jw_class_granules[c];
   int k = jw_bins_find(&jw_be.bins, c);
   uintptr_t base;
   jw_rec *recs;
   uint32_t g;
+  if (k < 0 && jw_fast_granules() != 0) {
+    /* Free ranges wait in the bitmaps: file them (they merge) before
+     * mapping a root. */
+    jw_backend_flush_fast();
+    k = jw_bins_find(&jw_be.bins, c);
+  }
   if (k < 0) {
     /* A fresh root has no physical pages: its remainders are filed as
      * released (docs/design/reclamation.md, section 2). */
@@ -106,11 +276,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
   } else {
     jw_tree_tag_update(&t, g, JW_REC_STATE_MASK | JW_REC_FREE_FLAGS, st);
   }
-  /* Slabs resolve from every granule (page_source.h): interior records. */
-  if (kind != JW_KIND_LARGE)
-    for (uint32_t i = 1; i < n; i++) jw_store(&recs[g + i].tag, jw_tag_interior(i), JW_RELAXED);
-  bump(&jw_be.live_granules, n);
-  bump(&jw_be.allocs, 1);
+  made_live(recs, g, n, kind);
   if (checking()) check_root(recs, base, "alloc");
   return (void *)(base + ((uintptr_t)g << JW_GRANULE_SHIFT));
 }
@@ -123,13 +289,24 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
   jw_backend_init_once();
   unsigned c = jw_class_index_up((uint32_t)granules);
   bool zeroed = false;
-  jw_lock_take(&jw_be.lock);
-  unsigned drained = jw_backend_drain_deferred();
-  void *p = alloc_locked(c, kind, &zeroed);
-  drained += jw_backend_drain_deferred();
-  jw_lock_give(&jw_be.lock);
-  /* Deferred frees filed here are frees too: their memory must age. */
-  if (drained) jw_reclaim_after_free();
+  /* Section 7a: the class's bitmap, the lists under a try-lock, a larger
+   * class's bitmap range subdivided, a fresh root; none waits. */
+  void *p = fast_alloc(c, kind, &zeroed);
+  for (int round = 0; p == NULL && round < 2; round++) {
+    if (jw_lock_try(&jw_be.lock, JW_LK_BACKEND)) {
+      unsigned drained = jw_backend_drain_deferred();
+      p = alloc_locked(c, kind, &zeroed);
+      drained += jw_backend_drain_deferred();
+      jw_lock_release(&jw_be.lock);
+      /* Deferred frees filed here are frees too: their memory must age. */
+      if (drained) jw_reclaim_after_free();
+      break;
+    }
+    /* Held: subdivide a larger bitmap range; then try the lock once more
+     * (a short critical section may have ended) before mapping a root. */
+    if (round == 0) p = lf_split_alloc(c, kind, &zeroed);
+    else p = lf_root_alloc(c, kind, &zeroed);
+  }
   if (p == NULL) {
     errno = ENOMEM;
     return NULL;
@@ -150,15 +327,25 @@ typedef struct merge_ctx {
 } merge_ctx;
 
 /* A free sibling about to be merged leaves its list. */
-static void absorb(void *arg, uint32_t pos, uint32_t tag) {
+static int absorb(void *arg, uint32_t pos, uint32_t tag) {
   merge_ctx *m = arg;
-  unsigned buf = jw_bins_remove(&jw_be.bins, jw_meta_rid(m->base, pos), jw_tag_class(tag));
-  unsigned piece = buf == JW_BUF_RELEASED ? JW_PIECE_RELEASED
-                   : buf == jw_bins_active(&jw_be.bins) ? JW_PIECE_ACTIVE
-                                                        : JW_PIECE_STANDBY;
+  jw_rid r = jw_meta_rid(m->base, pos);
+  unsigned piece;
+  if (jw_tag_state(tag) == JW_RS_FREE_FAST) {
+    /* In a bitmap: merge only if we win its slot (section 7a, "claim"). */
+    if (!jw_fast_claim(jw_tag_class(tag), r)) return 0;
+    tag = jw_load(&jw_bins_rec(r)->tag, JW_RELAXED); /* now ours: its flags as they are */
+    piece = jw_tag_zeroed(tag) ? JW_PIECE_RELEASED : JW_PIECE_FRESH;
+  } else {
+    unsigned buf = jw_bins_remove(&jw_be.bins, r, jw_tag_class(tag));
+    piece = buf == JW_BUF_RELEASED ? JW_PIECE_RELEASED
+            : buf == jw_bins_active(&jw_be.bins) ? JW_PIECE_ACTIVE
+                                                 : JW_PIECE_STANDBY;
+  }
   if (m->given_back || jw_tag_given_back(tag)) m->after_release++;
   m->given_back |= jw_tag_given_back(tag);
   m->pieces |= piece;
+  return 1;
 }
 
 void jw_backend_set_reclaim_mode(int age_roots, unsigned policy) {
@@ -238,12 +425,38 @@ unsigned jw_backend_drain_deferred(void) {
     jw_rec *rec = jw_bins_rec(r);
     jw_rid next = jw_load(&rec->next, JW_RELAXED);
     jw_store(&rec->next, 0, JW_RELAXED);
-    free_locked((void *)(jw_meta_rid_base(r) + ((uintptr_t)jw_meta_rid_granule(r) << JW_GRANULE_SHIFT)),
-                FREE_DEFERRED);
+    uint32_t tag = jw_load(&rec->tag, JW_RELAXED); /* published by the push's release */
+    if (jw_tag_state(tag) == JW_RS_DEFERRED_FREE) /* a lock-free split's remainder */
+      jw_backend_put_free(jw_meta_rid_base(r), rid_recs(r), jw_meta_rid_granule(r),
+                          jw_class_granules[jw_tag_class(tag)], jw_tag_zeroed(tag) ? JW_PIECE_RELEASED : JW_PIECE_FRESH);
+    else
+      free_locked(range_addr(jw_meta_rid_base(r), jw_meta_rid_granule(r)), FREE_DEFERRED);
     r = next;
     drained++;
   }
   return drained;
+}
+
+/* Pushes range r (head rec, state already DEFERRED*) on the deferred list. */
+static void deferred_push(jw_rid r, jw_rec *rec) {
+  jw_rid top = jw_load(&jw_be.deferred, JW_RELAXED);
+  do {
+    jw_store(&rec->next, top, JW_RELAXED);
+    /* Release: the drainer's acquire sees the link and the DEFERRED state. */
+  } while (!jw_cas_weak(&jw_be.deferred, &top, r, JW_RELEASE, JW_RELAXED));
+}
+
+/* Lock held: every range in the bitmaps is filed through the lists (it
+ * merges, then ages like any free range). */
+void jw_backend_flush_fast(void) {
+  for (unsigned c = 0; c < JW_NCLASSES && jw_fast_nslots[c] != 0; c++)
+    for (unsigned i = 0; i < jw_fast_nslots[c]; i++) {
+      jw_rid r = jw_fast_flush_slot(c, i);
+      if (r == 0) continue;
+      uint32_t tag = jw_load(&jw_bins_rec(r)->tag, JW_RELAXED); /* ours now */
+      jw_backend_put_free(jw_meta_rid_base(r), rid_recs(r), jw_meta_rid_granule(r), jw_class_granules[c],
+                          jw_tag_zeroed(tag) ? JW_PIECE_RELEASED : JW_PIECE_FRESH);
+    }
 }
 
 /* The lock is busy: mark the range DEFERRED or DEFERRED_AGED (this also
@@ -260,12 +473,7 @@ static int defer_free(void *start, unsigned state) {
     if (!jw_state_is_live(jw_tag_state(old))) goto bad;
     /* Relaxed: the push below publishes with release. */
   } while (!jw_cas_weak(&rec->tag, &old, (old & ~JW_REC_STATE_MASK) | state, JW_RELAXED, JW_RELAXED));
-  jw_rid r = jw_meta_rid(base, g);
-  jw_rid top = jw_load(&jw_be.deferred, JW_RELAXED);
-  do {
-    jw_store(&rec->next, top, JW_RELAXED);
-    /* Release: the drainer's acquire sees the link and the DEFERRED state. */
-  } while (!jw_cas_weak(&jw_be.deferred, &top, r, JW_RELEASE, JW_RELAXED));
+  deferred_push(jw_meta_rid(base, g), rec);
   bump(&jw_be.deferred_frees, 1);
   return 0;
 bad:
@@ -273,19 +481,107 @@ bad:
   return -1;
 }
 
+
+/* Is a sibling of the live range [g, g+n) free in a list or a bitmap? Read
+ * without the lock while the holder may be rewriting these records: single
+ * atomic loads, every index checked; a wrong answer only picks the other
+ * path (section 7a, "Free"). */
+static int probe_free_sibling(jw_rec *recs, uint32_t g, uint32_t n) {
+  const uint32_t R = JW_ROOT_GRANULES;
+  /* Relaxed: a hint (see above). */
+  uint32_t tg = jw_load(&recs[g].tag, JW_RELAXED), te = g + n < R ? jw_load(&recs[g + n].tag, JW_RELAXED) : 0;
+  unsigned lg = g ? jw_tag_level(tg) : 0, le = g + n < R ? jw_tag_level(te) : 0, d = lg > le ? lg : le;
+  if (d == 0) return 0; /* the root has no sibling */
+  if (lg == d && jw_tag_spanl(tg) < JW_NCLASSES) {
+    unsigned k = jw_tag_spanl(tg);
+    uint32_t w = jw_class_granules[k];
+    if (w <= g) {
+      uint32_t ts = jw_load(&recs[g - w].tag, JW_RELAXED);
+      if (jw_state_mergeable(jw_tag_state(ts)) && jw_tag_class(ts) == k) return 1;
+    }
+  }
+  if (le == d && jw_tag_spanr(te) < JW_NCLASSES && jw_state_mergeable(jw_tag_state(te)) &&
+      jw_tag_class(te) == jw_tag_spanr(te))
+    return 1;
+  return 0;
+}
+
+/* A free into the range's class bitmap, when the range has no free sibling
+ * to merge with: first for classes up to JW_FAST_MAX_GRANULES, and for every
+ * class when the lock is busy (`contended`: a large range is then reused by
+ * the next allocation of its class instead of waiting on the deferred list).
+ * Returns 1 done, 0 not taken (the caller frees through the lists or defers),
+ * -1 with errno = EINVAL (not a live range). */
+static int fast_free(void *start, int contended) {
+  uintptr_t a = (uintptr_t)start, base = a & ~(uintptr_t)(JW_ROOT - 1);
+  jw_rec *recs = jw_root_map_get(start);
+  if (recs == NULL || (a & (JW_GRANULE - 1)) != 0) return 0; /* the slow path reports it */
+  uint32_t g = (uint32_t)((a - base) >> JW_GRANULE_SHIFT);
+  /* Relaxed: the caller owns the live range it frees (its allocation
+   * happened before, through whatever handed the pointer over). */
+  uint32_t old = jw_load(&recs[g].tag, JW_RELAXED);
+  unsigned c = jw_tag_class(old);
+  if (!jw_state_is_live(jw_tag_state(old)) || c >= JW_NCLASSES ||
+      (jw_class_granules[c] > JW_FAST_MAX_GRANULES && !contended))
+    return 0;
+  uint32_t n = jw_class_granules[c];
+  if (probe_free_sibling(recs, g, n)) return 0; /* merging first: the locked path */
+  if (!lf_enter(c)) return 0;
+  /* Stage 1: reserve a slot. */
+  int i = jw_fast_reserve(c);
+  if (i < 0) {
+    lf_exit(c);
+    return 0;
+  }
+  /* Stage 2: transfer the range from its owner to the bitmap (live ->
+   * FREE_FAST, keeping the boundary bits). Relaxed: stage 3's release
+   * publishes it. */
+  do {
+    if (!jw_state_is_live(jw_tag_state(old))) {
+      /* A double or invalid free raced us: roll stage 1 back. */
+#ifndef JW_MUTATE_NO_ROLLBACK
+      jw_fast_unreserve(c, i);
+#endif
+      lf_exit(c);
+      errno = EINVAL;
+      return -1;
+    }
+  } while (!jw_cas_weak(&recs[g].tag, &old, (old & ~JW_REC_STATE_MASK) | JW_RS_FREE_FAST, JW_RELAXED, JW_RELAXED));
+  /* The range stopped resolving; its interior records go before it is
+   * published (a taker rewrites them). */
+  if (jw_tag_state(old) != JW_RS_LIVE_LARGE)
+    for (uint32_t k = 1; k < n; k++) jw_store(&recs[g + k].tag, 0, JW_RELAXED);
+  jw_fetch_sub(&jw_be.live_granules, n, JW_RELAXED);
+  bump(&jw_be.frees, 1);
+  bump(&jw_be.fast_frees, 1);
+  /* Stage 3: publish. */
+  jw_fast_publish(c, i, jw_meta_rid(base, g));
+  lf_exit(c);
+  return 1;
+}
+
 /* A free that never waits: under the lock if it is free, else deferred. */
 static int free_now_or_defer(void *start, int aged) {
   jw_backend_init_once();
-  if (!jw_lock_try(&jw_be.lock)) return defer_free(start, aged ? JW_RS_DEFERRED_AGED : JW_RS_DEFERRED);
+  if (!jw_lock_try(&jw_be.lock, JW_LK_BACKEND)) {
+    int rc = aged ? 0 : fast_free(start, 1); /* aged memory is due for release: no bitmap */
+    if (rc != 0) return rc == 1 ? 0 : -1;
+    return defer_free(start, aged ? JW_RS_DEFERRED_AGED : JW_RS_DEFERRED);
+  }
   jw_backend_drain_deferred();
   int rc = free_locked(start, aged ? FREE_LIVE_AGED : FREE_LIVE);
   jw_backend_drain_deferred();
-  jw_lock_give(&jw_be.lock);
+  jw_lock_release(&jw_be.lock);
   return rc;
 }
 
 int jw_backend_free(void *start) {
-  int rc = free_now_or_defer(start, 0);
+  jw_backend_init_once();
+  int rc = fast_free(start, 0);
+  if (rc == 1)
+    rc = 0;
+  else if (rc == 0)
+    rc = free_now_or_defer(start, 0);
   /* Outside the lock: start the reclaim thread, or release past the
    * watermark (reclaim/reclaim.h). */
   if (rc == 0) jw_reclaim_after_free();
@@ -415,8 +711,9 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->pages.metadata_bytes = o->record_bytes + o->root_map_bytes;
   o->pages.peak_metadata_bytes = rs.peak_roots * JW_META_SLOT_BYTES + o->root_map_bytes;
   o->pages.live_bytes = jw_load(&jw_be.live_granules, JW_RELAXED) * JW_GRANULE;
+  o->fast_bytes = jw_fast_granules() * JW_GRANULE;
   o->pages.cached_bytes =
-      (jw_load(&b->granules[0], JW_RELAXED) + jw_load(&b->granules[1], JW_RELAXED)) * JW_GRANULE;
+      (jw_load(&b->granules[0], JW_RELAXED) + jw_load(&b->granules[1], JW_RELAXED)) * JW_GRANULE + o->fast_bytes;
   o->released_bytes = jw_load(&b->granules[JW_BUF_RELEASED], JW_RELAXED) * JW_GRANULE;
   o->pages.roots = rs.roots;
   o->pages.splits = jw_load(&jw_be.splits, JW_RELAXED);
@@ -432,6 +729,10 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->deferred_frees = jw_load(&jw_be.deferred_frees, JW_RELAXED);
   o->merges_after_release = jw_load(&jw_be.merges_after_release, JW_RELAXED);
   o->allocs_refault = jw_load(&jw_be.allocs_refault, JW_RELAXED);
+  o->fast_allocs = jw_load(&jw_be.fast_allocs, JW_RELAXED);
+  o->fast_frees = jw_load(&jw_be.fast_frees, JW_RELAXED);
+  o->lf_splits = jw_load(&jw_be.lf_splits, JW_RELAXED);
+  o->lf_roots = jw_load(&jw_be.lf_roots, JW_RELAXED);
 }
 
 void jw_pages_get_stats(jw_pages_stats *out) {
@@ -447,17 +748,19 @@ void jw_backend_set_check(int on) {
 
 void jw_backend_get_stats_quiet(jw_backend_stats *out) {
   jw_backend_init_once();
-  jw_lock_take(&jw_be.lock);
+  jw_lock_acquire(&jw_be.lock, JW_LK_BACKEND);
   jw_backend_drain_deferred();
+  jw_backend_flush_fast();
   jw_release_quiesce();
   jw_backend_get_stats(out);
-  jw_lock_give(&jw_be.lock);
+  jw_lock_release(&jw_be.lock);
 }
 
 void jw_backend_set_retain_roots(unsigned n) {
   jw_backend_init_once();
-  jw_lock_take(&jw_be.lock);
+  jw_lock_acquire(&jw_be.lock, JW_LK_BACKEND);
   jw_backend_drain_deferred();
+  jw_backend_flush_fast();
   jw_release_quiesce(); /* ranges in flight have merged back by now */
   jw_store(&jw_be.retain_roots, n, JW_RELAXED); /* read under the lock */
   /* Entirely free roots beyond the new count go back now. */
@@ -469,31 +772,37 @@ void jw_backend_set_retain_roots(unsigned n) {
     uintptr_t base = jw_meta_rid_base(r);
     jw_roots_unmap(base, jw_root_map_get((const void *)base));
   }
-  jw_lock_give(&jw_be.lock);
+  jw_lock_release(&jw_be.lock);
 }
 
 uint64_t jw_backend_reclaim_step(void) { return jw_reclaim_cycle(); }
 
-void jw_backend_test_lock(void) { jw_lock_take(&jw_be.lock); }
+void jw_backend_test_lock(void) { jw_lock_acquire(&jw_be.lock, JW_LK_BACKEND); }
 
 void jw_backend_test_unlock(void) {
   jw_backend_drain_deferred();
-  jw_lock_give(&jw_be.lock);
+  jw_lock_release(&jw_be.lock);
 }
 
 /* The child must inherit no range in transit: prepare waits for a batch in
  * flight to finish its system calls (they need no lock) and files it. */
 void jw_pages_atfork_prepare(void) {
   jw_reclaim_atfork_prepare(); /* no tier cache half-aged in the child */
-  jw_lock_take(&jw_be.lock);
+  jw_lock_acquire(&jw_be.lock, JW_LK_BACKEND);
   jw_backend_drain_deferred();
+  jw_backend_flush_fast();
   jw_release_quiesce();
+  /* Nor a lock-free operation half-way (its thread does not exist in the
+   * child): they finish, new ones back off until the parent resumes. */
+  jw_backend_lf_pause(1);
 }
 void jw_pages_atfork_parent(void) {
-  jw_lock_give(&jw_be.lock);
+  jw_backend_lf_resume();
+  jw_lock_release(&jw_be.lock);
   jw_reclaim_atfork_parent();
 }
 void jw_pages_atfork_child(void) {
-  jw_lock_init(&jw_be.lock);
+  jw_store(&jw_be.lf_checking, 0, JW_RELAXED); /* one thread here */
+  jw_lock_reset(&jw_be.lock);
   jw_reclaim_atfork_child(); /* its reclaim thread is gone: restarted lazily */
 }

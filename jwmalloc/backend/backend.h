@@ -59,6 +59,11 @@ typedef struct jw_backend_stats {
   uint64_t allocs, frees, deferred_frees;
   uint64_t merges_after_release; /* merges that joined memory already given back (madvise) */
   uint64_t allocs_refault;       /* allocations of ranges whose pages were given back: they fault in again */
+  /* Part 4 (docs/design/backend.md, section 7a). */
+  uint64_t fast_bytes;           /* free ranges in the per-class bitmaps (counted in pages.cached_bytes) */
+  uint64_t fast_allocs, fast_frees; /* served by a bitmap, no lock */
+  uint64_t lf_splits;            /* lock held: a larger bitmap range subdivided without it */
+  uint64_t lf_roots;             /* lock held, bitmaps empty: a root mapped without the lock */
 } jw_backend_stats;
 void jw_backend_get_stats(jw_backend_stats *out);
 

@@ -4,7 +4,7 @@
 
 #include "backend.h"
 #include "bins.h"
-#include "lock.h"
+#include "../common/lock.h"
 
 #define JW_ROOT_CLASS (JW_NCLASSES - 1)
 
@@ -19,6 +19,11 @@ typedef struct jw_backend_state {
   /* Statistics: written under the lock (or atomically), read racily. */
   jw_atomic_u64 live_granules, splits, merges, allocs, frees, deferred_frees;
   jw_atomic_u64 merges_after_release, allocs_refault;
+  /* Part 4 (section 7a): bitmap hits, lock-free subdivisions and roots. */
+  jw_atomic_u64 fast_allocs, fast_frees, lf_splits, lf_roots;
+  /* Raised while the lock holder checks whole trees (lock-free operations
+   * back off; their in-flight counts are in fast.h). */
+  jw_atomic_u32 lf_checking;
 } jw_backend_state;
 
 extern jw_backend_state jw_be;
@@ -28,6 +33,16 @@ void jw_backend_init_once(void);
 /* Frees every deferred range and files a released batch (lock held).
  * Returns the number of deferred frees done. */
 unsigned jw_backend_drain_deferred(void);
+
+/* Lock held: files every range of the bitmaps through the lists. */
+void jw_backend_flush_fast(void);
+
+/* Keeps lock-free operations off the records while the caller (lock held)
+ * reads whole trees (checking mode, jw_backend_check_all). Returns 1 when none is in flight
+ * (waiting for those in flight if `wait`), 0 otherwise (nothing held);
+ * after 1, jw_backend_lf_resume ends the pause. */
+int jw_backend_lf_pause(int wait);
+void jw_backend_lf_resume(void);
 
 /* Lock held: files the free range [g, g+n) of the root at base (head state
  * any free or in-transit state) after merging it with every free sibling;

@@ -1,6 +1,7 @@
 /* Whole-backend invariant check (backend.h, jw_backend_check_all). */
 #include "../common/log.h"
 #include "backend_internal.h"
+#include "fast.h"
 #include "meta.h"
 #include "release.h"
 #include "root_map.h"
@@ -17,7 +18,7 @@
 /* Free ranges found in the roots, per class and buffer. */
 typedef struct census {
   uint32_t free[JW_NCLASSES][JW_NBUFS];
-  uint64_t live_granules, free_granules[JW_NBUFS], roots;
+  uint64_t live_granules, free_granules[JW_NBUFS], roots, fast_granules;
 } census;
 
 static int check_root(uintptr_t base, jw_rec *recs, census *cs, char *err, size_t cap) {
@@ -41,6 +42,19 @@ static int check_root(uintptr_t base, jw_rec *recs, census *cs, char *err, size_
       }
       cs->free[c][st - JW_RS_FREE_BUF0]++;
       cs->free_granules[st - JW_RS_FREE_BUF0] += n;
+    } else if (st == JW_RS_FREE_FAST) {
+      /* Put in a bitmap after the flush above: it must sit in exactly one
+       * slot of its class. */
+      jw_rid r = jw_meta_rid(base, g);
+      unsigned seen = 0;
+      for (unsigned i = 0; i < jw_fast_nslots[c]; i++) seen += jw_load(&jw_fast[c].slot[i], JW_RELAXED) == r;
+      if (seen != 1) {
+        if (cap) jw_format(err, cap, "root %p granule %u: bitmap range in %u slots", (void *)base, g, seen);
+        return -1;
+      }
+      cs->fast_granules += n;
+    } else if (st == JW_RS_DEFERRED_FREE) {
+      /* A lock-free split's remainder pushed after the drain above. */
     } else if (jw_state_is_live(st) || jw_state_is_deferred(st)) {
       /* A deferred range (freed by a thread that found the lock held, maybe
        * while this check holds it) counts as live until it is drained. */
@@ -59,14 +73,17 @@ int jw_backend_check_all(char *err, size_t cap) {
   int rc = 0;
   if (cap) err[0] = 0;
   jw_backend_init_once();
-  jw_lock_take(&jw_be.lock);
+  jw_lock_acquire(&jw_be.lock, JW_LK_BACKEND);
   jw_backend_drain_deferred();
+  jw_backend_flush_fast();
   jw_release_quiesce(); /* no range in transit while we look */
+  jw_backend_lf_pause(1); /* nor a lock-free operation half-way */
   __builtin_memset(&cs, 0, sizeof cs);
   /* Every root, through the root map leaves that hold roots. */
   uint32_t leaves = jw_meta_leaves();
   for (uint32_t id = 1; id <= leaves; id++) {
     uintptr_t l1 = jw_load(&jw_meta_leaf_l1[id], JW_RELAXED);
+    if (jw_load(&jw_meta_l1_leaf[l1], JW_RELAXED) != id) continue; /* an id that lost a race (meta.h) */
     for (uintptr_t l2 = 0; l2 < JW_ROOT_MAP_L2_SIZE; l2++) {
       uintptr_t base = (l1 << JW_ROOT_MAP_L1_SHIFT) | (l2 << JW_ROOT_SHIFT);
       jw_rec *recs = jw_root_map_get((const void *)base);
@@ -109,6 +126,9 @@ int jw_backend_check_all(char *err, size_t cap) {
     if (cs.free_granules[k] != jw_load(&b->granules[k], JW_RELAXED))
       FAIL("buffer %u: %llu free granules counted, %llu in roots", k,
            (unsigned long long)jw_load(&b->granules[k], JW_RELAXED), (unsigned long long)cs.free_granules[k]);
+  if (cs.fast_granules != jw_fast_granules() || cs.fast_granules != jw_fast_granules_scan())
+    FAIL("bitmaps: %llu granules counted, %llu in slots, %llu in roots", (unsigned long long)jw_fast_granules(),
+         (unsigned long long)jw_fast_granules_scan(), (unsigned long long)cs.fast_granules);
   if (cs.live_granules != jw_load(&jw_be.live_granules, JW_RELAXED))
     FAIL("live granules: counter %llu, roots %llu", (unsigned long long)jw_load(&jw_be.live_granules, JW_RELAXED),
          (unsigned long long)cs.live_granules);
@@ -124,6 +144,7 @@ int jw_backend_check_all(char *err, size_t cap) {
     if (kept > retain) FAIL("%u entirely free roots kept, retain limit %u", kept, retain);
   }
 out:
-  jw_lock_give(&jw_be.lock);
+  jw_backend_lf_resume();
+  jw_lock_release(&jw_be.lock);
   return rc;
 }

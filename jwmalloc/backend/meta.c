@@ -7,8 +7,10 @@
 
 #define CHUNK_BYTES (JW_META_CHUNK_SLOTS * JW_META_SLOT_BYTES)
 
-/* Every variable here is written under the backend lock; relaxed accesses
- * (the lock orders them). The id tables are also read lock-free: see meta.h. */
+/* Slot and region-id allocation are lock-free (an allocation that finds the
+ * backend lock held maps a root without it: docs/design/backend.md, section
+ * 7a): compare-and-swap on the slot bitmaps, the chunk table and the id
+ * tables. The id tables are also read lock-free: see meta.h. */
 static jw_atomic_ptr chunks[JW_META_MAX_CHUNKS];
 static jw_atomic_u64 used[JW_META_MAX_CHUNKS]; /* bit i: slot i of the chunk in use */
 static jw_atomic_u32 nchunks, slots_in_use, nleaves;
@@ -16,26 +18,47 @@ static jw_atomic_u32 nchunks, slots_in_use, nleaves;
 jw_atomic_u32 jw_meta_l1_leaf[JW_ROOT_MAP_L1_SIZE];
 jw_atomic_u32 jw_meta_leaf_l1[JW_META_MAX_LEAVES + 1];
 
-jw_rec *jw_meta_slot_alloc(void) {
-  uint32_t n = jw_load(&nchunks, JW_RELAXED);
-  uint32_t c = 0;
-  /* Lowest free slot first keeps the arena's touched pages compact. */
-  while (c < n && jw_load(&used[c], JW_RELAXED) == ~(uint64_t)0) c++;
-  if (c == n) {
-    if (n == JW_META_MAX_CHUNKS) {
-      errno = ENOMEM;
-      return NULL;
-    }
-    void *mem = jw_os_map(CHUNK_BYTES, JW_GRANULE);
-    if (mem == NULL) return NULL;
-    jw_store(&chunks[c], mem, JW_RELAXED);
-    jw_store(&nchunks, n + 1, JW_RELAXED);
+/* Adds chunk n (the arena has n). Returns 0, or -1 when the arena is full or
+ * the OS refuses. Two threads may race: one chunk wins, the other is unmapped. */
+static int add_chunk(uint32_t n) {
+  if (n >= JW_META_MAX_CHUNKS) {
+    errno = ENOMEM;
+    return -1;
   }
-  uint64_t bits = jw_load(&used[c], JW_RELAXED);
-  unsigned s = (unsigned)__builtin_ctzll(~bits);
-  jw_store(&used[c], bits | ((uint64_t)1 << s), JW_RELAXED);
-  jw_fetch_add(&slots_in_use, 1, JW_RELAXED);
-  return (jw_rec *)((char *)jw_load(&chunks[c], JW_RELAXED) + (size_t)s * JW_META_SLOT_BYTES);
+  /* Acquire: a chunk another thread installed (its zero pages) is seen. */
+  if (jw_load(&chunks[n], JW_ACQUIRE) == NULL) {
+    void *mem = jw_os_map(CHUNK_BYTES, JW_GRANULE);
+    if (mem == NULL) return -1;
+    void *exp = NULL;
+    /* Release publishes the mapping; the loser unmaps its own. */
+    if (!jw_cas(&chunks[n], &exp, mem, JW_RELEASE, JW_RELAXED)) jw_os_unmap(mem, CHUNK_BYTES);
+  }
+  uint32_t e = n;
+  /* Release: a thread that sees the new count (acquire) sees chunks[n]. Any
+   * thread may complete the count; a failure means one already did. */
+  jw_cas(&nchunks, &e, n + 1, JW_RELEASE, JW_RELAXED);
+  return 0;
+}
+
+jw_rec *jw_meta_slot_alloc(void) {
+  for (;;) {
+    /* Acquire pairs with add_chunk's release of the count. */
+    uint32_t n = jw_load(&nchunks, JW_ACQUIRE);
+    /* Lowest free slot first keeps the arena's touched pages compact. */
+    for (uint32_t c = 0; c < n; c++) {
+      uint64_t bits = jw_load(&used[c], JW_RELAXED);
+      while (bits != ~(uint64_t)0) {
+        unsigned s = (unsigned)__builtin_ctzll(~bits);
+        /* Acquire: the slot's pages were given back (zeroed) by the thread
+         * that freed it before its release in jw_meta_slot_put. */
+        if (jw_cas_weak(&used[c], &bits, bits | ((uint64_t)1 << s), JW_ACQUIRE, JW_RELAXED)) {
+          jw_fetch_add(&slots_in_use, 1, JW_RELAXED); /* a figure */
+          return (jw_rec *)((char *)jw_load(&chunks[c], JW_ACQUIRE) + (size_t)s * JW_META_SLOT_BYTES);
+        }
+      }
+    }
+    if (add_chunk(n) != 0) return NULL;
+  }
 }
 
 void jw_meta_slot_release(jw_rec *recs) {
@@ -61,7 +84,8 @@ void jw_meta_slot_put(jw_rec *recs) {
     char *base = jw_load(&chunks[c], JW_RELAXED);
     if ((char *)recs < base || (char *)recs >= base + CHUNK_BYTES) continue;
     unsigned s = (unsigned)(((char *)recs - base) / JW_META_SLOT_BYTES);
-    jw_store(&used[c], jw_load(&used[c], JW_RELAXED) & ~((uint64_t)1 << s), JW_RELAXED);
+    /* Release: the slot's released (zero) pages before its reuse. */
+    jw_fetch_and(&used[c], ~((uint64_t)1 << s), JW_RELEASE);
     return;
   }
 }
@@ -78,15 +102,20 @@ int jw_meta_prepare_root(uintptr_t base) {
     errno = ENOMEM;
     return -1;
   }
+  /* Relaxed loads and stores of the id tables: they are read only through
+   * range ids of roots published later with a release (meta.h). */
   if (jw_load(&jw_meta_l1_leaf[l1], JW_RELAXED) != 0) return 0;
-  uint32_t id = jw_load(&nleaves, JW_RELAXED) + 1;
+  uint32_t id = jw_fetch_add(&nleaves, 1, JW_RELAXED) + 1;
   if (id > JW_META_MAX_LEAVES) {
+    jw_fetch_sub(&nleaves, 1, JW_RELAXED);
     errno = ENOMEM;
     return -1;
   }
   jw_store(&jw_meta_leaf_l1[id], (uint32_t)l1, JW_RELAXED);
-  jw_store(&jw_meta_l1_leaf[l1], id, JW_RELAXED);
-  jw_store(&nleaves, id, JW_RELAXED);
+  uint32_t exp = 0;
+  /* Two threads preparing roots of one new region race here: one id wins,
+   * the other stays unused (its table entry is cleared; walks skip it). */
+  if (!jw_cas(&jw_meta_l1_leaf[l1], &exp, id, JW_RELAXED, JW_RELAXED)) jw_store(&jw_meta_leaf_l1[id], 0, JW_RELAXED);
   return 0;
 }
 

@@ -16,7 +16,8 @@
  * stored base address: an id gives the base, the base gives the records
  * through the root map.
  *
- * Thread-safety: slot and leaf-id allocation under the backend lock; the id
+ * Thread-safety: slot and leaf-id allocation are lock-free (a root may be
+ * mapped without the backend lock, docs/design/backend.md section 7a); the id
  * decoding functions are lock-free (tables are written before the roots that
  * use them are published through the root map).
  */
@@ -37,7 +38,7 @@ typedef uint32_t jw_rid; /* 0: none */
 #define JW_META_MAX_LEAVES 1023
 
 /* A zeroed record array for one root (JW_META_SLOT_BYTES), or NULL with
- * errno = ENOMEM (arena full or the OS refused a chunk). Backend lock held. */
+ * errno = ENOMEM (arena full or the OS refused a chunk). Lock-free. */
 jw_rec *jw_meta_slot_alloc(void);
 
 /* Gives a root's record array back: its pages go to the OS, the slot is
@@ -56,7 +57,7 @@ void jw_meta_slot_put(jw_rec *recs);
 
 /* Makes range ids available for the root at base (4 MiB aligned): assigns its
  * root map leaf an id on first use. Returns 0, or -1 with errno = ENOMEM when
- * 1023 leaves (16 TiB of address space) are in use. Backend lock held. */
+ * 1023 leaves (16 TiB of address space) are in use. Lock-free. */
 int jw_meta_prepare_root(uintptr_t base);
 
 /* Range id of granule g of the root at base (prepared). Lock-free. */
@@ -76,7 +77,8 @@ static inline jw_rec *jw_meta_rid_rec(jw_rid r);
 uint64_t jw_meta_slot_bytes(void);
 uint64_t jw_meta_arena_bytes(void);
 
-/* Leaf ids handed out so far (1..n are valid), for whole-backend walks. */
+/* Leaf ids handed out so far (1..n; an id whose jw_meta_leaf_l1 entry is 0
+ * lost a race and is unused), for whole-backend walks. */
 uint32_t jw_meta_leaves(void);
 
 /* Tables behind the inline decoders (meta.c). */

@@ -62,12 +62,14 @@ typedef enum jw_rec_state {
   JW_RS_DEFERRED = 6,    /* freed while the backend lock was held: on the deferred list */
   JW_RS_BUSY = 7,        /* free, owned by a thread mid-operation: a range being released
                           * (part 3, backend/release.h); part 4's staged ownership */
-  JW_RS_FREE_FAST = 8,   /* reserved (part 4): free, in a class's bounded bitmap */
+  JW_RS_FREE_FAST = 8,   /* free, in a class's bounded bitmap (backend/fast.h) */
   JW_RS_FREE_BUF0 = 9,   /* free, physically backed, in buffer 0 of its class */
   JW_RS_FREE_BUF1 = 10,  /* free, physically backed, in buffer 1 of its class */
   JW_RS_FREE_RELEASED = 11, /* free, pages released with madvise, still mapped */
   JW_RS_DEFERRED_AGED = 12, /* as DEFERRED, given back by a tier after aging in its cache
                              * (jw_pages_free_aged): filed as a standby piece */
+  JW_RS_DEFERRED_FREE = 13, /* a free remainder of a lock-free split (backend/fast.h) on the
+                             * deferred list, for the next lock holder to file */
 } jw_rec_state;
 
 #define JW_REC_STATE_BITS 4
@@ -142,6 +144,13 @@ static inline int jw_state_is_deferred(unsigned s) { return s == JW_RS_DEFERRED 
 /* Free and in one of its class's lists (mergeable, allocatable). */
 static inline int jw_state_in_list(unsigned s) {
   return s >= JW_RS_FREE_BUF0 && s <= JW_RS_FREE_RELEASED;
+}
+/* Free in a list or in a bitmap: a sibling that coalescing may merge. */
+static inline int jw_state_mergeable(unsigned s) { return jw_state_in_list(s) || s == JW_RS_FREE_FAST; }
+/* Free, in any place (list, bitmap, in transit, released): may carry the
+ * zeroed and given-back flags. */
+static inline int jw_state_is_free(unsigned s) {
+  return (s >= JW_RS_BUSY && s <= JW_RS_FREE_RELEASED) || s == JW_RS_DEFERRED_FREE;
 }
 /* A head record: the first granule of a range (live, free or in transit). */
 static inline int jw_state_is_head(unsigned s) { return s >= JW_RS_LIVE_SMALL; }

@@ -11,6 +11,7 @@
 #include "../os/os_mem.h"
 #include "../reclaim/policy.h"
 #include "backend_internal.h"
+#include "fast.h"
 #include "meta.h"
 #include "root_map.h"
 #include "roots.h"
@@ -40,16 +41,19 @@ static inline void bump(jw_atomic_u64 *c, uint64_t d) { jw_fetch_add(c, d, JW_RE
 int jw_release_lock(int wait) {
   jw_backend_init_once();
   if (wait)
-    jw_lock_take(&jw_be.lock);
-  else if (!jw_lock_try(&jw_be.lock))
+    jw_lock_acquire(&jw_be.lock, JW_LK_BACKEND);
+  else if (!jw_lock_try(&jw_be.lock, JW_LK_BACKEND))
     return 0;
   jw_backend_drain_deferred();
+  /* The bitmaps' ranges age too: filed in the lists, they merge and count
+   * down like any free range (docs/design/backend.md, section 7a). */
+  jw_backend_flush_fast();
   return 1;
 }
 
 void jw_release_unlock(void) {
   jw_backend_drain_deferred();
-  jw_lock_give(&jw_be.lock);
+  jw_lock_release(&jw_be.lock);
 }
 
 static inline uintptr_t rid_addr(jw_rid r) {
@@ -197,7 +201,8 @@ void jw_release_quiesce(void) {
 uint64_t jw_release_cached_bytes(void) {
   jw_bins *b = &jw_be.bins;
   /* Relaxed: a figure, read racily. */
-  return (jw_load(&b->granules[0], JW_RELAXED) + jw_load(&b->granules[1], JW_RELAXED)) * JW_GRANULE;
+  return (jw_load(&b->granules[0], JW_RELAXED) + jw_load(&b->granules[1], JW_RELAXED) + jw_fast_granules()) *
+         JW_GRANULE;
 }
 
 int jw_release_pending(void) {

@@ -1,4 +1,5 @@
-/* See roots.h. Counters are written under the backend lock and read racily
+/* See roots.h. Counters: atomic read-modify-writes (a root may be mapped
+ * without the backend lock, docs/design/backend.md section 7a), read racily
  * for statistics: relaxed. */
 #include "roots.h"
 
@@ -25,10 +26,10 @@ uintptr_t jw_roots_map(unsigned state, jw_rec **recs_out) {
     jw_meta_slot_free(recs);
     goto fail_unmap;
   }
-  uint64_t n = jw_load(&nroots, JW_RELAXED) + 1;
-  jw_store(&nroots, n, JW_RELAXED);
-  if (n > jw_load(&peak, JW_RELAXED)) jw_store(&peak, n, JW_RELAXED);
-  jw_store(&mapped_total, jw_load(&mapped_total, JW_RELAXED) + 1, JW_RELAXED);
+  uint64_t n = jw_fetch_add(&nroots, 1, JW_RELAXED) + 1, p = jw_load(&peak, JW_RELAXED);
+  while (n > p && !jw_cas_weak(&peak, &p, n, JW_RELAXED, JW_RELAXED)) {
+  }
+  jw_fetch_add(&mapped_total, 1, JW_RELAXED);
   *recs_out = recs;
   return base;
 fail_unmap:
@@ -41,8 +42,8 @@ fail:
 void jw_roots_forget(uintptr_t base, jw_rec *recs) {
   jw_root_map_clear(base);
   jw_meta_slot_retire(recs);
-  jw_store(&nroots, jw_load(&nroots, JW_RELAXED) - 1, JW_RELAXED);
-  jw_store(&unmapped_total, jw_load(&unmapped_total, JW_RELAXED) + 1, JW_RELAXED);
+  jw_fetch_sub(&nroots, 1, JW_RELAXED);
+  jw_fetch_add(&unmapped_total, 1, JW_RELAXED);
 }
 
 void jw_roots_unmap(uintptr_t base, jw_rec *recs) {

@@ -4,8 +4,11 @@
  * with it). Policy for when an entirely free root goes back: backend.c and
  * docs/design/backend.md, "Roots".
  *
- * Thread-safety: backend lock held. Lock-free readers find a root through the
- * root map (root_map.h), published last on map and cleared first on unmap.
+ * Thread-safety: jw_roots_map is lock-free (an allocation that finds the
+ * backend lock held maps a root without it, docs/design/backend.md section
+ * 7a; the new root is private until published); the rest need the backend
+ * lock. Lock-free readers find a root through the root map (root_map.h),
+ * published last on map and cleared first on unmap.
  */
 #ifndef JW_BACKEND_ROOTS_H
 #define JW_BACKEND_ROOTS_H

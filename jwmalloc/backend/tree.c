@@ -80,13 +80,11 @@ uint32_t jw_tree_coalesce(const jw_tree *t, uint32_t g, uint32_t *n, jw_tree_abs
     unsigned d = jw_tree_depth(t, g, sz);
     if (d == 0) break;
     uint32_t s = left_leaf_at(t, g, d), tag;
-    if (s != JW_TREE_NONE && jw_state_in_list(jw_tag_state(tag = jw_tree_tag(t, s)))) {
-      absorb(ctx, s, tag);
+    if (s != JW_TREE_NONE && jw_state_mergeable(jw_tag_state(tag = jw_tree_tag(t, s))) && absorb(ctx, s, tag)) {
       sz = jw_tree_join(t, s, g);
       g = s;
     } else if ((s = right_leaf_at(t, g, sz, d)) != JW_TREE_NONE &&
-               jw_state_in_list(jw_tag_state(tag = jw_tree_tag(t, s)))) {
-      absorb(ctx, s, tag);
+               jw_state_mergeable(jw_tag_state(tag = jw_tree_tag(t, s))) && absorb(ctx, s, tag)) {
       sz = jw_tree_join(t, g, s);
     } else {
       break;
@@ -142,8 +140,8 @@ static int closed_after(const jw_tree *t, uint32_t g, uint32_t n, unsigned d, ui
   return 1;
 }
 
-uint32_t jw_tree_split(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved_state,
-                       jw_tree_piece *pieces, unsigned *npieces) {
+static uint32_t split(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved_state, jw_tree_piece *pieces,
+                      unsigned *npieces, int nest_only) {
   uint32_t tag0 = jw_tree_tag(t, g);
   unsigned st = jw_tag_state(tag0), z = jw_tag_zeroed(tag0);
   uint32_t given_back = tag0 & JW_REC_GIVEN_BACK_MASK;
@@ -153,7 +151,7 @@ uint32_t jw_tree_split(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved
     uint32_t a = jw_class_split_piece(sz, c), r = sz - a;
     unsigned d = jw_tree_depth(t, pos, sz);
     int flat = 0, a_first = 1;
-    if (d > 0) { /* the root has no parent to flatten into */
+    if (d > 0 && !nest_only) { /* the root has no parent to flatten into */
       if (closed_after(t, pos, sz, d, a, r))
         flat = 1;
       else if (closed_after(t, pos, sz, d, r, a))
@@ -187,6 +185,16 @@ uint32_t jw_tree_split(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved
   return pos;
 }
 
+uint32_t jw_tree_split(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved_state,
+                       jw_tree_piece *pieces, unsigned *npieces) {
+  return split(t, g, c, carved_state, pieces, npieces, 0);
+}
+
+uint32_t jw_tree_split_nested(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved_state,
+                              jw_tree_piece *pieces, unsigned *npieces) {
+  return split(t, g, c, carved_state, pieces, npieces, 1);
+}
+
 /* ---- invariant check ---------------------------------------------------- */
 
 #define FAIL(...)                        \
@@ -201,12 +209,12 @@ static int check_records(const jw_tree *t, char *err, size_t cap) {
     uint32_t tag = jw_tree_tag(t, g);
     unsigned st = jw_tag_state(tag), c = jw_tag_class(tag);
     if (!jw_state_is_head(st)) FAIL("granule %u: expected a range head, tag %x", g, tag);
-    if (st == JW_RS_FREE_FAST || (st > JW_RS_FREE_RELEASED && st != JW_RS_DEFERRED_AGED))
+    if (st > JW_RS_DEFERRED_FREE)
       FAIL("granule %u: state %u not used by this backend", g, st);
     if (c >= JW_NCLASSES) FAIL("granule %u: class index %u", g, c);
     uint32_t n = gran(c);
     if (g + n > R) FAIL("range %u+%u passes the root end %u", g, n, R);
-    if ((tag & JW_REC_FREE_FLAGS) && !jw_state_in_list(st) && st != JW_RS_BUSY)
+    if ((tag & JW_REC_FREE_FLAGS) && !jw_state_is_free(st))
       FAIL("granule %u: zeroed or given-back flag on a non-free range", g);
     if (tag >> (JW_REC_GIVEN_BACK_SHIFT + 1)) FAIL("granule %u: unused tag bits set: %x", g, tag);
     if (g == 0) {

@@ -85,10 +85,13 @@ uint32_t jw_tree_right_leaf(const jw_tree *t, uint32_t g, uint32_t n);
 uint32_t jw_tree_join(const jw_tree *t, uint32_t a, uint32_t b);
 
 /* On-demand coalescing of the free leaf at g (size *n): while a sibling leaf
- * on either side is free in a list (jw_state_in_list), absorb(ctx, pos, tag)
- * unlinks it and the two merge (jw_tree_join). Returns the merged leaf's head;
- * *n receives its size and *merges (if not NULL) is increased per merge. */
-typedef void (*jw_tree_absorb_fn)(void *ctx, uint32_t pos, uint32_t tag);
+ * on either side is free in a list or a bitmap (jw_state_mergeable),
+ * absorb(ctx, pos, tag) takes it out of there and, when it returns nonzero,
+ * the two merge (jw_tree_join); absorb returns 0 when it could not take the
+ * sibling (a bitmap range claimed by an allocation first: backend/fast.h),
+ * and that side does not merge. Returns the merged leaf's head; *n receives
+ * its size and *merges (if not NULL) is increased per merge. */
+typedef int (*jw_tree_absorb_fn)(void *ctx, uint32_t pos, uint32_t tag);
 uint32_t jw_tree_coalesce(const jw_tree *t, uint32_t g, uint32_t *n, jw_tree_absorb_fn absorb, void *ctx,
                           uint64_t *merges);
 
@@ -101,6 +104,13 @@ uint32_t jw_tree_coalesce(const jw_tree *t, uint32_t g, uint32_t *n, jw_tree_abs
  * JW_TREE_MAX_PIECES), *npieces set. Returns the carved leaf's position. */
 uint32_t jw_tree_split(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved_state,
                        jw_tree_piece *pieces, unsigned *npieces);
+
+/* The same split with every step nested: the pieces become children of the
+ * leaf, so every record written lies inside [g, g + size of the leaf) and the
+ * parent's sibling list is untouched. The lock-free subdivision of a range
+ * owned by the caller uses it (docs/design/backend.md, section 7a). */
+uint32_t jw_tree_split_nested(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved_state,
+                              jw_tree_piece *pieces, unsigned *npieces);
 
 /* Full invariant check of the tree (docs/design/backend.md, "Invariants"):
  * record format, boundary levels, spans, every node a class, at least two

@@ -46,7 +46,7 @@ void jw_pool_put(jw_tcache *tc, jw_slab *s) {
   jw_store(&s->tag, 0, JW_RELAXED);
   jw_poison(jw_slab_blocks(s), JW_SLAB_USABLE);
   s->where = JW_WHERE_POOL;
-  if (!jw_lock_try(&tc->pool_lock)) {
+  if (!jw_lock_try(&tc->pool_lock, JW_LK_POOL)) {
     /* The reclaimer is unlinking aged pages: never wait for it. */
     jw_tier_release_pages(s, 1);
     jw_counter_add_owner(&tc->pool_evictions, 1);
@@ -65,7 +65,7 @@ void jw_pool_put(jw_tcache *tc, jw_slab *s) {
 }
 
 jw_slab *jw_pool_take(jw_tcache *tc) {
-  if (!jw_lock_try(&tc->pool_lock)) return NULL; /* the reclaimer holds it: a miss */
+  if (!jw_lock_try(&tc->pool_lock, JW_LK_POOL)) return NULL; /* the reclaimer holds it: a miss */
   jw_slab *s = tc->pool_head;
   if (s != NULL) {
     tc->pool_head = s->next;
@@ -81,7 +81,7 @@ jw_slab *jw_pool_take(jw_tcache *tc) {
 }
 
 size_t jw_pool_drain(jw_tcache *tc) {
-  jw_lock_acquire(&tc->pool_lock);
+  jw_lock_acquire(&tc->pool_lock, JW_LK_POOL);
   size_t n = shrink_locked(tc, 0);
   jw_lock_release(&tc->pool_lock);
   return n;
@@ -89,7 +89,7 @@ size_t jw_pool_drain(jw_tcache *tc) {
 
 size_t jw_pool_age(jw_tcache *tc, jw_slab **out, size_t cap, size_t *left, int *more) {
   *more = 0;
-  if (!jw_lock_try(&tc->pool_lock)) {
+  if (!jw_lock_try(&tc->pool_lock, JW_LK_POOL)) {
     *left = 1; /* in use: looked at again at the next pass */
     return 0;
   }

@@ -150,7 +150,7 @@ jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
   *fallback = false;
   jw_block *b = jw_ptr_cache_take(&k->cache);
   if (b == NULL) {
-    if (jw_lock_try(&k->lock)) {
+    if (jw_lock_try(&k->lock, JW_LK_MIDEND)) {
       drain_deferred(k);
       b = slab_take(k, mc);
       uint64_t mask = cache_mask(mc);
@@ -199,7 +199,7 @@ void jw_mid_free(const jw_range_info *info, jw_block *b) {
   mid_class *k = &classes[s->cls];
   jw_counter_add(&k->n_free, 1);
   if (jw_ptr_cache_put(&k->cache, b, cache_mask(s->cls))) {
-  } else if (jw_lock_try(&k->lock)) {
+  } else if (jw_lock_try(&k->lock, JW_LK_MIDEND)) {
     drain_deferred(k);
     slab_put_release(k, s, b);
     jw_lock_release(&k->lock);
@@ -226,7 +226,7 @@ bool jw_mid_trim(void) {
   bool released = false;
   for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) {
     mid_class *k = &classes[mc];
-    if (!jw_lock_try(&k->lock)) continue;
+    if (!jw_lock_try(&k->lock, JW_LK_MIDEND)) continue;
     drain_deferred(k);
     jw_block *b;
     while ((b = jw_ptr_cache_take(&k->cache)) != NULL) {
@@ -261,7 +261,7 @@ uint64_t jw_mid_age(void) {
       held += cached + (act != 0 ? 1 : 0);
       continue;
     }
-    if (!jw_lock_try(&k->lock)) { /* a malloc or free holds it: next pass */
+    if (!jw_lock_try(&k->lock, JW_LK_MIDEND)) { /* a malloc or free holds it: next pass */
       held += cached + 1;
       continue;
     }
@@ -287,7 +287,7 @@ uint64_t jw_mid_age(void) {
 }
 
 void jw_mid_atfork_prepare(void) {
-  for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) jw_lock_acquire(&classes[mc].lock);
+  for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) jw_lock_acquire(&classes[mc].lock, JW_LK_MIDEND);
 }
 
 void jw_mid_atfork_parent(void) {

@@ -15,18 +15,18 @@ static void sleep_us(long us) {
   nanosleep(&ts, NULL);
 }
 
-/* One reclaimer at a time. Acquire: the new holder sees what the previous
- * one did to the batch outside the lock (its filing is ordered by the lock). */
+/* One reclaimer at a time. Acquire (inside jw_lock_try): the new holder sees
+ * what the previous one did to the batch outside the lock (its filing is
+ * ordered by the lock). */
 static int token_take(int wait) {
   for (;;) {
-    uint32_t free_token = 0;
-    if (jw_cas(&jw_rc.token, &free_token, 1, JW_ACQUIRE, JW_RELAXED)) return 1;
+    if (jw_lock_try(&jw_rc.token, JW_LK_TOKEN)) return 1;
     if (!wait) return 0;
     sleep_us(1000); /* another reclaimer is releasing a batch: milliseconds */
   }
 }
 
-static void token_give(void) { jw_store(&jw_rc.token, 0, JW_RELEASE); /* pairs with token_take */ }
+static void token_give(void) { jw_lock_release(&jw_rc.token); }
 
 /* Test hook: stop at `where` (HOLD_BATCH: a batch in flight and no lock
  * held; HOLD_AGING: in an aging pass, pages unlinked from a pool and not yet
@@ -57,14 +57,13 @@ void jw_reclaim_set_tier_hook(jw_reclaim_tier_fn fn) {
 static void age_tiers(void) {
   jw_reclaim_tier_fn fn = (jw_reclaim_tier_fn)jw_load(&jw_rc.tier_hook, JW_ACQUIRE); /* see set_tier_hook */
   if (fn == NULL) return;
-  uint32_t free_lock = 0;
-  /* Acquire/release: the aging lock orders passes with fork prepare. */
-  if (!jw_cas(&jw_rc.aging, &free_lock, 1, JW_ACQUIRE, JW_RELAXED)) return;
+  /* Acquire/release (jw_lock): the aging lock orders passes with fork prepare. */
+  if (!jw_lock_try(&jw_rc.aging, JW_LK_AGING)) return;
   /* Acquire pairs with jw_reclaim_kick's release store: the pages a kicker
    * put in a cache before its kick are seen by this pass. */
   jw_xchg(&jw_rc.tier_dirty, 0, JW_ACQUIRE);
   uint64_t held = fn();
-  jw_store(&jw_rc.aging, 0, JW_RELEASE);
+  jw_lock_release(&jw_rc.aging);
   jw_store(&jw_rc.tier_held, held, JW_RELAXED); /* a figure for the idle test */
   jw_rc_bump(&jw_rc.tier_passes);
 }
@@ -143,11 +142,7 @@ uint64_t jw_reclaim_test_held(void) { return jw_load(&jw_rc.held, JW_RELAXED); }
 void jw_reclaim_atfork_prepare(void) {
   /* Waits for an aging pass to end: it holds no lock fork prepare holds and
    * never waits, so this ends. Acquire: the pass's list updates. */
-  for (;;) {
-    uint32_t free_lock = 0;
-    if (jw_cas(&jw_rc.aging, &free_lock, 1, JW_ACQUIRE, JW_RELAXED)) return;
-    sched_yield();
-  }
+  jw_lock_acquire(&jw_rc.aging, JW_LK_AGING);
 }
 
-void jw_reclaim_atfork_parent(void) { jw_store(&jw_rc.aging, 0, JW_RELEASE); /* pairs with the next taker */ }
+void jw_reclaim_atfork_parent(void) { jw_lock_release(&jw_rc.aging); }

@@ -4,6 +4,7 @@
 
 #include "../backend/release.h"
 #include "../common/atomic.h"
+#include "../common/lock.h"
 #include "reclaim.h"
 
 /* Wake word values (jw_rc.wake): an early cycle (the watermark), or a check
@@ -18,13 +19,13 @@ typedef struct jw_reclaim_state {
    * every field is an independent setting (relaxed). */
   jw_atomic_u32 inited, enabled, interval_ms, policy, thread_on;
   jw_atomic_u64 watermark;
-  jw_atomic_u32 token;        /* the reclaimer token: one batch sequence at a time */
+  jw_lock token;              /* the reclaimer token: one batch sequence at a time */
   jw_atomic_u32 thread_state; /* JW_THREAD_* */
   jw_atomic_u32 wake;         /* futex word: 1 = wake the thread early */
   jw_atomic_u64 last_cycle_ns;/* no-thread mode: when the last due cycle ran */
   jw_atomic_u32 hold;         /* test hook (futex word) */
   jw_atomic_ptr tier_hook;    /* jw_reclaim_tier_fn, or NULL */
-  jw_atomic_u32 aging;        /* the aging lock: held by the reclaimer during a tier pass, by fork */
+  jw_lock aging;              /* the aging lock: held by the reclaimer during a tier pass, by fork */
   jw_atomic_u64 tier_held;    /* bytes the tiers' caches held after the last pass */
   jw_atomic_u32 tier_dirty;   /* a tier put pages in its cache since the last pass (jw_reclaim_kick) */
   /* Statistics: relaxed counters. */

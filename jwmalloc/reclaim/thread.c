@@ -194,9 +194,9 @@ void jw_reclaim_atfork_child(void) {
   /* Single-threaded child: relaxed. The parent's thread and reclaimer do not
    * exist here (fork prepare left no batch in flight). */
   jw_store(&jw_rc.thread_state, JW_THREAD_NONE, JW_RELAXED);
-  jw_store(&jw_rc.token, 0, JW_RELAXED);
+  jw_lock_reset(&jw_rc.token);
   jw_store(&jw_rc.wake, 0, JW_RELAXED);
-  jw_store(&jw_rc.aging, 0, JW_RELAXED); /* taken by fork prepare */
+  jw_lock_reset(&jw_rc.aging); /* taken by fork prepare */
   jw_store(&jw_rc.last_cycle_ns, jw_reclaim_now_ns(), JW_RELAXED);
 #if defined(__SANITIZE_THREAD__)
   /* ThreadSanitizer's runtime kills a child of a multi-threaded parent that

@@ -222,22 +222,49 @@ static void on_alarm(int sig) {
 
 static void t_deferred_free(void) {
   char *a = alloc(6, JW_KIND_MID_SLAB, NULL), *b = alloc(6, JW_KIND_LARGE, NULL);
+  char *aged = alloc(3, JW_KIND_SMALL_SLAB, NULL);
+  jw_backend_stats s0 = st();
   pthread_t th;
   pthread_create(&th, NULL, holder, NULL);
   while (jw_load(&hold_state, JW_ACQUIRE) != 1) usleep(1000);
   signal(SIGALRM, on_alarm);
   alarm(10); /* a bound for a hang, not a timing check */
-  TB_CHECK(jw_backend_free(a) == 0, "deferred free failed");
+  /* A free: into its class's bitmap or onto the deferred list, never waiting. */
+  TB_CHECK(jw_backend_free(a) == 0, "free with the lock held failed");
   jw_range_info info;
-  TB_CHECK(!jw_pages_lookup(a, &info) && !jw_pages_lookup(a + JW_GRANULE, &info), "deferred range resolves");
-  TB_CHECK(jw_backend_free(a) == -1 && errno == EINVAL, "double free of a deferred range accepted");
-  TB_CHECK(jw_backend_free(a + JW_GRANULE) == -1, "interior free accepted while deferred");
+  TB_CHECK(!jw_pages_lookup(a, &info) && !jw_pages_lookup(a + JW_GRANULE, &info), "freed range resolves");
+  TB_CHECK(jw_backend_free(a) == -1 && errno == EINVAL, "double free of a freed range accepted");
+  TB_CHECK(jw_backend_free(a + JW_GRANULE) == -1, "interior free accepted after free");
+  jw_backend_stats s1 = st();
+  TB_CHECK(s1.deferred_frees + s1.fast_frees == s0.deferred_frees + s0.fast_frees + 1,
+           "free neither deferred nor in a bitmap");
+  /* An aged free skips the bitmaps: deferred. */
+  jw_pages_free_aged(aged);
+  TB_CHECK(st().deferred_frees == s1.deferred_frees + 1, "aged free was not deferred");
+  /* Allocations with the lock held (docs/design/backend.md, section 7a):
+   * every class, slabs and blocks; none waits. A fresh root mapped without
+   * the lock feeds the bitmaps, whose ranges are taken or subdivided. */
+  static char *q[3 * JW_NCLASSES];
+  unsigned nq = 0;
+  for (unsigned round = 0; round < 3; round++)
+    for (unsigned c = 0; c < JW_NCLASSES; c++) {
+      unsigned k = (c + round) % JW_NCLASSES;
+      q[nq++] = alloc(jw_class_granules[k], k % 3 == 0 ? JW_KIND_SMALL_SLAB : k % 3 == 1 ? JW_KIND_MID_SLAB
+                                                                                       : JW_KIND_LARGE, NULL);
+    }
+  for (unsigned i = 0; i < nq; i += 2) jw_pages_free(q[i]);
+  for (unsigned i = 0; i < 3 * 8; i++) jw_pages_free(alloc(1 + i % 8, JW_KIND_LARGE, NULL));
+  jw_backend_stats s2 = st();
+  TB_CHECK(s2.lf_roots > s1.lf_roots && s2.lf_splits > s1.lf_splits && s2.fast_allocs > s1.fast_allocs,
+           "lock-free paths not taken: %llu roots, %llu splits, %llu bitmap allocations",
+           (unsigned long long)(s2.lf_roots - s1.lf_roots), (unsigned long long)(s2.lf_splits - s1.lf_splits),
+           (unsigned long long)(s2.fast_allocs - s1.fast_allocs));
   alarm(0);
-  TB_CHECK(st().deferred_frees == 1, "free was not deferred");
   jw_store(&hold_state, 2, JW_RELEASE);
   pthread_join(th, NULL);
+  for (unsigned i = 1; i < nq; i += 2) jw_pages_free(q[i]);
   jw_pages_free(b);
-  TB_CHECK(st().pages.live_bytes == 0, "deferred free not drained");
+  TB_CHECK(st().pages.live_bytes == 0, "frees not drained: %llu live bytes", (unsigned long long)st().pages.live_bytes);
   check_all("deferred");
   release_everything();
 }

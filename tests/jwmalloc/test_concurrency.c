@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "jwmalloc.h"
 
 static int scale = 100;
@@ -318,9 +319,93 @@ static int case_fork(void) {
   return 0;
 }
 
+/* ---- backend: ranges freed 90% by other threads, short-lived threads
+ * joining and leaving, and a thread that keeps taking the backend lock, so
+ * that frees go to the bitmaps and the deferred list and allocations take
+ * the lock-free paths (docs/design/backend.md, section 7a); the lock holder
+ * drains the deferred list each time it lets go. ---- */
+
+#define RSLOTS 1024
+static void *_Atomic rslots[RSLOTS];
+static atomic_int backend_stop;
+
+static size_t range_size(uint64_t *s) {
+  uint64_t r = rnd(s) % 100;
+  if (r < 60) return 16385 + rnd(s) % (240 << 10);  /* classes with a bitmap */
+  if (r < 80) return (256 << 10) + rnd(s) % (1 << 20); /* without */
+  return 16 + rnd(s) % 16000;                        /* frontend and midend */
+}
+
+static void range_round(uint64_t *s, int n) {
+  for (int i = 0; i < n; i++) {
+    void *p = make(range_size(s), *s);
+    if (p == NULL) continue;
+    if (rnd(s) % 10 == 0) {
+      check_and_free(p); /* 10% freed by their owner */
+      continue;
+    }
+    void *old = atomic_exchange(&rslots[rnd(s) % RSLOTS], p);
+    if (old) check_and_free(old); /* most likely another thread's */
+  }
+}
+
+static void *range_thread(void *arg) {
+  uint64_t s = 0x9e3779b97f4a7c15ULL * ((uintptr_t)arg + 3);
+  range_round(&s, (int)scaled(6000));
+  return NULL;
+}
+
+static void *range_short(void *arg) {
+  uint64_t s = 0xda942042e4dd58b5ULL * ((uintptr_t)arg + 5);
+  range_round(&s, 40);
+  return NULL;
+}
+
+static void *lock_taker(void *arg) {
+  (void)arg;
+  while (!atomic_load(&backend_stop)) {
+    jw_backend_test_lock();
+    usleep(300);
+    jw_backend_test_unlock(); /* drains the deferred list */
+    usleep(100);
+  }
+  return NULL;
+}
+
+static int case_backend(void) {
+  jw_backend_stats b0, b1;
+  jw_backend_get_stats(&b0);
+  pthread_t t[4], holder;
+  pthread_create(&holder, NULL, lock_taker, NULL);
+  for (uintptr_t i = 0; i < 4; i++) pthread_create(&t[i], NULL, range_thread, (void *)i);
+  /* Threads created and exiting during it. */
+  for (long k = 0; k < scaled(200); k++) {
+    pthread_t sh;
+    if (pthread_create(&sh, NULL, range_short, (void *)(uintptr_t)k) == 0) pthread_join(sh, NULL);
+  }
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  atomic_store(&backend_stop, 1);
+  pthread_join(holder, NULL);
+  for (int i = 0; i < RSLOTS; i++) {
+    void *p = atomic_exchange(&rslots[i], NULL);
+    if (p) check_and_free(p);
+  }
+  jw_backend_get_stats(&b1);
+  printf("backend: %llu bitmap frees, %llu bitmap allocations, %llu deferred frees, %llu lock-free "
+         "subdivisions, %llu roots mapped without the lock\n",
+         (unsigned long long)(b1.fast_frees - b0.fast_frees), (unsigned long long)(b1.fast_allocs - b0.fast_allocs),
+         (unsigned long long)(b1.deferred_frees - b0.deferred_frees),
+         (unsigned long long)(b1.lf_splits - b0.lf_splits), (unsigned long long)(b1.lf_roots - b0.lf_roots));
+  if (b1.deferred_frees == b0.deferred_frees || b1.fast_frees == b0.fast_frees || b1.fast_allocs == b0.fast_allocs)
+    FAIL("backend: the deferred list or the bitmaps were never used");
+  char err[256];
+  if (jw_backend_check_all(err, sizeof err) != 0) FAIL("backend check: %s", err);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s prodcons|short|oversub|fork [SCALE%%]\n", argv[0]);
+    fprintf(stderr, "usage: %s prodcons|short|oversub|fork|backend [SCALE%%]\n", argv[0]);
     return 2;
   }
   if (argc > 2) scale = atoi(argv[2]);
@@ -329,6 +414,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(c, "short")) case_short();
   else if (!strcmp(c, "oversub")) case_oversub();
   else if (!strcmp(c, "fork")) case_fork();
+  else if (!strcmp(c, "backend")) case_backend();
   else {
     fprintf(stderr, "unknown case %s\n", c);
     return 2;

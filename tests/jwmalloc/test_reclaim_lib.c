@@ -381,7 +381,7 @@ static int case_tiers(void) {
   jw_tcache *tc = jw_tls_state.tc;
   CHECK(tc != NULL, "no thread cache");
   if (tc == NULL) return 1;
-  CHECK(jw_lock_try(&tc->pool_lock), "pool lock busy");
+  CHECK(jw_lock_try(&tc->pool_lock, JW_LK_POOL), "pool lock busy");
   jw_stats s4 = lstats();
   static void *b[84 * 20];
   for (int round = 0; round < 3; round++) {

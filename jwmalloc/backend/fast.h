@@ -1,0 +1,70 @@
+/* The per-class bounded concurrent bitmaps in front of the free lists.
+ *
+ * Brief: "Non-blocking interface". Design, the ownership protocol and why:
+ * docs/design/backend.md, section 7a.
+ *
+ * Each class has up to JW_FAST_SLOTS slots (one cache line); a slot holds 0 (empty),
+ * JW_FAST_RESERVED (a put in progress) or the range id of a free range of
+ * that class. A slot holding r owns range r: r is free, in state
+ * JW_RS_FREE_FAST, and nobody else changes its head state or the records
+ * inside it until the slot is emptied by a successful compare-and-swap.
+ *
+ * Thread-safety: every function is lock-free (no lock, no wait); the lock
+ * holder uses jw_fast_claim and jw_fast_flush_slot like any other thread.
+ * Allocation-free.
+ */
+#ifndef JW_BACKEND_FAST_H
+#define JW_BACKEND_FAST_H
+
+#include "meta.h"
+#include "size_class.h"
+
+#define JW_FAST_SLOTS 16
+#define JW_FAST_MAX_GRANULES 64u
+#define JW_FAST_RESERVED 0xffffffffu
+
+typedef struct jw_fast_class {
+  jw_atomic_u32 slot[JW_FAST_SLOTS];
+  /* Lock-free backend operations of this class in flight (backend.c,
+   * lf_enter): beside the slots, so counting costs no extra cache line. */
+  jw_atomic_u32 inflight;
+} __attribute__((aligned(64))) jw_fast_class;
+
+extern jw_fast_class jw_fast[JW_NCLASSES];
+/* Slots in use per class: min(16, max(2, 128 / granules)) up to
+ * JW_FAST_MAX_GRANULES (frees and allocations), one above (only the
+ * remainders of lock-free splits: frees of those classes use the lists). */
+extern const uint8_t jw_fast_nslots[JW_NCLASSES];
+
+/* Takes the free range of class c with the lowest range id (lowest region,
+ * then address) out of its bitmap and returns its id; the caller owns the
+ * range. 0 when the bitmap is empty. Lock-free. */
+jw_rid jw_fast_take(unsigned c);
+
+/* Stage 1 of a put: reserves an empty slot of class c; returns its index,
+ * or -1 when the bitmap is full (or c has none). */
+int jw_fast_reserve(unsigned c);
+
+/* Stage 3 of a put: publishes range r (head already FREE_FAST, interior
+ * records cleared) in the reserved slot i. Release. */
+void jw_fast_publish(unsigned c, int i, jw_rid r);
+
+/* Rollback of stage 1: the reserved slot i becomes empty again. */
+void jw_fast_unreserve(unsigned c, int i);
+
+/* Takes the given range r (class c, head seen FREE_FAST) out of its bitmap
+ * for a merge; returns 1 when the caller now owns it, 0 when it is in no
+ * slot (an allocation took it first, or its put has not published yet). */
+int jw_fast_claim(unsigned c, jw_rid r);
+
+/* Empties slot i of class c if it holds a range and returns the range (the
+ * caller owns it), else 0. For flushing the bitmaps into the lists. */
+jw_rid jw_fast_flush_slot(unsigned c, unsigned i);
+
+/* Granules held in the bitmaps: the running count (a figure, and part of
+ * the cached bytes the reclamation watermark bounds), and a scan of the
+ * slots (for checks at a quiet point: the two agree there). */
+uint64_t jw_fast_granules(void);
+uint64_t jw_fast_granules_scan(void);
+
+#endif
