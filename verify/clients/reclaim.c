@@ -43,7 +43,7 @@ static void t1(void *a) {
 static void t2(void *a) {
   (void)a;
   jwv_free(r[1]);
-  if (vrf_level()) {
+  if (vrf_param()) {
     got = jwv_malloc(LARGE);
     jwv_fill(got, 64, 0x5a);
     jwv_check(got, 64, 0x5a);
@@ -91,5 +91,6 @@ static void finish(void) {
 
 VRF_CLIENT(.name = "reclaim", .about = "jwmalloc reclaim cycle (batch release, buffer swap) racing with a free and "
                                        "an allocation",
-           .bound = "T1 runs one reclaim cycle, T2 frees a 32 KiB range (full: then allocates and writes one)",
+           .bound = "T1 runs one reclaim cycle, T2 frees a 32 KiB range (param 1: then allocates and writes one); "
+                    "bitmaps of 1 slot per class",
            .setup = setup, .threads = {t1, t2}, .finish = finish);
