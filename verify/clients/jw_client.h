@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "backend/page_source.h"
 #include "common/atomic.h"
 #include "jwmalloc.h"
 #include "vrf.h"
@@ -35,6 +36,16 @@ static inline void jwv_free(void *p) {
   vrf_enter_allocator();
   jw_free(p);
   vrf_leave_allocator();
+}
+
+/* A backend range of `granules` 4 KiB granules (jw_pages_alloc, the page
+ * source's own entry), as allocator code. The client does not touch it. */
+static inline void *jwv_range(size_t granules) {
+  vrf_enter_allocator();
+  void *p = jw_pages_alloc(granules, JW_KIND_LARGE, NULL, NULL);
+  vrf_leave_allocator();
+  VRF_ASSERT(p != NULL);
+  return p;
 }
 
 /* jw_option_set, as allocator code. */

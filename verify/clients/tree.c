@@ -31,30 +31,16 @@ static void give(int i) {
   VRF_ASSERT(rc == 0);
 }
 
-static void t1(void *a) {
-  (void)a;
-  give(0);
-}
-static void t2(void *a) {
-  (void)a;
-  give(1);
-}
+static void t1(void *a) { give((int)(intptr_t)a); }
 static void t3(void *a) {
   (void)a;
-  if (!vrf_level()) return;
-  vrf_enter_allocator();
-  got = jw_pages_alloc(GRANULES, JW_KIND_LARGE, NULL, NULL);
-  vrf_leave_allocator();
-  VRF_ASSERT(got != NULL);
+  if (vrf_level()) got = jwv_range(GRANULES);
 }
 
 static void setup(void) {
   jwv_option("RECLAIM", 0);
-  vrf_enter_allocator();
-  r[0] = jw_pages_alloc(GRANULES, JW_KIND_LARGE, NULL, NULL);
-  r[1] = jw_pages_alloc(GRANULES, JW_KIND_LARGE, NULL, NULL);
-  vrf_leave_allocator();
-  VRF_ASSERT(r[0] && r[1]);
+  r[0] = jwv_range(GRANULES);
+  r[1] = jwv_range(GRANULES);
   VRF_ASSERT(((uintptr_t)r[0] ^ (uintptr_t)r[1]) == (uintptr_t)GRANULES << JW_GRANULE_SHIFT); /* siblings */
 }
 
@@ -72,4 +58,4 @@ static void finish(void) {
 VRF_CLIENT(.name = "tree", .about = "jwmalloc closed sibling trees: concurrent frees of sibling ranges merge back to the "
                                     "root",
            .bound = "T1, T2 free sibling 32 KiB ranges (full: T3 allocates one meanwhile)", .setup = setup,
-           .threads = {t1, t2, t3}, .finish = finish);
+           .threads = {t1, t1, t3}, .args = {(void *)0, (void *)1}, .finish = finish);
