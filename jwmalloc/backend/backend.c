@@ -803,6 +803,9 @@ void jw_pages_atfork_parent(void) {
 }
 void jw_pages_atfork_child(void) {
   jw_store(&jw_be.lf_checking, 0, JW_RELAXED); /* one thread here */
+  /* A parent thread may have been between lf_enter's count and its back-off
+   * at the fork: nobody here will take that count back. */
+  for (unsigned c = 0; c < JW_NCLASSES; c++) jw_store(&jw_fast[c].inflight, 0, JW_RELAXED);
   jw_lock_reset(&jw_be.lock);
   jw_reclaim_atfork_child(); /* its reclaim thread is gone: restarted lazily */
 }

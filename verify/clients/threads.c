@@ -11,7 +11,8 @@
  * (its slab is abandoned, or empty if T2's free came first). T2 frees T1's
  * block (remote free onto an active or abandoned slab; the last free of an
  * abandoned slab gives the page back, or, if T2 has a cache, adopts it into
- * T2's pool) and exits. Full bound: T2 first allocates its own block
+ * T2's pool) and exits. --param 2 (beyond the budget, not run by make verify):
+ * T2 first allocates its own block
  * (attaching a cache: adopting T1's released one if T1 is gone, else creating
  * one, racing T1's registration) and frees it last. --param 1: T1, before
  * exiting, creates T3 (pthread_create inside the program), which allocates
@@ -58,7 +59,7 @@ static void t1(void *a) {
 static void t2(void *a) {
   (void)a;
   char *q = NULL;
-  if (vrf_level()) {
+  if (vrf_param() == 2) {
     q = jwv_malloc(SZ);
     jwv_fill(q, SZ, 0x22);
   }
@@ -95,6 +96,6 @@ static void finish(void) {
 
 VRF_CLIENT(.name = "threads", .about = "jwmalloc thread caches: attach (adopt or create), exit with a block out, "
                                        "remote free onto the exited thread's slab",
-           .bound = "T1 allocates a block and exits, T2 frees it (full: T2 first allocates one, frees it last); "
-                    "param 1: T1 also creates and joins T3, which allocates and frees",
+           .bound = "T1 allocates a block and exits, T2 frees it; param 1: T1 also creates and joins T3, which "
+                    "allocates and frees; param 2 (beyond the budget): T2 first allocates one, frees it last",
            .setup = setup, .threads = {t1, t2}, .finish = finish);
