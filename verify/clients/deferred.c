@@ -2,17 +2,18 @@
  * free never waits for a lock holder: it pushes the block on a list the next
  * holder drains) and "Bounded verification".
  *
- * --param 0 (midend, jwmalloc/midend/midend.c): three threads free one
- * 2 KiB block each of one midend class (T3 at the full bound only). The class's pointer cache is shrunk
- * to no slot (-DJW_VERIFY_MID_CACHE_BYTES=0), so every free goes to the class
- * lock: the holder returns its block to the slab, a free that finds the lock
- * held pushes on the deferred list, and the next holder (a later free, or
- * T0's allocations in finish) drains it. Full bound: T1 also allocates again
- * after its free (an allocation that drains).
- * --param 1 (backend, jwmalloc/backend/backend.c): two threads free a
- * 32 KiB range each while a third allocates one, so the backend lock is busy
- * and frees are deferred (defer_free), drained by the next holder. Full
- * bound: a fourth range freed by the allocating thread afterwards.
+ * --param 0 (midend, jwmalloc/midend/midend.c): T1 and T2 (and T3 at the
+ * full bound) free one 2 KiB block each of one midend class. The class's
+ * pointer cache is shrunk to no slot (-DJW_VERIFY_MID_CACHE_BYTES=0), so
+ * every free goes to the class lock: the holder returns its block to the
+ * slab, a free that finds the lock held pushes on the deferred list, and the
+ * next holder (a later free, or T0's allocations in finish) drains it. Two
+ * pushes racing need the third thread: the lost-node mutation runs at the
+ * full bound.
+ * --param 1 (backend, jwmalloc/backend/backend.c): T1 frees a 32 KiB range
+ * (T2 another at the full bound) while T3 allocates one, so the backend lock
+ * may be busy and frees are deferred (defer_free) or go to the lock-free
+ * bitmaps, drained by the next holder (T3's allocation, or T0's in finish).
  *
  * Checked: no block or range is lost or handed out twice: in finish T0
  * allocates as many blocks as were freed and gets exactly the freed ones
@@ -89,7 +90,6 @@ static void finish(void) {
 }
 
 VRF_CLIENT(.name = "deferred", .about = "jwmalloc deferred frees: midend class list (param 0), backend list (param 1)",
-           .bound = "param 0: T1, T2 free a midend block each, cache of 0 slots (full: T3 frees one too, T1 then "
-                    "allocates); param 1: "
-                    "T1, T2 free a 32 KiB range while T3 allocates one (full: T3 frees it)",
+           .bound = "param 0: T1, T2 free a midend block each, cache of 0 slots (full: T3 too); param 1: T1 frees a "
+                    "32 KiB range while T3 allocates one (full: T2 frees one too)",
            .setup = setup, .threads = {t1, t2, t3}, .finish = finish);
