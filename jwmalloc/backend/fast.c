@@ -13,8 +13,12 @@ static inline void count(unsigned c, int sign) {
 }
 
 /* Classes (granules): 1-8 | 10 12 14 16 | 20 24 28 32 | 40 48 56 64 | 80 ... 1024. */
+#ifdef JW_VERIFY_FAST_SLOTS /* model-checking clients shrink the bitmaps (docs/design/verification.md) */
+const uint8_t jw_fast_nslots[JW_NCLASSES] = {[0 ... JW_NCLASSES - 1] = JW_VERIFY_FAST_SLOTS};
+#else
 const uint8_t jw_fast_nslots[JW_NCLASSES] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 6, 5, 4, 4, 3, 2, 2, 2,
                                              1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+#endif
 
 static inline int holds_range(uint32_t v) { return v != 0 && v != JW_FAST_RESERVED; }
 

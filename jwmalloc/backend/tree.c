@@ -140,6 +140,12 @@ static int closed_after(const jw_tree *t, uint32_t g, uint32_t n, unsigned d, ui
   return 1;
 }
 
+#ifndef JW_MUTATE_ROOT_SIBLING
+#define HAS_PARENT(d) ((d) > 0) /* the root has no parent to flatten into */
+#else /* planted bug (docs/design/verification.md): the root treated as a node with siblings */
+#define HAS_PARENT(d) 1
+#endif
+
 static uint32_t split(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved_state, jw_tree_piece *pieces,
                       unsigned *npieces, int nest_only) {
   uint32_t tag0 = jw_tree_tag(t, g);
@@ -151,7 +157,7 @@ static uint32_t split(const jw_tree *t, uint32_t g, uint32_t c, unsigned carved_
     uint32_t a = jw_class_split_piece(sz, c), r = sz - a;
     unsigned d = jw_tree_depth(t, pos, sz);
     int flat = 0, a_first = 1;
-    if (d > 0 && !nest_only) { /* the root has no parent to flatten into */
+    if (HAS_PARENT(d) && !nest_only) {
       if (closed_after(t, pos, sz, d, a, r))
         flat = 1;
       else if (closed_after(t, pos, sz, d, r, a))

@@ -18,7 +18,11 @@ const uint8_t jw_mid_class_granules[JW_MID_NCLASSES] = {8, 4, 4, 8, 16, 8, 8, 16
 const uint8_t jw_mid_class_of_table[32] = {0, 0, 0, 0, 1, 2,  3,  4,  5,  5,  6,  6,  7,  7,  8,  8,
                                            9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12};
 
+#ifdef JW_VERIFY_MID_CACHE_BYTES /* model-checking clients shrink it (docs/design/verification.md) */
+#define CACHE_BYTES ((size_t)JW_VERIFY_MID_CACHE_BYTES)
+#else
 #define CACHE_BYTES ((size_t)128 << 10) /* at most this much cached per class */
+#endif
 #define BATCH 4                         /* blocks moved into the cache per locked refill */
 
 typedef struct mid_class {
@@ -201,10 +205,15 @@ void jw_mid_free(const jw_range_info *info, jw_block *b) {
     jw_lock_release(&k->lock);
   } else {
     void *head = jw_load(&k->deferred, JW_RELAXED);
+#ifdef JW_MUTATE_DEFERRED_LOST /* planted bug (verification.md): a store instead of the CAS */
+    jw_block_set_next(b, head);
+    jw_store(&k->deferred, b, JW_RELEASE);
+#else
     do {
       jw_block_set_next(b, head);
       /* Release: the link and key, for the draining lock holder. */
     } while (!jw_cas_weak(&k->deferred, &head, b, JW_RELEASE, JW_RELAXED));
+#endif
   }
   jw_reclaim_kick(); /* cached free memory ages (two relaxed loads when the thread runs) */
 }

@@ -29,6 +29,8 @@ bool vrf_atomic_cas(void *p, unsigned size, uint64_t *expected, uint64_t desired
                     int mo_fail, const vrf_site *s);
 void vrf_atomic_fence(int mo, const vrf_site *s);
 void vrf_spin_relax(const vrf_site *s);
+/* The one validated racy read (jw_fast_tag): see verification.md. */
+uint64_t vrf_validated_load(const void *p, unsigned size, const vrf_site *s);
 
 #define VRF_SITE                                                      \
   ({                                                                  \

@@ -106,6 +106,20 @@ void vrf_atomic_fence(int mo, const vrf_site *s) {
   if (mo != __ATOMIC_RELAXED) atomic_op(&o, &ok);
 }
 
+/* The allocator's one validated racy read (jw_fast_tag; concurrency.md, "The
+ * one validated racy read"): the first word of the page of a pointer being
+ * freed, a slab tag or the program's data in a live block, acted on only when
+ * it equals the caller's secret key. Read as it is in memory (the mo-latest
+ * value, always a value the model allows), not a scheduling point, exempt
+ * from the race check; it must still lie in memory the process may touch. */
+uint64_t vrf_validated_load(const void *p, unsigned size, const vrf_site *s) {
+  uint64_t v = 0;
+  if (modelled() && !regions_any((uintptr_t)p, size))
+    fail("out of bounds", (uintptr_t)p, size, "validated read at %p (%s:%d) outside any legal memory", p,
+         s ? s->file : "?", s ? s->line : 0);
+  memcpy(&v, p, size);
+  return v;
+}
 
 void vrf_spin_relax(const vrf_site *s) {
   vthread_t *t = rt_self;

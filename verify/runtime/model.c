@@ -511,11 +511,13 @@ void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok) {
 
 /* ---- spin loops (jw_cpu_relax) ---- */
 
-/* A message that can end the wait: newer than what the iteration read, by
- * another thread, still readable, and with another value (the loop's code
- * depends only on values, so a same-value message changes nothing). */
-static bool wakes(vthread_t *t, const msg_t *m, uint64_t read_ts, uint64_t read_val) {
-  return m->ts > read_ts && (m->tid != t->id || m->ev < 0) && m->val != read_val;
+/* A message that can end the wait: newer than what the iteration read,
+ * still readable, and with another value (the loop's code depends only on
+ * values, so a same-value message changes nothing). It may be the waiting
+ * thread's own, stored later in the iteration (a loop body that changes what
+ * it tests, e.g. an exiting thread's drain between two abandon attempts). */
+static bool wakes(const msg_t *m, uint64_t read_ts, uint64_t read_val) {
+  return m->ts > read_ts && m->val != read_val;
 }
 
 /* Canonical exploration: could t's pending read run now without breaking
@@ -549,7 +551,7 @@ static int32_t await_ready(vthread_t *t) {
     for (uint32_t j = l->nm; j-- > 0;) {
       msg_t *m = &l->m[j];
       if (m->ts <= t->iter.r[i].ts || m->ts < v) break;
-      if (wakes(t, m, t->iter.r[i].ts, t->iter.r[i].val) && m->avail < best) best = m->avail;
+      if (wakes(m, t->iter.r[i].ts, t->iter.r[i].val) && m->avail < best) best = m->avail;
     }
   }
   return best;

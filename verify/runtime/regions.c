@@ -138,6 +138,11 @@ static void describe_near(char *buf, size_t cap, uintptr_t a) {
              (unsigned long)best->lo, (unsigned long)(best->hi - best->lo));
 }
 
+bool regions_any(uintptr_t a, unsigned n) {
+  return rs_contains(&always, a, n) || rs_contains(&blocks, a, n) || rs_contains(&legal, a, n) ||
+         rs_contains(&owned, a, n);
+}
+
 void regions_check(vthread_t *t, uintptr_t a, unsigned n, bool write, uintptr_t pc, const vrf_site *s) {
   if (rs_contains(&always, a, n)) return;
   char site[300], near[400];

@@ -246,6 +246,7 @@ void shadow_check_release(vthread_t *t, uintptr_t a, size_t n, const char *what)
 void regions_init(void);
 void regions_add_thread_stack(int tid, const void *p, size_t n);
 void regions_disown(uintptr_t a, size_t n);
+bool regions_any(uintptr_t a, unsigned n); /* inside any legal, owned or block region */
 void regions_check(vthread_t *t, uintptr_t a, unsigned n, bool write, uintptr_t pc, const vrf_site *s);
 
 /* report.c */

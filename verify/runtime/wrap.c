@@ -122,6 +122,42 @@ int __wrap_pthread_mutex_destroy(pthread_mutex_t *m) {
   return 0;
 }
 
+/* The checker forks once per execution; those forks are not the program's,
+ * so the code under test's fork handlers must not run around them (they
+ * would take the allocator's locks in the zygote). No client forks. */
+int __wrap_pthread_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+  (void)prepare, (void)parent, (void)child;
+  return 0;
+}
+
+/* Thread-specific-data destructors of the code under test (the allocator's
+ * thread-exit hook) are allocator code: they run marked as such, so the
+ * memory-safety check applies the allocator's rules to them. */
+#define KEY_DTORS 4
+static void (*key_dtor[KEY_DTORS])(void *);
+#define KEY_TRAMPOLINE(i)                   \
+  static void key_trampoline##i(void *arg) { \
+    vrf_enter_allocator();                  \
+    key_dtor[i](arg);                       \
+    vrf_leave_allocator();                  \
+  }
+KEY_TRAMPOLINE(0)
+KEY_TRAMPOLINE(1)
+KEY_TRAMPOLINE(2)
+KEY_TRAMPOLINE(3)
+static void (*const key_trampoline[KEY_DTORS])(void *) = {key_trampoline0, key_trampoline1, key_trampoline2,
+                                                          key_trampoline3};
+
+int __wrap_pthread_key_create(pthread_key_t *key, void (*dtor)(void *)) {
+  if (dtor == NULL) return pthread_key_create(key, NULL);
+  for (int i = 0; i < KEY_DTORS; i++)
+    if (key_dtor[i] == NULL) {
+      key_dtor[i] = dtor;
+      return pthread_key_create(key, key_trampoline[i]);
+    }
+  return EAGAIN;
+}
+
 int __wrap_sched_yield(void) {
   if (modelled()) vrf_spin_relax(NULL);
   else sched_yield();
