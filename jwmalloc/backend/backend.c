@@ -753,14 +753,17 @@ void jw_pages_mark_interior(void *start, const void *p) {
       i >= g + jw_class_granules[jw_tag_class(old)])
     goto bad;
   if (i == g) return; /* the head granule always resolves */
-  /* Relaxed: published to lookups of p by whatever hands p over, as for the
-   * head (jw_backend_classify). */
-  jw_store(&recs[i].tag, jw_tag_interior(i - g), JW_RELAXED);
-  /* The head remembers it has interior records, for free to clear them. */
+  /* The head remembers it has interior records, for free to clear them. It
+   * is marked first: a root check running in another thread (it takes no
+   * part in this owner-only operation) must never see an interior record
+   * under a head that does not announce one. */
   while (jw_tag_state(old) == JW_RS_LIVE_LARGE &&
          !jw_cas_weak(&head->tag, &old, (old & ~JW_REC_STATE_MASK) | JW_RS_LIVE_LARGE_MARKED, JW_RELAXED,
                       JW_RELAXED)) {
   }
+  /* Relaxed: published to lookups of p by whatever hands p over, as for the
+   * head (jw_backend_classify). */
+  jw_store(&recs[i].tag, jw_tag_interior(i - g), JW_RELAXED);
   return;
 bad:
   jw_fatal("backend: mark_interior(%p, %p): not inside a live large range", start, p);
