@@ -154,7 +154,11 @@ static void t_metadata_falls(void) {
   TB_CHECK(trough.pages.roots == 2 && trough.record_bytes == 2 * JW_ROOT_GRANULES * 12,
            "trough: %llu roots (1 live + 1 retained), %llu record bytes", (unsigned long long)trough.pages.roots,
            (unsigned long long)trough.record_bytes);
-  TB_CHECK(trough.pages.metadata_bytes < peak.pages.metadata_bytes / 10, "metadata did not fall");
+  /* Every record byte of the returned roots leaves the metadata figure; root-map
+   * leaves stay (how many the roots needed depends on where the kernel put them). */
+  TB_CHECK(peak.pages.metadata_bytes - trough.pages.metadata_bytes >= peak.record_bytes - trough.record_bytes,
+           "metadata did not fall by the returned records: %llu -> %llu bytes",
+           (unsigned long long)peak.pages.metadata_bytes, (unsigned long long)trough.pages.metadata_bytes);
   for (int i = 0; i < 16; i++) jw_pages_free(p[i]);
   check_all("metadata");
   release_everything();
