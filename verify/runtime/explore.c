@@ -419,6 +419,22 @@ static void prepare_replay(shm_t *s) {
   s->watch_len = s->fail_len;
 }
 
+/* Resets the shared state of one execution whose prefix is set and forks the
+ * child that runs it; -1 (reported) when fork fails. The parent's buffered
+ * output is flushed first so that the child does not print it again. */
+static pid_t fork_execution(shm_t *s) {
+  s->verbose = 0;
+  s->watch_len = 0;
+  s->status = ST_RUNNING;
+  s->ndecided = 0;
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) perror("vrf: fork");
+  if (pid == 0) run_execution();
+  return pid;
+}
+
 static int explore_dpor(void) {
   shm_t *s = rt.shm;
   uint32_t L = 0;
@@ -431,18 +447,8 @@ static int explore_dpor(void) {
     }
     s->prefix_len = L;
     s->div_sleep = div_sleep;
-    s->verbose = 0;
-    s->watch_len = 0;
-    s->status = ST_RUNNING;
-    s->ndecided = 0;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-      perror("vrf: fork");
-      return 2;
-    }
-    if (pid == 0) run_execution();
+    pid_t pid = fork_execution(s);
+    if (pid < 0) return 2;
     int st = wait_child(pid);
     child_died(s, st);
     uint32_t n = s->nev;
@@ -598,20 +604,10 @@ static int explore_tree(int workers) {
         s->prefix[k].choice = it->p[k].choice;
       }
       s->div_sleep = 0;
-      s->verbose = 0;
-      s->watch_len = 0;
-      s->status = ST_RUNNING;
-      s->ndecided = 0;
       s->nev = 0;
       rt.shm = s;
-      fflush(stdout);
-      fflush(stderr);
-      pid_t pid = fork();
-      if (pid < 0) {
-        perror("vrf: fork");
-        return 2;
-      }
-      if (pid == 0) run_execution();
+      pid_t pid = fork_execution(s);
+      if (pid < 0) return 2;
       pids[w] = pid;
       items[w] = it;
       running++;
