@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../backend/backend.h"
+#include "../backend/lookup.h"
 #include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/log.h"
@@ -49,6 +50,29 @@ static void *small_alloc(unsigned c) {
   return fallback ? jw_large_alloc(jw_class_size[c], JW_PAGE, NULL) : NULL;
 }
 
+/* The calling thread's cache, attached on first use (NULL: none now). */
+static inline jw_tcache *cache_of(jw_tls *t) { return JW_LIKELY(t->state == JW_TLS_ACTIVE) ? t->tc : jw_thread_cache(t); }
+
+/* Block-cache bin of a request of 2017 bytes to 256 KiB. */
+static inline unsigned bc_bin_of(size_t n) {
+  return n <= JW_MID_MAX ? jw_mid_class_of(n) : jw_bc_range_bin[(n + JW_GRANULE - 1) >> JW_GRANULE_SHIFT];
+}
+
+/* A block of bin i from the calling thread's block cache (docs/design/
+ * frontend.md, "The block cache"), ready to hand out; NULL on a miss. */
+static inline __attribute__((always_inline)) void *bc_alloc(jw_tls *t, unsigned i) {
+  jw_tcache *tc = cache_of(t);
+  if (JW_UNLIKELY(tc == NULL)) return NULL;
+  jw_block *b = jw_bc_take(&tc->bc, &tc->pool_lock, i);
+  if (JW_UNLIKELY(b == NULL)) return NULL;
+  if (i < JW_BC_MID_BINS) t->n_mid_malloc++;
+  else t->n_large_malloc++;
+  jw_unpoison(b, jw_bc_bytes[i]);
+  b->key = 0;
+  return b;
+}
+
+/* 2017-16384 bytes, the block cache missed: the midend. */
 static void *mid_alloc(size_t n) {
   unsigned mc = jw_mid_class_of(n);
   bool fallback;
@@ -64,6 +88,13 @@ static void *mid_alloc(size_t n) {
 /* Any size at alignment <= 16 (the malloc path after the fast path). */
 static void *alloc_any(size_t n, bool *zeroed) {
   if (n <= JW_SMALL_MAX) return small_alloc(jw_class_of(n));
+  if (n <= (size_t)JW_BC_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT) {
+    void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
+    if (p) {
+      if (zeroed) *zeroed = false;
+      return p;
+    }
+  }
   if (n <= JW_MID_MAX) return mid_alloc(n);
   if (n <= JW_LARGE_MAX) return jw_large_alloc(n, JW_PAGE, zeroed);
   if (n > PTRDIFF_MAX) {
@@ -75,7 +106,15 @@ static void *alloc_any(size_t n, bool *zeroed) {
   return p;
 }
 
-void *jw_malloc_slow(size_t n) { return alloc_any(n, NULL); }
+void *jw_malloc_slow(size_t n) {
+  /* Midend blocks and ranges up to 256 KiB: the block cache first. */
+  if (JW_LIKELY(n - (JW_SMALL_MAX + 1) < ((size_t)JW_BC_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT) - JW_SMALL_MAX)) {
+    void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
+    if (JW_LIKELY(p != NULL)) return p;
+    return n <= JW_MID_MAX ? mid_alloc(n) : jw_large_alloc(n, JW_PAGE, NULL);
+  }
+  return alloc_any(n, NULL);
+}
 
 void *jw_calloc_impl(size_t n, size_t size) {
   size_t total;
@@ -171,8 +210,9 @@ static ptr_kind classify(const void *p, jw_range_info *info, const char *op, boo
     report_invalid(op, p);
     return PTR_BAD;
   }
-  /* Slab blocks carry FREE_KEY while free (set once at init: relaxed). */
-  if (check_free && (k == PTR_SMALL || k == PTR_MID) &&
+  /* Slab blocks carry FREE_KEY while free, ranges while a thread's block
+   * cache holds them (set once at init: relaxed). */
+  if (check_free && (k == PTR_SMALL || k == PTR_MID || (k == PTR_LARGE && p == info->start)) &&
       jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED)) {
     jw_report_bad(op, "double free detected", p);
     return PTR_BAD;
@@ -202,8 +242,77 @@ static bool free_own_parked(void *p) {
   return true;
 }
 
-void jw_free_slow(void *p) {
-  if (p == NULL) return;
+static JW_NOINLINE void free_general(void *p);
+
+/* ---- midend blocks and ranges: the thread's block cache ---- */
+
+/* The block's free key: the thread's copy when it has a cache. */
+static inline uint64_t free_key(const jw_tls *t) {
+  return t->state == JW_TLS_ACTIVE ? t->fkey : jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
+}
+
+/* p lies in the live midend slab s: when it is a block start that is not
+ * free, frees it (block cache, else the midend) and returns true; otherwise
+ * false, for the general path to decide and report. */
+static inline __attribute__((always_inline)) bool free_mid(jw_tls *t, void *p, jw_mid_slab *s) {
+  if (JW_UNLIKELY(!jw_mid_block_at(s, p))) return false;
+  uint64_t fkey = free_key(t);
+  if (JW_UNLIKELY(jw_block_key(p) == fkey)) return false; /* double free */
+  unsigned cls = s->cls;
+  jw_poison(p, jw_mid_class_size[cls]);
+  jw_block_set_free(p, NULL, fkey);
+  if (JW_LIKELY(t->state == JW_TLS_ACTIVE) && jw_bc_put(&t->tc->bc, &t->tc->pool_lock, cls, p)) {
+    t->n_mid_free++;
+    return true;
+  }
+  jw_range_info info = {s, s->granules, JW_KIND_MID_SLAB};
+  jw_mid_free(&info, p);
+  return true;
+}
+
+/* p is the start of the live LARGE range of `granules`: when it is not
+ * cached already (a double free), frees it and returns true. A range of a
+ * cached class (not over-aligned, so it has no interior records) goes into
+ * the block cache, marked with FREE_KEY there. */
+static inline __attribute__((always_inline)) bool free_large(jw_tls *t, void *p, uint32_t granules) {
+  uint64_t fkey = free_key(t);
+  if (JW_UNLIKELY(jw_block_key(p) == fkey)) return false; /* cached: a double free */
+  if (granules <= JW_BC_RANGE_MAX_GRANULES && JW_LIKELY(t->state == JW_TLS_ACTIVE)) {
+    unsigned i = jw_bc_range_bin[granules];
+    if (i != JW_BC_NONE) {
+      jw_poison(p, (size_t)granules << JW_GRANULE_SHIFT);
+      jw_block_set_free(p, NULL, fkey);
+      if (jw_bc_put(&t->tc->bc, &t->tc->pool_lock, i, p)) {
+        t->n_large_free++;
+        return true;
+      }
+      jw_block_set_free(p, NULL, 0); /* no FREE_KEY outside a thread cache */
+    }
+  }
+  jw_range_info info = {p, granules, JW_KIND_LARGE};
+  jw_large_free(&info);
+  return true;
+}
+
+void jw_free_slow(void *p, uint64_t seen) {
+  jw_tls *t = &jw_tls_state;
+  if ((uintptr_t)p & (JW_GRANULE - 1)) {
+    /* The fast path read the tag of the caller's own parked slab. */
+    if (seen == 1 && free_own_parked(p)) return;
+    /* A midend block (never page-aligned: blocks start at 64 + i x 512k). */
+    uintptr_t s = jw_pages_mid_slab_of(p);
+    if (s != 0 && free_mid(t, p, (jw_mid_slab *)s)) return;
+  } else {
+    /* A range freed at its start (NULL resolves to none: no root at 0). */
+    uint32_t granules = jw_pages_large_at(p);
+    if (granules != 0 && free_large(t, p, granules)) return;
+  }
+  if (p != NULL) free_general(p);
+}
+
+/* Every other free: frontend blocks, direct mappings, and every pointer the
+ * paths above did not accept (reported here). */
+static JW_NOINLINE void free_general(void *p) {
   if (free_own_parked(p)) return;
   jw_range_info info;
   switch (classify(p, &info, "free", true)) {
@@ -217,14 +326,12 @@ void jw_free_slow(void *p) {
       if (!jw_tc_free(t, tc, s, p)) jw_report_bad("free", "double free detected", p);
       break;
     }
-    case PTR_MID: {
-      jw_poison(p, jw_mid_usable(&info));
-      jw_block_set_free(p, NULL, jw_load(&jw_free_key, JW_RELAXED));
-      jw_mid_free(&info, p);
+    case PTR_MID: /* validated: free_mid takes it */
+      free_mid(&jw_tls_state, p, info.start);
       break;
-    }
-    case PTR_LARGE:
-      jw_large_free(&info);
+    case PTR_LARGE: /* validated (a cached range was reported as freed twice) */
+      if (p != info.start) jw_large_free(&info); /* over-aligned: never cached */
+      else if (!free_large(&jw_tls_state, p, info.granules)) jw_report_bad("free", "double free detected", p);
       break;
     case PTR_HUGE:
       if (!jw_huge_free(p)) jw_report_bad("free", "double free detected", p);
@@ -268,7 +375,7 @@ void *jw_realloc_impl(void *p, size_t n) {
     return NULL;
   }
   if (n == 0) { /* glibc: frees, returns NULL */
-    jw_free_slow(p);
+    jw_free_slow(p, JW_FREE_UNSEEN);
     return NULL;
   }
   jw_counter_add(&jw_api_counters.reallocs, 1);
@@ -287,7 +394,8 @@ void *jw_realloc_impl(void *p, size_t n) {
   if (q == NULL) q = alloc_any(n, NULL);
   if (q == NULL) return NULL;
   memcpy(q, p, old < n ? old : n);
-  if (!jw_fast_free(p)) jw_free_slow(p);
+  uint64_t seen;
+  if (!jw_fast_free(p, &seen)) jw_free_slow(p, seen);
   return q;
 }
 

@@ -5,11 +5,14 @@
 #define JW_API_CORE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../frontend/thread_cache.h"
 
 void *jw_malloc_slow(size_t n);
-void jw_free_slow(void *p);
+/* seen: what the fast path saw (fastpath.h, JW_FREE_UNSEEN when called
+ * directly). */
+void jw_free_slow(void *p, uint64_t seen);
 void *jw_calloc_impl(size_t n, size_t size);
 void *jw_realloc_impl(void *p, size_t n);
 /* align: a power of two (any size). NULL, errno=ENOMEM. */

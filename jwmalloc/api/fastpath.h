@@ -44,20 +44,36 @@ static inline void *jw_fast_malloc(size_t n) {
   return b;
 }
 
+/* What the free fast path saw when it declined, for the slow path
+ * (jw_free_slow): the page's tag XOR the thread's key when it read them
+ * (1: the caller's own parked slab, frontend.md "Refill"), else
+ * JW_FREE_UNSEEN (no tag read: page-aligned, header or misaligned). */
+#define JW_FREE_UNSEEN ((uint64_t)2)
+
 /* Always inlined: the caller it notes on the emptied branch is the caller of
  * the public function it is inlined into. */
-static inline __attribute__((always_inline)) bool jw_fast_free(void *p) {
+static inline __attribute__((always_inline)) bool jw_fast_free(void *p, uint64_t *seen) {
   uintptr_t a = (uintptr_t)p;
   /* Not in a slab's block area (offset < 64: header or page-aligned) or
    * misaligned: slow path. */
-  if (JW_UNLIKELY((a & 0xfc0) == 0 || (a & 15) != 0)) return false;
+  if (JW_UNLIKELY((a & 0xfc0) == 0 || (a & 15) != 0)) {
+    *seen = JW_FREE_UNSEEN;
+    return false;
+  }
   jw_tls *t = &jw_tls_state;
   uint64_t key = t->key;
   jw_slab *s = jw_slab_of(p);
-  if (JW_UNLIKELY(jw_fast_tag(s) != key || key == 0)) return false;
+  uint64_t tag = jw_fast_tag(s);
+  if (JW_UNLIKELY(tag != key || key == 0)) {
+    *seen = key ? tag ^ key : JW_FREE_UNSEEN;
+    return false;
+  }
   jw_block *b = p;
   uint64_t fkey = t->fkey;
-  if (JW_UNLIKELY(jw_block_key(b) == fkey)) return false; /* double free: reported by the slow path */
+  if (JW_UNLIKELY(jw_block_key(b) == fkey)) { /* double free: reported by the slow path */
+    *seen = JW_FREE_UNSEEN;
+    return false;
+  }
 #if JW_ASAN
   jw_poison(b, jw_class_size[s->cls]);
 #endif

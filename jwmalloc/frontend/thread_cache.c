@@ -16,6 +16,7 @@ jw_atomic_u64 jw_free_key = JW_ATOMIC_INIT(0x6a776d616c6c6f60ULL);
 
 static jw_atomic_ptr registry; /* every thread cache ever created */
 static jw_atomic_u64 pool_aged;  /* statistics: pages the aging passes gave back */
+static jw_atomic_u64 bc_aged;    /* statistics: block-cache blocks the aging passes gave back */
 
 /* ---- owner-only doubly linked lists (partial per class, full) ---- */
 
@@ -107,6 +108,13 @@ void jw_tc_fold(jw_tls *t, jw_tcache *tc) {
   if (t->n_malloc) jw_counter_add_owner(&tc->n_malloc, t->n_malloc);
   if (t->n_free) jw_counter_add_owner(&tc->n_free, t->n_free);
   t->n_malloc = t->n_free = 0;
+  if (t->n_mid_malloc | t->n_mid_free | t->n_large_malloc | t->n_large_free) {
+    jw_counter_add_owner(&tc->n_mid_malloc, t->n_mid_malloc);
+    jw_counter_add_owner(&tc->n_mid_free, t->n_mid_free);
+    jw_counter_add_owner(&tc->n_large_malloc, t->n_large_malloc);
+    jw_counter_add_owner(&tc->n_large_free, t->n_large_free);
+    t->n_mid_malloc = t->n_mid_free = t->n_large_malloc = t->n_large_free = 0;
+  }
 }
 
 void jw_tc_orphan_others(jw_tcache *self) {
@@ -125,8 +133,49 @@ void jw_tc_totals_get(jw_tc_totals *o) {
     o->pool_misses += jw_counter_get(&tc->pool_misses);
     o->pool_evictions += jw_counter_get(&tc->pool_evictions);
     o->abandoned += jw_counter_get(&tc->abandoned);
+    o->mid_mallocs += jw_counter_get(&tc->n_mid_malloc);
+    o->mid_frees += jw_counter_get(&tc->n_mid_free);
+    o->large_mallocs += jw_counter_get(&tc->n_large_malloc);
+    o->large_frees += jw_counter_get(&tc->n_large_free);
   }
   o->pool_aged = jw_counter_get(&pool_aged);
+  o->bc_aged = jw_counter_get(&bc_aged);
+}
+
+/* Block cache blocks, with their bins: every entry of one cache fits. */
+typedef struct bc_out {
+  void *blk[JW_BC_BINS * JW_BC_SLOTS];
+  uint8_t bin[JW_BC_BINS * JW_BC_SLOTS];
+} bc_out;
+
+/* Reclaimer: the blocks of tc's block cache unused since the previous pass
+ * go back as aged frees. Returns the bytes still cached (1 when the owner
+ * holds the pool lock: looked at again at the next pass). */
+static uint64_t age_block_cache(jw_tcache *tc) {
+  if (!JW_BC_ENABLED) return 0;
+  bc_out o;
+  uint64_t left = 1;
+  size_t n = 0;
+  if (jw_lock_try(&tc->pool_lock, JW_LK_POOL)) {
+    n = jw_bc_age_locked(&tc->bc, o.blk, o.bin, &left);
+    jw_lock_release(&tc->pool_lock);
+  }
+  /* Taken out under the pool lock, given back after it (never waits). */
+  jw_bc_give_back(o.blk, o.bin, n, true);
+  if (n) jw_counter_add(&bc_aged, n);
+  return left;
+}
+
+/* Owner (thread exit, malloc_trim): every cached block back to its tier.
+ * Waits for a reclaimer holding the pool lock (a bounded unlink). */
+static size_t flush_block_cache(jw_tcache *tc) {
+  if (!JW_BC_ENABLED) return 0;
+  bc_out o;
+  jw_lock_acquire(&tc->pool_lock, JW_LK_POOL);
+  size_t n = jw_bc_take_all_locked(&tc->bc, o.blk, o.bin);
+  jw_lock_release(&tc->pool_lock);
+  jw_bc_give_back(o.blk, o.bin, n, false);
+  return n;
 }
 
 uint64_t jw_tc_age_pools(void) {
@@ -152,6 +201,7 @@ uint64_t jw_tc_age_pools(void) {
       if (n) jw_counter_add(&pool_aged, n);
       if (!more) held += (uint64_t)left * JW_SLAB_SIZE;
     } while (more);
+    held += age_block_cache(tc);
   }
   return held;
 }
@@ -340,6 +390,7 @@ static void flush_bin(jw_tls *t, jw_tcache *tc, unsigned c) {
 
 void jw_tc_release(jw_tls *t, jw_tcache *tc) {
   jw_tc_fold(t, tc);
+  flush_block_cache(tc);
   t->key = 0; /* our slabs no longer pass the fast-path check */
   /* Every slab onto one list (owner links), then each is abandoned or,
    * if empty, given back. */
@@ -390,7 +441,7 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc) {
 bool jw_tc_trim(jw_tls *t, jw_tcache *tc) {
   jw_tc_fold(t, tc);
   drain_ready(tc, true);
-  size_t n = 0;
+  size_t n = flush_block_cache(tc);
   for (unsigned c = 0; c < JW_NCLASSES; c++) {
     jw_slab *s = tc->current[c];
     if (s == NULL) continue;

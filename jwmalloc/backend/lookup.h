@@ -1,0 +1,102 @@
+/* jw_pages_lookup (page_source.h) as an inline function, for the free path:
+ * every midend block and range that free() takes back is resolved here, so
+ * the lookup is inlined into the API's dispatch instead of called. Same
+ * contract and memory orders as jw_pages_lookup, which is this function.
+ *
+ * Brief: "Metadata" (found from an address by direct indexing: root map, the
+ * granule's record, and for an interior granule its head's record).
+ * Lock-free, allocation-free, never faults on a foreign address.
+ */
+#ifndef JW_BACKEND_LOOKUP_H
+#define JW_BACKEND_LOOKUP_H
+
+#include <stdbool.h>
+
+#include "page_source.h"
+#include "record.h"
+#include "root_map.h"
+
+/* backend/size_class.h, whose JW_NCLASSES the frontend's size_class.h also
+ * defines (the API includes both): the range classes by index. */
+extern const uint16_t jw_class_granules[];
+#define JW_LOOKUP_RANGE_CLASSES 36
+
+static inline jw_range_kind jw_state_kind(unsigned st) {
+  return st == JW_RS_LIVE_SMALL ? JW_KIND_SMALL_SLAB : st == JW_RS_LIVE_MID ? JW_KIND_MID_SLAB : JW_KIND_LARGE;
+}
+
+/* The live range holding p: its head state (JW_RS_LIVE_*; 0 when p is in no
+ * live range or in one that does not resolve it), *start and *granules. The
+ * free path uses it directly (no jw_range_info to fill). */
+static inline unsigned jw_pages_resolve(const void *p, uintptr_t *start, uint32_t *granules) {
+  jw_rec *recs = jw_root_map_get(p);
+  if (recs == NULL) return 0;
+  uintptr_t a = (uintptr_t)p;
+  uint32_t g = (uint32_t)(a >> JW_GRANULE_SHIFT) & (JW_ROOT_GRANULES - 1);
+  /* Relaxed: a caller holding a valid pointer got it after the allocation
+   * that wrote these records (happens-before through whatever handed the
+   * pointer over). For an invalid pointer any value read is acceptable: the
+   * records stay mapped, so nothing faults (jw_backend_classify). */
+  uint32_t tag = jw_load(&recs[g].tag, JW_RELAXED);
+  uint32_t off = 0;
+  if (jw_tag_state(tag) == JW_RS_INTERIOR) {
+    off = jw_tag_offset(tag);
+    if (off > g) return 0;
+    g -= off;
+    tag = jw_load(&recs[g].tag, JW_RELAXED); /* as above */
+  }
+  unsigned st = jw_tag_state(tag), c = jw_tag_class(tag);
+  if (!jw_state_is_live(st) || c >= JW_LOOKUP_RANGE_CLASSES) return 0;
+  uint32_t n = jw_class_granules[c];
+  if (n <= off) return 0;
+  *start = (a & ~(uintptr_t)(JW_ROOT - 1)) + ((uintptr_t)g << JW_GRANULE_SHIFT);
+  *granules = n;
+  return st;
+}
+
+/* The free path's two common cases, each the resolution above cut to what
+ * it needs (same orders, same answers for the cases they accept):
+ *
+ * jw_pages_large_at: p page-aligned; the granules of the live LARGE range
+ * (not marked: it has no interior records) that starts at p, or 0. */
+static inline uint32_t jw_pages_large_at(const void *p) {
+  jw_rec *recs = jw_root_map_get(p);
+  if (recs == NULL) return 0;
+  uint32_t g = (uint32_t)((uintptr_t)p >> JW_GRANULE_SHIFT) & (JW_ROOT_GRANULES - 1);
+  uint32_t tag = jw_load(&recs[g].tag, JW_RELAXED); /* relaxed: see jw_pages_resolve */
+  if (jw_tag_state(tag) != JW_RS_LIVE_LARGE) return 0;
+  return jw_class_granules[jw_tag_class(tag)]; /* a live head's class is always < 36 */
+}
+
+/* jw_pages_mid_slab_of: the start of the live MID_SLAB range that holds p
+ * (from its head's record or an interior one), or 0. */
+static inline uintptr_t jw_pages_mid_slab_of(const void *p) {
+  jw_rec *recs = jw_root_map_get(p);
+  if (recs == NULL) return 0;
+  uintptr_t a = (uintptr_t)p;
+  uint32_t g = (uint32_t)(a >> JW_GRANULE_SHIFT) & (JW_ROOT_GRANULES - 1);
+  uint32_t tag = jw_load(&recs[g].tag, JW_RELAXED); /* relaxed: see jw_pages_resolve */
+  if (jw_tag_state(tag) == JW_RS_INTERIOR) {
+    uint32_t off = jw_tag_offset(tag);
+    if (off > g) return 0;
+    g -= off;
+    tag = jw_load(&recs[g].tag, JW_RELAXED);
+    /* An interior record lies inside its live range (it is cleared when the
+     * range is freed): the head's size needs no check here. */
+  }
+  if (jw_tag_state(tag) != JW_RS_LIVE_MID) return 0;
+  return (a & ~(uintptr_t)(JW_ROOT - 1)) + ((uintptr_t)g << JW_GRANULE_SHIFT);
+}
+
+static inline bool jw_pages_lookup_inline(const void *p, jw_range_info *info) {
+  uintptr_t start;
+  uint32_t n;
+  unsigned st = jw_pages_resolve(p, &start, &n);
+  if (st == 0) return false;
+  info->start = (void *)start;
+  info->granules = n;
+  info->kind = jw_state_kind(st);
+  return true;
+}
+
+#endif

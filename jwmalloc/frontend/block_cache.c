@@ -1,0 +1,115 @@
+/* See block_cache.h and docs/design/frontend.md ("The block cache"). */
+#include "block_cache.h"
+
+#include "../backend/page_source.h"
+#include "../common/tier_pages.h"
+#include "../midend/midend.h"
+#include "../reclaim/reclaim.h"
+
+_Static_assert(JW_BC_MID_BINS == JW_MID_NCLASSES, "one bin per midend class");
+
+#define KIB(x) ((uint32_t)(x) << 10)
+#define G(x) ((uint32_t)(x) << 12)
+
+/* Midend classes (jw_mid_class_size), then the range classes of 5..64
+ * granules (backend/size_class.h: 5 6 7 8 10 12 14 16 20 24 28 32 40 48 56 64). */
+const uint32_t jw_bc_bytes[JW_BC_BINS] = {
+    2048,  2560,  3072,  3584,  4096,  5120,  6144,  7168,  8192,  10240, 12288, 14336, 16384,
+    G(5),  G(6),  G(7),  G(8),  G(10), G(12), G(14), G(16), G(20), G(24), G(28), G(32), G(40),
+    G(48), G(56), G(64),
+};
+
+/* Blocks per bin: JW_BC_SLOTS up to 16 KiB (at most 128 KiB a bin), then
+ * about 128 KiB a bin, at least one block; every bin fits JW_BC_MAX_BYTES. */
+const uint8_t jw_bc_cap[JW_BC_BINS] = {
+    8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, /* midend: 16-128 KiB a bin */
+    6, 5, 4, 4, 3, 2, 2, 2,                /* 20-64 KiB: 96-128 KiB a bin */
+    1, 1, 1, 1, 1, 1, 1, 1,                /* 80-256 KiB: one each */
+};
+
+#define N JW_BC_NONE
+const uint8_t jw_bc_range_bin[JW_BC_RANGE_MAX_GRANULES + 1] = {
+    N,  N,  N,  N,  N,  13, 14, 15, 16, 17, 17, 18, 18, 19, 19, 20, 20, /* 0..16 */
+    21, 21, 21, 21, 22, 22, 22, 22, 23, 23, 23, 23, 24, 24, 24, 24,     /* 17..32 */
+    25, 25, 25, 25, 25, 25, 25, 25, 26, 26, 26, 26, 26, 26, 26, 26,     /* 33..48 */
+    27, 27, 27, 27, 27, 27, 27, 27, 28, 28, 28, 28, 28, 28, 28, 28,     /* 49..64 */
+};
+#undef N
+
+void jw_bc_kick(void) { jw_reclaim_kick(); }
+
+/* Moves slot[0..k) of bin i to out (they are its oldest entries). */
+static size_t take_bottom(jw_bcache *bc, unsigned i, unsigned k, void **out, uint8_t *out_bin) {
+  jw_bc_bin *b = &bc->bin[i];
+  for (unsigned j = 0; j < k; j++) {
+    out[j] = b->slot[j];
+    out_bin[j] = (uint8_t)i;
+  }
+  for (unsigned j = k; j < b->n; j++) b->slot[j - k] = b->slot[j];
+  b->n = (uint8_t)(b->n - k);
+  bc->bytes -= k * jw_bc_bytes[i];
+  return k;
+}
+
+size_t jw_bc_age_locked(jw_bcache *bc, void **out, uint8_t *out_bin, uint64_t *left) {
+  size_t n = 0;
+  bc->kicked = 0; /* this pass sees what is cached now; a later put kicks again */
+  if (JW_BC_ENABLED && bc->bytes != 0)
+    for (unsigned i = 0; i < JW_BC_BINS; i++) {
+      jw_bc_bin *b = &bc->bin[i];
+      if (b->stale) n += take_bottom(bc, i, b->stale, out + n, out_bin + n);
+      b->stale = b->n; /* every entry left is a candidate for the next pass */
+    }
+  *left = bc->bytes;
+  return n;
+}
+
+size_t jw_bc_evict_locked(jw_bcache *bc, unsigned i, void *p, void **out, uint8_t *out_bin) {
+  size_t n = 0;
+  for (unsigned j = 0; j < JW_BC_BINS; j++)
+    if (j != i && bc->bin[j].n) {
+      n += take_bottom(bc, j, bc->bin[j].n, out + n, out_bin + n);
+      bc->bin[j].stale = 0;
+    }
+  jw_bc_bin *b = &bc->bin[i];
+  b->slot[b->n++] = p; /* fits: a bin holds at most JW_BC_MAX_BYTES */
+  bc->bytes += jw_bc_bytes[i];
+  return n;
+}
+
+void jw_bc_put_evicting(jw_bcache *bc, jw_lock *lk, unsigned i, void *p) {
+  void *out[JW_BC_BINS * JW_BC_SLOTS];
+  uint8_t bin[JW_BC_BINS * JW_BC_SLOTS];
+  size_t n = jw_bc_evict_locked(bc, i, p, out, bin);
+  bool kicked = bc->kicked;
+  bc->kicked = 1;
+  jw_bc_unlock(lk);
+  jw_bc_give_back(out, bin, n, false);
+  if (!kicked) jw_bc_kick();
+}
+
+size_t jw_bc_take_all_locked(jw_bcache *bc, void **out, uint8_t *out_bin) {
+  size_t n = 0;
+  if (JW_BC_ENABLED && bc->bytes != 0)
+    for (unsigned i = 0; i < JW_BC_BINS; i++) {
+      jw_bc_bin *b = &bc->bin[i];
+      n += take_bottom(bc, i, b->n, out + n, out_bin + n);
+      b->stale = 0;
+    }
+  return n;
+}
+
+void jw_bc_give_back(void **blocks, const uint8_t *bins, size_t n, bool aged) {
+  for (size_t k = 0; k < n; k++) {
+    unsigned i = bins[k];
+    jw_block *b = blocks[k];
+    if (i < JW_BC_MID_BINS) {
+      jw_mid_give_back(b, aged);
+      continue;
+    }
+    jw_block_set_free(b, NULL, 0); /* no FREE_KEY outside a thread cache */
+    size_t granules = jw_bc_bytes[i] >> JW_GRANULE_SHIFT;
+    if (aged) jw_tier_release_aged(b, granules);
+    else jw_tier_release_pages(b, granules);
+  }
+}
