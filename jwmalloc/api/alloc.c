@@ -24,7 +24,7 @@
  * the midend's smallest class serves it. */
 static void *small_alloc(unsigned c) {
   jw_tls *t = &jw_tls_state;
-  jw_tcache *tc = jw_thread_cache(t);
+  jw_tcache *tc = JW_LIKELY(t->state == JW_TLS_ACTIVE) ? t->tc : jw_thread_cache(t);
   jw_block *b;
   if (tc) {
     b = t->bin[c];
@@ -53,7 +53,7 @@ static void *small_alloc(unsigned c) {
 /* The calling thread's cache, attached on first use (NULL: none now). */
 static inline jw_tcache *cache_of(jw_tls *t) { return JW_LIKELY(t->state == JW_TLS_ACTIVE) ? t->tc : jw_thread_cache(t); }
 
-/* Block-cache bin of a request of 2017 bytes to 256 KiB. */
+/* Block-cache bin of a request of 2017 bytes to 64 KiB. */
 static inline unsigned bc_bin_of(size_t n) {
   return n <= JW_MID_MAX ? jw_mid_class_of(n) : jw_bc_range_bin[(n + JW_GRANULE - 1) >> JW_GRANULE_SHIFT];
 }
@@ -107,8 +107,10 @@ static void *alloc_any(size_t n, bool *zeroed) {
 }
 
 void *jw_malloc_slow(size_t n) {
-  /* Midend blocks and ranges up to 256 KiB: the block cache first. */
-  if (JW_LIKELY(n - (JW_SMALL_MAX + 1) < ((size_t)JW_BC_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT) - JW_SMALL_MAX)) {
+  /* The fast path missed: a bin to refill, */
+  if (n <= JW_SMALL_MAX) return small_alloc(jw_class_of(n));
+  /* or a midend block or range up to 64 KiB: the block cache first. */
+  if (JW_LIKELY(n <= (size_t)JW_BC_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT)) {
     void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
     if (JW_LIKELY(p != NULL)) return p;
     return n <= JW_MID_MAX ? mid_alloc(n) : jw_large_alloc(n, JW_PAGE, NULL);
@@ -154,6 +156,17 @@ void *jw_memalign_impl(size_t align, size_t n) {
 /* ---- taking blocks back ---- */
 
 void jw_fast_free_emptied(jw_tls *t, jw_slab *s) { jw_tc_slab_emptied(t->tc, s); }
+
+void jw_free_parked(jw_tls *t, jw_slab *s, void *p) {
+  uint64_t fkey = t->fkey;
+  if (JW_UNLIKELY(!jw_slab_is_block(s, p) || jw_block_key(p) == fkey)) {
+    jw_free_slow(p); /* not a block start, or a double free: reported there */
+    return;
+  }
+  jw_poison(p, jw_class_size[s->cls]);
+  t->n_free++;
+  jw_tc_free_own(t->tc, s, p, fkey);
+}
 
 /* What a pointer is, after validation (bad ones are reported). */
 typedef enum { PTR_BAD, PTR_SMALL, PTR_MID, PTR_LARGE, PTR_HUGE } ptr_kind;
@@ -246,27 +259,19 @@ static JW_NOINLINE void free_general(void *p);
 
 /* ---- midend blocks and ranges: the thread's block cache ---- */
 
-/* The block's free key: the thread's copy when it has a cache. */
-static inline uint64_t free_key(const jw_tls *t) {
-  return t->state == JW_TLS_ACTIVE ? t->fkey : jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
-}
-
 /* p lies in the live midend slab s: when it is a block start that is not
  * free, frees it (block cache, else the midend) and returns true; otherwise
  * false, for the general path to decide and report. */
 static inline __attribute__((always_inline)) bool free_mid(jw_tls *t, void *p, jw_mid_slab *s) {
   if (JW_UNLIKELY(!jw_mid_block_at(s, p))) return false;
-  uint64_t fkey = free_key(t);
+  bool cached = JW_LIKELY(t->state == JW_TLS_ACTIVE);
+  uint64_t fkey = cached ? t->fkey : jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
   if (JW_UNLIKELY(jw_block_key(p) == fkey)) return false; /* double free */
   unsigned cls = s->cls;
   jw_poison(p, jw_mid_class_size[cls]);
   jw_block_set_free(p, NULL, fkey);
-  if (JW_LIKELY(t->state == JW_TLS_ACTIVE) && jw_bc_put(&t->tc->bc, &t->tc->pool_lock, cls, p)) {
-    t->n_mid_free++;
-    return true;
-  }
-  jw_range_info info = {s, s->granules, JW_KIND_MID_SLAB};
-  jw_mid_free(&info, p);
+  if (cached && jw_bc_put(&t->tc->bc, &t->tc->pool_lock, cls, p, &t->n_mid_free)) return true;
+  jw_mid_free(s, p);
   return true;
 }
 
@@ -275,33 +280,48 @@ static inline __attribute__((always_inline)) bool free_mid(jw_tls *t, void *p, j
  * cached class (not over-aligned, so it has no interior records) goes into
  * the block cache, marked with FREE_KEY there. */
 static inline __attribute__((always_inline)) bool free_large(jw_tls *t, void *p, uint32_t granules) {
-  uint64_t fkey = free_key(t);
+  bool cached = JW_LIKELY(t->state == JW_TLS_ACTIVE);
+  uint64_t fkey = cached ? t->fkey : jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
   if (JW_UNLIKELY(jw_block_key(p) == fkey)) return false; /* cached: a double free */
-  if (granules <= JW_BC_RANGE_MAX_GRANULES && JW_LIKELY(t->state == JW_TLS_ACTIVE)) {
+  if (granules <= JW_BC_RANGE_MAX_GRANULES && cached) {
     unsigned i = jw_bc_range_bin[granules];
     if (i != JW_BC_NONE) {
       jw_poison(p, (size_t)granules << JW_GRANULE_SHIFT);
       jw_block_set_free(p, NULL, fkey);
-      if (jw_bc_put(&t->tc->bc, &t->tc->pool_lock, i, p)) {
-        t->n_large_free++;
-        return true;
-      }
+      if (jw_bc_put(&t->tc->bc, &t->tc->pool_lock, i, p, &t->n_large_free)) return true;
       jw_block_set_free(p, NULL, 0); /* no FREE_KEY outside a thread cache */
     }
   }
-  jw_range_info info = {p, granules, JW_KIND_LARGE};
-  jw_large_free(&info);
+  jw_large_free(p, granules);
   return true;
 }
 
-void jw_free_slow(void *p, uint64_t seen) {
+/* A validated block (jw_slab_is_block, key checked) of frontend slab s that
+ * the fast path did not take: another thread's slab (a cross-thread free),
+ * or one of the caller's own freed without its cache. Marks it free. */
+static void free_small(jw_tls *t, void *p, jw_slab *s) {
+  jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
+  jw_poison(p, jw_class_size[s->cls]);
+  if (tc && t->key && (jw_fast_tag(s) & ~(uint64_t)1) == t->key) t->n_free++;
+  else if (tc == NULL) jw_counter_add(&jw_api_counters.small_frees_no_cache, 1);
+  if (!jw_tc_free(t, tc, s, p)) jw_report_bad("free", "double free detected", p);
+}
+
+void jw_free_slow(void *p) {
   jw_tls *t = &jw_tls_state;
   if ((uintptr_t)p & (JW_GRANULE - 1)) {
-    /* The fast path read the tag of the caller's own parked slab. */
-    if (seen == 1 && free_own_parked(p)) return;
-    /* A midend block (never page-aligned: blocks start at 64 + i x 512k). */
-    uintptr_t s = jw_pages_mid_slab_of(p);
-    if (s != 0 && free_mid(t, p, (jw_mid_slab *)s)) return;
+    /* A midend block (never page-aligned: blocks start at 64 + i x 512k), or
+     * a frontend block the fast path did not take (another thread's). */
+    unsigned st = 0;
+    uintptr_t s = jw_pages_slab_of(p, &st);
+    if (s == 0) {
+    } else if (st == JW_RS_LIVE_MID) {
+      if (free_mid(t, p, (jw_mid_slab *)s)) return;
+    } else if (jw_slab_is_block((jw_slab *)s, p) &&
+               jw_block_key(p) != jw_load(&jw_free_key, JW_RELAXED)) { /* set once at init */
+      free_small(t, p, (jw_slab *)s);
+      return;
+    }
   } else {
     /* A range freed at its start (NULL resolves to none: no root at 0). */
     uint32_t granules = jw_pages_large_at(p);
@@ -316,21 +336,14 @@ static JW_NOINLINE void free_general(void *p) {
   if (free_own_parked(p)) return;
   jw_range_info info;
   switch (classify(p, &info, "free", true)) {
-    case PTR_SMALL: {
-      jw_tls *t = &jw_tls_state;
-      jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
-      jw_slab *s = jw_slab_of(p);
-      jw_poison(p, jw_class_size[s->cls]);
-      if (tc && t->key && (jw_fast_tag(s) & ~(uint64_t)1) == t->key) t->n_free++;
-      else if (tc == NULL) jw_counter_add(&jw_api_counters.small_frees_no_cache, 1);
-      if (!jw_tc_free(t, tc, s, p)) jw_report_bad("free", "double free detected", p);
+    case PTR_SMALL:
+      free_small(&jw_tls_state, p, jw_slab_of(p));
       break;
-    }
     case PTR_MID: /* validated: free_mid takes it */
       free_mid(&jw_tls_state, p, info.start);
       break;
     case PTR_LARGE: /* validated (a cached range was reported as freed twice) */
-      if (p != info.start) jw_large_free(&info); /* over-aligned: never cached */
+      if (p != info.start) jw_large_free(info.start, info.granules); /* over-aligned: never cached */
       else if (!free_large(&jw_tls_state, p, info.granules)) jw_report_bad("free", "double free detected", p);
       break;
     case PTR_HUGE:
@@ -375,7 +388,7 @@ void *jw_realloc_impl(void *p, size_t n) {
     return NULL;
   }
   if (n == 0) { /* glibc: frees, returns NULL */
-    jw_free_slow(p, JW_FREE_UNSEEN);
+    jw_free_slow(p);
     return NULL;
   }
   jw_counter_add(&jw_api_counters.reallocs, 1);
@@ -394,8 +407,7 @@ void *jw_realloc_impl(void *p, size_t n) {
   if (q == NULL) q = alloc_any(n, NULL);
   if (q == NULL) return NULL;
   memcpy(q, p, old < n ? old : n);
-  uint64_t seen;
-  if (!jw_fast_free(p, &seen)) jw_free_slow(p, seen);
+  if (!jw_fast_free(p)) jw_free_slow(p);
   return q;
 }
 

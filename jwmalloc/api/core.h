@@ -5,14 +5,11 @@
 #define JW_API_CORE_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 #include "../frontend/thread_cache.h"
 
 void *jw_malloc_slow(size_t n);
-/* seen: what the fast path saw (fastpath.h, JW_FREE_UNSEEN when called
- * directly). */
-void jw_free_slow(void *p, uint64_t seen);
+void jw_free_slow(void *p);
 void *jw_calloc_impl(size_t n, size_t size);
 void *jw_realloc_impl(void *p, size_t n);
 /* align: a power of two (any size). NULL, errno=ENOMEM. */
@@ -22,5 +19,9 @@ size_t jw_usable_impl(const void *p);
 int jw_trim_impl(void);
 /* The free fast path took slab s's last block back (live == 0). */
 void jw_fast_free_emptied(jw_tls *t, jw_slab *s);
+/* The free fast path found p in the caller's own parked slab s: frees it
+ * when it is a block start not already free, else hands it to
+ * jw_free_slow (which reports it). */
+void jw_free_parked(jw_tls *t, jw_slab *s, void *p);
 
 #endif

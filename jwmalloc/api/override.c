@@ -154,10 +154,9 @@ static inline void *cxx_new(size_t n, int nothrow) {
 }
 
 static inline __attribute__((always_inline)) void cxx_delete(void *p) {
-  uint64_t seen;
-  if (JW_LIKELY(jw_fast_free(p, &seen))) return;
+  if (JW_LIKELY(jw_fast_free(p))) return;
   jw_tls_state.caller = __builtin_return_address(0);
-  jw_free_slow(p, seen);
+  jw_free_slow(p);
 }
 
 #define NOTHROW const void *nt __attribute__((unused))

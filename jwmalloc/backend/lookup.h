@@ -68,9 +68,10 @@ static inline uint32_t jw_pages_large_at(const void *p) {
   return jw_class_granules[jw_tag_class(tag)]; /* a live head's class is always < 36 */
 }
 
-/* jw_pages_mid_slab_of: the start of the live MID_SLAB range that holds p
- * (from its head's record or an interior one), or 0. */
-static inline uintptr_t jw_pages_mid_slab_of(const void *p) {
+/* jw_pages_slab_of: the start of the live slab (SMALL_SLAB or MID_SLAB
+ * range) that holds p (from its head's record or an interior one), its head
+ * state in *st; or 0. */
+static inline uintptr_t jw_pages_slab_of(const void *p, unsigned *st) {
   jw_rec *recs = jw_root_map_get(p);
   if (recs == NULL) return 0;
   uintptr_t a = (uintptr_t)p;
@@ -84,7 +85,8 @@ static inline uintptr_t jw_pages_mid_slab_of(const void *p) {
     /* An interior record lies inside its live range (it is cleared when the
      * range is freed): the head's size needs no check here. */
   }
-  if (jw_tag_state(tag) != JW_RS_LIVE_MID) return 0;
+  *st = jw_tag_state(tag);
+  if (*st != JW_RS_LIVE_MID && *st != JW_RS_LIVE_SMALL) return 0;
   return (a & ~(uintptr_t)(JW_ROOT - 1)) + ((uintptr_t)g << JW_GRANULE_SHIFT);
 }
 

@@ -8,31 +8,25 @@
 
 _Static_assert(JW_BC_MID_BINS == JW_MID_NCLASSES, "one bin per midend class");
 
-#define KIB(x) ((uint32_t)(x) << 10)
 #define G(x) ((uint32_t)(x) << 12)
 
-/* Midend classes (jw_mid_class_size), then the range classes of 5..64
- * granules (backend/size_class.h: 5 6 7 8 10 12 14 16 20 24 28 32 40 48 56 64). */
+/* Midend classes (jw_mid_class_size), then the range classes of 5..16
+ * granules (backend/size_class.h: 5 6 7 8 10 12 14 16). */
 const uint32_t jw_bc_bytes[JW_BC_BINS] = {
-    2048,  2560,  3072,  3584,  4096,  5120,  6144,  7168,  8192,  10240, 12288, 14336, 16384,
-    G(5),  G(6),  G(7),  G(8),  G(10), G(12), G(14), G(16), G(20), G(24), G(28), G(32), G(40),
-    G(48), G(56), G(64),
+    2048, 2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384,
+    G(5), G(6), G(7), G(8), G(10), G(12), G(14), G(16),
 };
 
-/* Blocks per bin: JW_BC_SLOTS up to 16 KiB (at most 128 KiB a bin), then
- * about 128 KiB a bin, at least one block; every bin fits JW_BC_MAX_BYTES. */
+/* Blocks per bin: JW_BC_SLOTS for midend classes (16-128 KiB a bin), then
+ * about 128 KiB a bin; every bin fits JW_BC_MAX_BYTES. */
 const uint8_t jw_bc_cap[JW_BC_BINS] = {
-    8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, /* midend: 16-128 KiB a bin */
-    6, 5, 4, 4, 3, 2, 2, 2,                /* 20-64 KiB: 96-128 KiB a bin */
-    1, 1, 1, 1, 1, 1, 1, 1,                /* 80-256 KiB: one each */
+    8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, /* midend */
+    6, 5, 4, 4, 3, 2, 2, 2,                /* 20-64 KiB ranges */
 };
 
 #define N JW_BC_NONE
 const uint8_t jw_bc_range_bin[JW_BC_RANGE_MAX_GRANULES + 1] = {
-    N,  N,  N,  N,  N,  13, 14, 15, 16, 17, 17, 18, 18, 19, 19, 20, 20, /* 0..16 */
-    21, 21, 21, 21, 22, 22, 22, 22, 23, 23, 23, 23, 24, 24, 24, 24,     /* 17..32 */
-    25, 25, 25, 25, 25, 25, 25, 25, 26, 26, 26, 26, 26, 26, 26, 26,     /* 33..48 */
-    27, 27, 27, 27, 27, 27, 27, 27, 28, 28, 28, 28, 28, 28, 28, 28,     /* 49..64 */
+    N, N, N, N, N, 13, 14, 15, 16, 17, 17, 18, 18, 19, 19, 20, 20, /* granules 0..16 */
 };
 #undef N
 
@@ -66,11 +60,19 @@ size_t jw_bc_age_locked(jw_bcache *bc, void **out, uint8_t *out_bin, uint64_t *l
 
 size_t jw_bc_evict_locked(jw_bcache *bc, unsigned i, void *p, void **out, uint8_t *out_bin) {
   size_t n = 0;
-  for (unsigned j = 0; j < JW_BC_BINS; j++)
-    if (j != i && bc->bin[j].n) {
-      n += take_bottom(bc, j, bc->bin[j].n, out + n, out_bin + n);
-      bc->bin[j].stale = 0;
+  /* Whole bins, the one holding the most bytes first, until p fits: the
+   * fewest bins emptied (each a class the thread may ask for again). */
+  while (bc->bytes + jw_bc_bytes[i] > JW_BC_MAX_BYTES) {
+    unsigned victim = i;
+    uint32_t most = 0;
+    for (unsigned j = 0; j < JW_BC_BINS; j++) {
+      uint32_t held = bc->bin[j].n * jw_bc_bytes[j];
+      if (j != i && held > most) most = held, victim = j;
     }
+    if (victim == i) break; /* cannot happen: bin i alone fits the cache */
+    n += take_bottom(bc, victim, bc->bin[victim].n, out + n, out_bin + n);
+    bc->bin[victim].stale = 0;
+  }
   jw_bc_bin *b = &bc->bin[i];
   b->slot[b->n++] = p; /* fits: a bin holds at most JW_BC_MAX_BYTES */
   bc->bytes += jw_bc_bytes[i];

@@ -1,5 +1,5 @@
 /* The thread cache's bins of larger blocks: freed midend blocks (2-16 KiB)
- * and freed ranges of 20-256 KiB, kept per thread for the thread's next
+ * and freed ranges of 20-64 KiB, kept per thread for the thread's next
  * malloc of the same class, in front of the process-wide midend and the
  * backend.
  *
@@ -44,9 +44,9 @@
 #endif
 
 #define JW_BC_MID_BINS 13   /* one per midend class (JW_MID_NCLASSES) */
-#define JW_BC_RANGE_BINS 16 /* range classes of 5..64 granules (20-256 KiB) */
+#define JW_BC_RANGE_BINS 8 /* range classes of 5..16 granules (20-64 KiB) */
 #define JW_BC_BINS (JW_BC_MID_BINS + JW_BC_RANGE_BINS)
-#define JW_BC_RANGE_MAX_GRANULES 64u
+#define JW_BC_RANGE_MAX_GRANULES 16u
 #define JW_BC_SLOTS 8
 #define JW_BC_MAX_BYTES ((uint32_t)256 << 10) /* per thread, all bins */
 #define JW_BC_NONE 0xffu
@@ -66,7 +66,7 @@ typedef struct jw_bcache {
 /* Bytes of a block of bin i, and how many blocks bin i may hold. */
 extern const uint32_t jw_bc_bytes[JW_BC_BINS];
 extern const uint8_t jw_bc_cap[JW_BC_BINS];
-/* Bin of the smallest range class >= g granules (g <= 64), or JW_BC_NONE
+/* Bin of the smallest range class >= g granules (g <= 16), or JW_BC_NONE
  * (g < 5: such ranges are not cached). */
 extern const uint8_t jw_bc_range_bin[JW_BC_RANGE_MAX_GRANULES + 1];
 
@@ -119,11 +119,13 @@ size_t jw_bc_evict_locked(jw_bcache *bc, unsigned i, void *p, void **out, uint8_
  * lock with jw_bc_unlock. */
 void jw_bc_put_evicting(jw_bcache *bc, jw_lock *lk, unsigned i, void *p);
 
-/* The owner keeps block p (marked free, FREE_KEY set, poisoned) in bin i.
- * False when the bin is full (it holds jw_bc_cap[i] blocks) or the reclaimer
- * holds the lock: the caller gives p to the tier below. When the cache as a
- * whole is full, the other bins make room (jw_bc_evict_locked). Never waits. */
-static inline bool jw_bc_put(jw_bcache *bc, jw_lock *lk, unsigned i, void *p) {
+/* The owner keeps block p (marked free, FREE_KEY set, poisoned) in bin i,
+ * and counts it in *count. False when the bin is full (it holds
+ * jw_bc_cap[i] blocks) or the reclaimer holds the lock: the caller gives p
+ * to the tier below. When the cache as a whole is full, the other bins make
+ * room (jw_bc_evict_locked). Never waits. Every call it makes is its last
+ * action, so that callers' hit paths need no stack frame. */
+static inline bool jw_bc_put(jw_bcache *bc, jw_lock *lk, unsigned i, void *p, uint64_t *count) {
   if (!JW_BC_ENABLED || !jw_bc_lock(lk)) return false;
   jw_bc_bin *b = &bc->bin[i];
   unsigned n = b->n;
@@ -132,6 +134,7 @@ static inline bool jw_bc_put(jw_bcache *bc, jw_lock *lk, unsigned i, void *p) {
     jw_bc_unlock(lk);
     return false;
   }
+  ++*count;
   if (JW_UNLIKELY(bytes > JW_BC_MAX_BYTES)) {
     jw_bc_put_evicting(bc, lk, i, p); /* unlocks */
     return true;
@@ -139,13 +142,16 @@ static inline bool jw_bc_put(jw_bcache *bc, jw_lock *lk, unsigned i, void *p) {
   b->slot[n] = p;
   b->n = (uint8_t)(n + 1);
   bc->bytes = bytes;
-  uint32_t kicked = bc->kicked;
-  bc->kicked = 1;
+  if (JW_UNLIKELY(!bc->kicked)) {
+    /* Cached memory must age: the first put after an aging pass makes sure
+     * the reclaimer runs (a pass that finds blocks cached keeps it running;
+     * outside the lock: the kick may start the reclaim thread). */
+    bc->kicked = 1;
+    jw_bc_unlock(lk);
+    jw_bc_kick();
+    return true;
+  }
   jw_bc_unlock(lk);
-  /* Cached memory must age: the first put after an aging pass makes sure
-   * the reclaimer runs (a pass that finds blocks cached keeps it running;
-   * outside the lock: the kick may start the reclaim thread). */
-  if (JW_UNLIKELY(!kicked)) jw_bc_kick();
   return true;
 }
 

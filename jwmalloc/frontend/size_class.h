@@ -18,6 +18,8 @@
 #define JW_TAIL_WASTE_CAP (JW_SLAB_SIZE / 20)
 
 extern const uint16_t jw_class_size[JW_NCLASSES];
+/* ceil(65536 / (jw_class_size[c] / 16)): block indices without a division. */
+extern const uint32_t jw_class_recip[JW_NCLASSES];
 /* Index (n + 15) >> 4 for n <= JW_SMALL_MAX: the smallest class >= n. */
 extern const uint8_t jw_class_of_table[128];
 

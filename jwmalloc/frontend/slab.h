@@ -63,8 +63,18 @@ static inline char *jw_slab_blocks(jw_slab *s) { return (char *)s + JW_SLAB_HEAD
 void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t tag);
 
 /* True when p is the start of a block of slab s (not the header, on a block
- * boundary, below capacity). Reads only owner-stable fields. */
-bool jw_slab_is_block(jw_slab *s, const void *p);
+ * boundary, below capacity). Reads only owner-stable fields. Without a
+ * division: q = offset / 16 < 252 is a multiple of m = size / 16 <= 126
+ * exactly when i = (q * ceil(2^16 / m)) >> 16 satisfies i * m == q (the
+ * rounding error stays below 252 / 2^16 < 1 / m; test_size_class checks every
+ * offset of every class). */
+static inline bool jw_slab_is_block(jw_slab *s, const void *p) {
+  uintptr_t off = (uintptr_t)p - (uintptr_t)jw_slab_blocks(s); /* wraps (huge) in the header */
+  unsigned cls = s->cls;
+  if (((off & 15) | (off >> 12)) != 0 || cls >= JW_NCLASSES) return false;
+  uint32_t q = (uint32_t)(off >> 4), i = (q * jw_class_recip[cls]) >> 16;
+  return i * (jw_class_size[cls] >> 4) == q && i < s->capacity;
+}
 
 /* Owner: appends `list` (free blocks of s, NULL-terminated) to the local
  * list and lowers live by its length, which it returns. */
@@ -72,11 +82,23 @@ unsigned jw_slab_give_back(jw_slab *s, jw_block *list);
 
 /* Owner: takes the remote list (keeping the state), appends it to the local
  * list and lowers live by its length. Returns the number of blocks taken. */
-unsigned jw_slab_collect(jw_slab *s);
+unsigned jw_slab_collect_list(jw_slab *s);
+static inline unsigned jw_slab_collect(jw_slab *s) {
+  /* Relaxed peek: an empty list needs no synchronization. */
+  if ((jw_load(&s->remote, JW_RELAXED) & ~JW_RS_MASK) == 0) return 0;
+  return jw_slab_collect_list(s);
+}
 
 /* Owner: moves a current slab with nothing free to the FULL state. Returns
  * false (state unchanged) when a remote free arrived meanwhile. */
-bool jw_slab_park(jw_slab *s, uint64_t key);
+static inline bool jw_slab_park(jw_slab *s, uint64_t key) {
+  jw_store(&s->tag, key | 1, JW_RELAXED); /* only the owner reads its own key */
+  uintptr_t expected = JW_RS_ACTIVE;      /* empty list */
+  /* Release: a notifier that sees FULL (acquire) reads the owner field. */
+  if (jw_cas(&s->remote, &expected, (uintptr_t)JW_RS_FULL, JW_RELEASE, JW_RELAXED)) return true;
+  jw_store(&s->tag, key, JW_RELAXED);
+  return false;
+}
 
 /* Owner: a slab taken off the ready stack goes back to ACTIVE (list kept). */
 void jw_slab_unnotify(jw_slab *s);

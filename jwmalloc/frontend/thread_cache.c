@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <string.h>
 
+#include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/meta.h"
 #include "../common/random.h"
@@ -237,7 +238,7 @@ void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s) {
 }
 
 /* A parked slab got free blocks: back to its class's partial list. */
-static void slab_unpark(jw_tcache *tc, jw_slab *s) {
+static inline void slab_unpark(jw_tcache *tc, jw_slab *s) {
   list_remove(&tc->full, s);
   s->where = JW_WHERE_PARTIAL;
   partial_append(tc, s);
@@ -247,9 +248,8 @@ static void slab_unpark(jw_tcache *tc, jw_slab *s) {
 /* Takes the ready stack. With `move`, each slab leaves the full list (to
  * the partial list or, if now empty, the pool); otherwise (thread exit)
  * only its state is reset. */
-static void drain_ready(jw_tcache *tc, bool move) {
-  /* Relaxed peek; acquire exchange: the notifiers' ready_next links. */
-  if (jw_load(&tc->ready, JW_RELAXED) == NULL) return;
+static JW_NOINLINE void drain_ready_list(jw_tcache *tc, bool move) {
+  /* Acquire exchange: the notifiers' ready_next links. */
   jw_slab *s = jw_xchg(&tc->ready, NULL, JW_ACQUIRE);
   while (s) {
     jw_slab *next = s->ready_next;
@@ -268,6 +268,11 @@ static void drain_ready(jw_tcache *tc, bool move) {
   }
 }
 
+static inline void drain_ready(jw_tcache *tc, bool move) {
+  /* Relaxed peek: an empty stack (the common case) costs no exchange. */
+  if (jw_load(&tc->ready, JW_RELAXED) != NULL) drain_ready_list(tc, move);
+}
+
 /* Moves the local list of s into the bin and pops one block. */
 static jw_block *take_local(jw_tls *t, jw_slab *s) {
   JW_CHECK_LOCAL(s, s->capacity - s->live, "take_local");
@@ -279,7 +284,9 @@ static jw_block *take_local(jw_tls *t, jw_slab *s) {
 }
 
 jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
-  jw_tc_fold(t, tc);
+  /* The fast paths' counts reach the statistics here, in batches (a reader
+   * folds its own thread's, jw_stats_get). */
+  if (t->n_malloc >= JW_TC_FOLD_EVERY) jw_tc_fold(t, tc);
   jw_slab *s = tc->current[cls];
   if (s) {
     if (s->local == NULL) jw_slab_collect(s);
@@ -346,22 +353,30 @@ static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
   }
 }
 
+void jw_tc_freed(jw_tcache *tc, jw_slab *s) {
+  if (s->where == JW_WHERE_FULL) {
+    uintptr_t w = jw_load(&s->remote, JW_RELAXED);
+    /* FULL -> ACTIVE, list kept; NOTIFIED slabs are moved by the drain. */
+    while ((w & JW_RS_MASK) == JW_RS_FULL &&
+           !jw_cas_weak(&s->remote, &w, w & ~JW_RS_MASK, JW_RELAXED, JW_RELAXED)) {
+    }
+    if ((w & JW_RS_MASK) == JW_RS_FULL) slab_unpark(tc, s);
+  }
+  if (s->live == 0) jw_tc_slab_emptied(tc, s);
+}
+
+void jw_tc_free_own(jw_tcache *tc, jw_slab *s, jw_block *b, uint64_t fkey) {
+  jw_block_set_free(b, s->local, fkey);
+  s->local = b;
+  s->live--;
+  jw_tc_freed(tc, s);
+}
+
 bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
   uint64_t fkey = jw_load(&jw_free_key, JW_RELAXED);
   uint64_t tag = jw_load(&s->tag, JW_RELAXED); /* own key: written by us */
   if (tc && t->key && (tag == t->key || tag == (t->key | 1))) {
-    jw_block_set_free(b, s->local, fkey);
-    s->local = b;
-    s->live--;
-    if (s->where == JW_WHERE_FULL) {
-      uintptr_t w = jw_load(&s->remote, JW_RELAXED);
-      /* FULL -> ACTIVE, list kept; NOTIFIED slabs are moved by the drain. */
-      while ((w & JW_RS_MASK) == JW_RS_FULL &&
-             !jw_cas_weak(&s->remote, &w, w & ~JW_RS_MASK, JW_RELAXED, JW_RELAXED)) {
-      }
-      if ((w & JW_RS_MASK) == JW_RS_FULL) slab_unpark(tc, s);
-    }
-    if (s->live == 0) jw_tc_slab_emptied(tc, s);
+    jw_tc_free_own(tc, s, b, fkey);
     return true;
   }
   jw_block_set_free(b, NULL, fkey);

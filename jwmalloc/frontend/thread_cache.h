@@ -77,6 +77,15 @@ jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls);
  * Returns false when s turns out to be a pooled page (b was not live). */
 bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b);
 
+/* Owner: frees block b (validated, not free) of its own slab s (current,
+ * partial or parked), marking it free with fkey. */
+void jw_tc_free_own(jw_tcache *tc, jw_slab *s, jw_block *b, uint64_t fkey);
+
+/* Owner: a block was just put on the local list of its own slab s (live
+ * lowered): a parked slab goes back to its partial list, an emptied one
+ * leaves its class (jw_tc_slab_emptied). */
+void jw_tc_freed(jw_tcache *tc, jw_slab *s);
+
 /* Owner: slab s of tc reached live == 0 (every block free): unless it is
  * current or waiting on the ready stack, it leaves for the pool. */
 void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s);
@@ -89,6 +98,9 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc);
  * current slabs. Returns true when pages were given back. */
 bool jw_tc_trim(jw_tls *t, jw_tcache *tc);
 
+/* A refill folds the fast paths' counters once this many mallocs are
+ * unfolded (statistics of other threads lag by at most about this much). */
+#define JW_TC_FOLD_EVERY 1024
 /* Folds t's fast-path counters into tc's statistics. */
 void jw_tc_fold(jw_tls *t, jw_tcache *tc);
 

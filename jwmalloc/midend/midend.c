@@ -220,8 +220,7 @@ static void mid_free(mid_class *k, jw_mid_slab *s, jw_block *b) {
   if (kick) jw_reclaim_kick();
 }
 
-void jw_mid_free(const jw_range_info *info, jw_block *b) {
-  jw_mid_slab *s = info->start;
+void jw_mid_free(jw_mid_slab *s, jw_block *b) {
   mid_class *k = &classes[s->cls];
   jw_counter_add(&k->n_free, 1);
   mid_free(k, s, b);

@@ -88,9 +88,8 @@ static inline bool jw_mid_is_block(const jw_range_info *info, const void *p) {
   return s->cls < JW_MID_NCLASSES && info->granules == s->granules && jw_mid_block_at(s, p);
 }
 
-/* Frees block p of the MID_SLAB range `info` (validated, not yet marked
- * free; the caller checked its key). */
-void jw_mid_free(const jw_range_info *info, jw_block *p);
+/* Frees block p of midend slab s (validated, marked free with FREE_KEY). */
+void jw_mid_free(jw_mid_slab *s, jw_block *p);
 
 /* Takes back block b (marked free, FREE_KEY set) that a thread cache held
  * (docs/design/midend.md, "Thread caches in front of the midend"): as a free
