@@ -32,14 +32,17 @@ const uint8_t jw_bc_range_bin[JW_BC_RANGE_MAX_GRANULES + 1] = {
 
 void jw_bc_kick(void) { jw_reclaim_kick(); }
 
-/* Moves slot[0..k) of bin i to out (they are its oldest entries). */
+/* Moves the k oldest blocks of bin i (the end of its list) to out. */
 static size_t take_bottom(jw_bcache *bc, unsigned i, unsigned k, void **out, uint8_t *out_bin) {
   jw_bc_bin *b = &bc->bin[i];
-  for (unsigned j = 0; j < k; j++) {
-    out[j] = b->slot[j];
+  jw_block *x = b->top, *last_kept = NULL;
+  for (unsigned j = k; j < b->n; j++) last_kept = x, x = jw_block_next(x);
+  if (last_kept) jw_block_set_next(last_kept, NULL);
+  else b->top = NULL;
+  for (unsigned j = 0; j < k; j++, x = jw_block_next(x)) {
+    out[j] = x;
     out_bin[j] = (uint8_t)i;
   }
-  for (unsigned j = k; j < b->n; j++) b->slot[j - k] = b->slot[j];
   b->n = (uint8_t)(b->n - k);
   bc->bytes -= k * jw_bc_bytes[i];
   return k;
@@ -74,7 +77,9 @@ size_t jw_bc_evict_locked(jw_bcache *bc, unsigned i, void *p, void **out, uint8_
     bc->bin[victim].stale = 0;
   }
   jw_bc_bin *b = &bc->bin[i];
-  b->slot[b->n++] = p; /* fits: a bin holds at most JW_BC_MAX_BYTES */
+  jw_block_set_next(p, b->top); /* fits: a bin holds at most JW_BC_MAX_BYTES */
+  b->top = p;
+  b->n++;
   bc->bytes += jw_bc_bytes[i];
   return n;
 }

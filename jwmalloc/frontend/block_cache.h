@@ -47,14 +47,14 @@
 #define JW_BC_RANGE_BINS 8 /* range classes of 5..16 granules (20-64 KiB) */
 #define JW_BC_BINS (JW_BC_MID_BINS + JW_BC_RANGE_BINS)
 #define JW_BC_RANGE_MAX_GRANULES 16u
-#define JW_BC_SLOTS 8
+#define JW_BC_SLOTS 8 /* most blocks a bin holds */
 #define JW_BC_MAX_BYTES ((uint32_t)256 << 10) /* per thread, all bins */
 #define JW_BC_NONE 0xffu
 
 typedef struct jw_bc_bin {
-  uint8_t n;     /* blocks held: slot[0..n), slot[n-1] most recently freed */
-  uint8_t stale; /* slot[0..stale) unused since the last aging pass */
-  void *slot[JW_BC_SLOTS];
+  jw_block *top; /* most recently freed; the blocks' first words link the rest */
+  uint8_t n;     /* blocks held */
+  uint8_t stale; /* the `stale` oldest (last in the list) unused since the last aging pass */
 } jw_bc_bin;
 
 typedef struct jw_bcache {
@@ -94,10 +94,10 @@ static inline void jw_bc_unlock(jw_lock *lk) {
 static inline jw_block *jw_bc_take(jw_bcache *bc, jw_lock *lk, unsigned i) {
   if (!JW_BC_ENABLED || !jw_bc_lock(lk)) return NULL;
   jw_bc_bin *b = &bc->bin[i];
-  jw_block *p = NULL;
-  unsigned n = b->n;
-  if (JW_LIKELY(n != 0)) {
-    p = b->slot[--n];
+  jw_block *p = b->top;
+  if (JW_LIKELY(p != NULL)) {
+    b->top = jw_block_next(p);
+    unsigned n = b->n - 1u;
     b->n = (uint8_t)n;
     /* Dipping into the stale entries: the rest of them stay stale. */
     if (b->stale > n) b->stale = (uint8_t)n;
@@ -119,7 +119,8 @@ size_t jw_bc_evict_locked(jw_bcache *bc, unsigned i, void *p, void **out, uint8_
  * lock with jw_bc_unlock. */
 void jw_bc_put_evicting(jw_bcache *bc, jw_lock *lk, unsigned i, void *p);
 
-/* The owner keeps block p (marked free, FREE_KEY set, poisoned) in bin i,
+/* The owner keeps block p (marked free, FREE_KEY set, poisoned; its link
+ * word is rewritten) in bin i,
  * and counts it in *count. False when the bin is full (it holds
  * jw_bc_cap[i] blocks) or the reclaimer holds the lock: the caller gives p
  * to the tier below. When the cache as a whole is full, the other bins make
@@ -139,7 +140,8 @@ static inline bool jw_bc_put(jw_bcache *bc, jw_lock *lk, unsigned i, void *p, ui
     jw_bc_put_evicting(bc, lk, i, p); /* unlocks */
     return true;
   }
-  b->slot[n] = p;
+  jw_block_set_next(p, b->top);
+  b->top = p;
   b->n = (uint8_t)(n + 1);
   bc->bytes = bytes;
   if (JW_UNLIKELY(!bc->kicked)) {
