@@ -17,11 +17,12 @@ const uint32_t jw_bc_bytes[JW_BC_BINS] = {
     G(5), G(6), G(7), G(8), G(10), G(12), G(14), G(16),
 };
 
-/* Blocks per bin: JW_BC_SLOTS for midend classes (16-128 KiB a bin), then
- * about 128 KiB a bin; every bin fits JW_BC_MAX_BYTES. */
+/* Blocks per bin: enough for a class freed and allocated in turn (the
+ * common pattern) and a few in flight, few enough that classes the thread
+ * stopped using hold little; every bin fits JW_BC_MAX_BYTES. */
 const uint8_t jw_bc_cap[JW_BC_BINS] = {
-    8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, /* midend */
-    6, 5, 4, 4, 3, 2, 2, 2,                /* 20-64 KiB ranges */
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, /* midend: 8-64 KiB a bin */
+    3, 3, 3, 3, 2, 2, 2, 2,                /* 20-64 KiB ranges: 60-128 KiB a bin */
 };
 
 #define N JW_BC_NONE
