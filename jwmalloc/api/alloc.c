@@ -106,14 +106,30 @@ static void *alloc_any(size_t n, bool *zeroed) {
   return p;
 }
 
+/* jw_malloc_slow's block-cache miss for n (2017 bytes-64 KiB), the cache
+ * attached first if the thread has none yet. */
+static JW_NOINLINE void *cache_miss(size_t n) {
+  void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
+  if (p != NULL) return p;
+  return n <= JW_MID_MAX ? mid_alloc(n) : jw_large_alloc(n, JW_PAGE, NULL);
+}
+
 void *jw_malloc_slow(size_t n) {
   /* The fast path missed: a bin to refill, */
   if (n <= JW_SMALL_MAX) return small_alloc(jw_class_of(n));
-  /* or a midend block or range up to 64 KiB: the block cache first. */
+  /* or a midend block or range up to 64 KiB: the block cache first (every
+   * other path a tail call, so that a hit needs no stack frame). */
   if (JW_LIKELY(n <= (size_t)JW_BC_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT)) {
-    void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
-    if (JW_LIKELY(p != NULL)) return p;
-    return n <= JW_MID_MAX ? mid_alloc(n) : jw_large_alloc(n, JW_PAGE, NULL);
+    jw_tls *t = &jw_tls_state;
+    if (JW_UNLIKELY(t->state != JW_TLS_ACTIVE)) return cache_miss(n);
+    unsigned i = bc_bin_of(n);
+    jw_block *b = jw_bc_take(&t->tc->bc, &t->tc->pool_lock, i);
+    if (JW_UNLIKELY(b == NULL)) return cache_miss(n);
+    if (i < JW_BC_MID_BINS) t->n_mid_malloc++;
+    else t->n_large_malloc++;
+    jw_unpoison(b, jw_bc_bytes[i]);
+    b->key = 0;
+    return b;
   }
   return alloc_any(n, NULL);
 }
