@@ -33,6 +33,13 @@ const uint8_t jw_bc_range_bin[JW_BC_RANGE_MAX_GRANULES + 1] = {
 
 void jw_bc_kick(void) { jw_reclaim_kick(); }
 
+void jw_bc_init(jw_bcache *bc) {
+  for (unsigned i = 0; i < JW_BC_BINS; i++) {
+    bc->bin[i].bytes = jw_bc_bytes[i];
+    bc->bin[i].cap = jw_bc_cap[i];
+  }
+}
+
 /* Moves the k oldest blocks of bin i (the end of its list) to out. */
 static size_t take_bottom(jw_bcache *bc, unsigned i, unsigned k, void **out, uint8_t *out_bin) {
   jw_bc_bin *b = &bc->bin[i];

@@ -52,9 +52,11 @@
 #define JW_BC_NONE 0xffu
 
 typedef struct jw_bc_bin {
-  jw_block *top; /* most recently freed; the blocks' first words link the rest */
-  uint8_t n;     /* blocks held */
-  uint8_t stale; /* the `stale` oldest (last in the list) unused since the last aging pass */
+  jw_block *top;  /* most recently freed; the blocks' first words link the rest */
+  uint32_t bytes; /* constant: jw_bc_bytes of this bin (next to what it scales) */
+  uint8_t n;      /* blocks held */
+  uint8_t stale;  /* the `stale` oldest (last in the list) unused since the last aging pass */
+  uint8_t cap;    /* constant: jw_bc_cap of this bin */
 } jw_bc_bin;
 
 typedef struct jw_bcache {
@@ -69,6 +71,9 @@ extern const uint8_t jw_bc_cap[JW_BC_BINS];
 /* Bin of the smallest range class >= g granules (g <= 16), or JW_BC_NONE
  * (g < 5: such ranges are not cached). */
 extern const uint8_t jw_bc_range_bin[JW_BC_RANGE_MAX_GRANULES + 1];
+
+/* Sets up the bins of a new (zeroed) cache: their constant sizes and caps. */
+void jw_bc_init(jw_bcache *bc);
 
 /* The owner's side of its pool lock (common/lock.h) on the block cache's
  * hit paths: one exchange to take it, a plain release store to give it
@@ -101,7 +106,7 @@ static inline jw_block *jw_bc_take(jw_bcache *bc, jw_lock *lk, unsigned i) {
     b->n = (uint8_t)n;
     /* Dipping into the stale entries: the rest of them stay stale. */
     if (b->stale > n) b->stale = (uint8_t)n;
-    bc->bytes -= jw_bc_bytes[i];
+    bc->bytes -= b->bytes;
   }
   jw_bc_unlock(lk);
   return p;
@@ -130,8 +135,8 @@ static inline bool jw_bc_put(jw_bcache *bc, jw_lock *lk, unsigned i, void *p, ui
   if (!JW_BC_ENABLED || !jw_bc_lock(lk)) return false;
   jw_bc_bin *b = &bc->bin[i];
   unsigned n = b->n;
-  uint32_t bytes = bc->bytes + jw_bc_bytes[i];
-  if (JW_UNLIKELY(n >= jw_bc_cap[i])) {
+  uint32_t bytes = bc->bytes + b->bytes;
+  if (JW_UNLIKELY(n >= b->cap)) {
     jw_bc_unlock(lk);
     return false;
   }

@@ -87,6 +87,7 @@ jw_tcache *jw_tc_acquire(void) {
   if (tc == NULL) {
     tc = jw_meta_alloc(sizeof *tc);
     if (tc == NULL) return NULL;
+    jw_bc_init(&tc->bc);
     jw_store(&tc->state, JW_TC_LIVE, JW_RELAXED); /* published by the CAS below */
     void *head = jw_load(&registry, JW_RELAXED);
     do {
