@@ -28,12 +28,8 @@ static void *small_alloc(unsigned c) {
   jw_block *b;
   if (tc) {
     b = t->bin[c];
-    if (b) {
-      t->bin[c] = jw_block_next(b);
-    } else {
-      b = jw_tc_refill(t, tc, c);
-      if (b == NULL) return NULL;
-    }
+    if (b == NULL) return jw_tc_refill(t, tc, c); /* a tail call */
+    t->bin[c] = jw_block_next(b);
     jw_unpoison(b, jw_class_size[c]);
     b->key = 0;
     t->n_malloc++;
@@ -181,7 +177,10 @@ void jw_free_parked(jw_tls *t, jw_slab *s, void *p) {
   }
   jw_poison(p, jw_class_size[s->cls]);
   t->n_free++;
-  jw_tc_free_own(t->tc, s, p, fkey);
+  jw_block_set_free(p, s->local, fkey);
+  s->local = p;
+  s->live--;
+  jw_tc_freed(t->tc, s); /* a tail call: the slab goes back to its partial list */
 }
 
 /* What a pointer is, after validation (bad ones are reported). */

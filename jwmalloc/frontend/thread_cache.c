@@ -274,17 +274,46 @@ static inline void drain_ready(jw_tcache *tc, bool move) {
   if (jw_load(&tc->ready, JW_RELAXED) != NULL) drain_ready_list(tc, move);
 }
 
-/* Moves the local list of s into the bin and pops one block. */
+/* Moves the local list of s into the bin and pops one block, ready to hand
+ * out (unpoisoned, its key cleared, counted). */
 static jw_block *take_local(jw_tls *t, jw_slab *s) {
   JW_CHECK_LOCAL(s, s->capacity - s->live, "take_local");
   jw_block *b = s->local;
   s->local = NULL;
   s->live = s->capacity;
   t->bin[s->cls] = jw_block_next(b);
+  jw_unpoison(b, jw_class_size[s->cls]);
+  b->key = 0;
+  t->n_malloc++;
   return b;
 }
 
+static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls);
+
 jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
+  /* The common case, with no call (so no stack frame): the current slab is
+   * used up with no remote frees pending, no slab waits on the ready stack,
+   * and a partial slab is queued; the current slab is parked, the partial
+   * one becomes current. Anything else, or a remote free racing the park:
+   * the general path, which starts from the state left here. */
+  jw_slab *s = tc->current[cls], *h = tc->partial[cls];
+  if (JW_LIKELY(s != NULL && h != NULL && s->local == NULL && t->n_malloc < JW_TC_FOLD_EVERY &&
+                jw_load(&tc->ready, JW_RELAXED) == NULL) && /* relaxed peeks, as in drain_ready */
+      (jw_load(&s->remote, JW_RELAXED) & ~JW_RS_MASK) == 0 && jw_slab_park(s, tc->key)) {
+    s->where = JW_WHERE_FULL;
+    list_push(&tc->full, s);
+    tc->current[cls] = NULL;
+    if (h->local != NULL) {
+      partial_remove(tc, h);
+      h->where = JW_WHERE_CURRENT;
+      tc->current[cls] = h;
+      return take_local(t, h);
+    }
+  }
+  return refill_slow(t, tc, cls);
+}
+
+static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls) {
   /* The fast paths' counts reach the statistics here, in batches (a reader
    * folds its own thread's, jw_stats_get). */
   if (t->n_malloc >= JW_TC_FOLD_EVERY) jw_tc_fold(t, tc);

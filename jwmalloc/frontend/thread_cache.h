@@ -68,8 +68,9 @@ jw_tcache *jw_tc_acquire(void);
 /* Attaches tc to the calling thread's t (fast paths start hitting). */
 void jw_tc_attach(jw_tls *t, jw_tcache *tc);
 
-/* Malloc slow path of class cls: refills the bin and returns one block
- * (not yet unpoisoned), or NULL with errno=ENOMEM. */
+/* Malloc slow path of class cls: refills the bin and returns one block,
+ * ready to hand out (unpoisoned, key cleared, counted in t->n_malloc), or
+ * NULL with errno=ENOMEM. */
 jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls);
 
 /* Free slow path for block b of slab s (validated: a block start, not
