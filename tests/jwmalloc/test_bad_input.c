@@ -85,11 +85,11 @@ static void mid_double(void) {
   char *p = malloc(5000);
   free(p), free(p);
 }
-/* A range the thread's block cache holds after the first free (it carries
- * the free key there), and one too large for it (the backend's records say
- * it is free). */
+/* A range the thread's block cache holds after the first free (40 KiB: it
+ * carries the free key there), and one too large for it (the backend's
+ * records say it is free). */
 static void large_double(void) {
-  char *p = malloc(100000);
+  char *p = malloc(40000);
   free(p), free(p);
 }
 static void large_double_uncached(void) {
