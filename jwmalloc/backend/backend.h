@@ -26,12 +26,32 @@
 #include <stdint.h>
 
 #include "page_source.h"
+#include "record.h"
+#include "root_map.h"
 
 /* jw_pages_free() that reports instead of aborting: 0, or -1 with errno =
  * EINVAL when start is not the first byte of a live range (a pointer into a
  * range's middle, into a free range, a double free, or not ours). When the
  * backend lock is busy the free is deferred (never waits) and still checked. */
 int jw_backend_free(void *start);
+
+/* True when p lies in a live range of kind JW_KIND_SMALL_SLAB: what
+ * jw_pages_lookup() says of such a pointer, for that one kind, without
+ * filling a jw_range_info (the free path's check of a block in another
+ * thread's slab, docs/design/frontend.md "Frees from other threads"). False
+ * wherever jw_pages_lookup() would not report a SMALL_SLAB. Lock-free,
+ * never faults on foreign addresses; inline: two root-map loads and one
+ * record load. */
+static inline bool jw_pages_is_small_slab(const void *p) {
+  jw_rec *recs = jw_root_map_get(p);
+  if (recs == NULL) return false;
+  uint32_t g = (uint32_t)(((uintptr_t)p & (JW_ROOT - 1)) >> JW_GRANULE_SHIFT);
+  /* Relaxed: as in jw_backend_classify (a valid pointer was handed over
+   * after the allocation that wrote the record; for an invalid one any value
+   * is acceptable, records stay mapped). A frontend slab is one granule, so
+   * its record is p's own, never INTERIOR. */
+  return jw_tag_state(jw_load(&recs[g].tag, JW_RELAXED)) == JW_RS_LIVE_SMALL;
+}
 
 /* What an address is, for error messages ("free(): pointer into the middle of
  * a 64 KiB range"). Lock-free, like jw_pages_lookup; *info (if not NULL) is

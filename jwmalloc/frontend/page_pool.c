@@ -7,7 +7,8 @@
 #include "../reclaim/reclaim.h"
 
 size_t jw_pool_watermark(const jw_tcache *tc) {
-  size_t prop = (size_t)tc->nslabs * (size_t)jw_opt(JW_OPT_POOL_PERCENT) / 100;
+  size_t slabs = tc->nslabs > tc->pool_peak ? tc->nslabs : tc->pool_peak;
+  size_t prop = slabs * (size_t)jw_opt(JW_OPT_POOL_PERCENT) / 100;
   size_t floor = (size_t)jw_opt(JW_OPT_POOL_MIN);
   return prop > floor ? prop : floor;
 }
@@ -58,6 +59,9 @@ void jw_pool_put(jw_tcache *tc, jw_slab *s) {
   else tc->pool_tail = s;
   tc->pool_head = s;
   tc->pool_len++;
+  /* The slab count peaks just before a put (only puts, trims and exit lower
+   * it), so recording it here sees every peak; s was counted until now. */
+  if (tc->nslabs + 1 > tc->pool_peak) tc->pool_peak = tc->nslabs + 1;
   size_t mark = jw_pool_watermark(tc);
   if (tc->pool_len > mark) shrink_locked(tc, mark);
   jw_lock_release(&tc->pool_lock);
@@ -83,6 +87,7 @@ jw_slab *jw_pool_take(jw_tcache *tc) {
 size_t jw_pool_drain(jw_tcache *tc) {
   jw_lock_acquire(&tc->pool_lock, JW_LK_POOL);
   size_t n = shrink_locked(tc, 0);
+  tc->pool_peak = 0; /* trim or exit: the watermark starts again from the slabs still held */
   jw_lock_release(&tc->pool_lock);
   return n;
 }
@@ -95,9 +100,10 @@ size_t jw_pool_age(jw_tcache *tc, jw_slab **out, size_t cap, size_t *left, int *
   }
   size_t n = 0;
   while (n < cap && tc->pool_stale > 0) out[n++] = unlink_tail(tc);
-  if (tc->pool_stale == 0)
+  if (tc->pool_stale == 0) {
     tc->pool_stale = tc->pool_len; /* every page left is a candidate for the next pass */
-  else
+    tc->pool_peak = 0;             /* the watermark follows the slab count of the next interval */
+  } else
     *more = 1; /* out[] is full: the rest of the stale pages in the next call */
   *left = tc->pool_len;
   jw_lock_release(&tc->pool_lock);

@@ -314,9 +314,11 @@ bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
     if (s->live == 0) jw_tc_slab_emptied(tc, s);
     return true;
   }
-  jw_block_set_free(b, NULL, fkey);
-  if (tc) jw_counter_add_owner(&tc->n_remote_free, 1);
-  switch (jw_slab_remote_free(s, b)) {
+  return jw_tc_free_remote(tc, s, b);
+}
+
+bool jw_tc_remote_outcome(jw_tcache *tc, jw_slab *s, jw_remote_result r) {
+  switch (r) {
     case JW_REMOTE_NOTIFY:
       notify_owner(s);
       break;

@@ -1,9 +1,14 @@
 /* The thread's page pool (brief "Frontend"): a slab that becomes empty is
  * kept as a plain page; another size class reformats it without going to the
  * page source (most recently used first); the pool stays under its watermark,
- * proportional to the thread's slab count, by giving back its least recently
- * used pages. White-box where needed: jw_pages_lookup() tells whether a page
- * is still a slab page or went back to the page source. */
+ * proportional to the most slabs the thread held since its pool was last aged
+ * (docs/design/frontend.md, "The page pool"), by giving back its least
+ * recently used pages. With the default (100% of that peak) a thread whose
+ * slabs all come back at once, as a producer's do when its consumer frees
+ * them, keeps them for its next allocations. White-box where needed:
+ * jw_pages_lookup() tells whether a page is still a slab page or went back to
+ * the page source. Run with JWMALLOC_RECLAIM=0: no aging pass resets the
+ * peak in the middle of a step. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,17 +33,38 @@ int main(void) {
   long pct = 0, min = 0;
   jw_option_get("POOL_PERCENT", &pct);
   jw_option_get("POOL_MIN", &min);
+  CHECK(pct == 100, "default POOL_PERCENT is %ld, want 100", pct);
+
+  /* 1. The default keeps a burst of emptied slabs: the thread held N /
+   * PER_SLAB slabs, it may pool as many pages. */
   for (int i = 0; i < N; i++) a[i] = jw_malloc(48);
+  jw_stats_get(&s0, sizeof s0);
+  for (int i = 0; i < N - PER_SLAB; i++) jw_free(a[i]); /* every slab but the last (current) one */
+  jw_stats_get(&s1, sizeof s1);
+  CHECK(s1.pool_evictions == s0.pool_evictions, "a burst of %d emptied slabs lost %llu pages (watermark 100%%)",
+        N / PER_SLAB - 1, (unsigned long long)(s1.pool_evictions - s0.pool_evictions));
+  for (int i = 0; i < N - PER_SLAB; i++) a[i] = jw_malloc(48);
+  jw_stats_get(&s2, sizeof s2);
+  CHECK(s2.pool_misses == s1.pool_misses, "allocating them again took %llu pages from the page source",
+        (unsigned long long)(s2.pool_misses - s1.pool_misses));
+  CHECK(s2.pool_hits - s1.pool_hits == (uint64_t)(N / PER_SLAB - 1), "%llu pool hits, want %d",
+        (unsigned long long)(s2.pool_hits - s1.pool_hits), N / PER_SLAB - 1);
+  printf("100%%: %d slabs emptied at once stayed pooled and served the next %llu slabs (no page-source call)\n",
+         N / PER_SLAB - 1, (unsigned long long)(s2.pool_hits - s1.pool_hits));
+
+  /* 2. A lower percentage: the pool keeps 25% of the peak (100 slabs) and
+   * evicts the least recently used pages. */
+  CHECK(jw_option_set("POOL_PERCENT", 25) == 0, "POOL_PERCENT not settable");
   jw_stats_get(&s0, sizeof s0);
   /* Empty the first half of the slabs, slab by slab in address order of
    * allocation: pages are pooled in that order, first emptied = LRU. */
   uintptr_t first_emptied = page(a[0]), last_emptied = page(a[N / 2 - 1]);
   for (int i = 0; i < N / 2; i++) jw_free(a[i]);
   jw_stats_get(&s1, sizeof s1);
-  long slabs_left = N / 2 / PER_SLAB + 1;
-  long mark = slabs_left * pct / 100 > min ? slabs_left * pct / 100 : min;
+  long peak = N / PER_SLAB;
+  long mark = peak * 25 / 100 > min ? peak * 25 / 100 : min;
   uint64_t evicted = s1.pool_evictions - s0.pool_evictions;
-  printf("emptied %d slabs; watermark about %ld pages; %llu pages given back (LRU)\n", N / 2 / PER_SLAB, mark,
+  printf("25%%: emptied %d slabs; watermark about %ld pages; %llu pages given back (LRU)\n", N / 2 / PER_SLAB, mark,
          (unsigned long long)evicted);
   CHECK(evicted >= (uint64_t)(N / 2 / PER_SLAB - mark - 2), "pool above its watermark (%llu evicted)",
         (unsigned long long)evicted);
