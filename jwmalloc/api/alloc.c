@@ -151,10 +151,12 @@ static void report_invalid(const char *op, const void *p) {
   jw_report_bad(op, why, p);
 }
 
-/* op names the call in reports ("free", "realloc", ...). */
-static ptr_kind classify(const void *p, jw_range_info *info, const char *op, bool check_free) {
+/* op names the call in reports ("free", "realloc", ...). rec: p's record
+ * when the caller already walked the root map for it (jw_pages_record), else
+ * NULL. */
+static ptr_kind classify_rec(const void *p, jw_rec *rec, jw_range_info *info, const char *op, bool check_free) {
   ptr_kind k = PTR_BAD;
-  if (jw_pages_lookup(p, info)) {
+  if (rec ? jw_pages_lookup_rec(rec, p, info) : jw_pages_lookup(p, info)) {
     if (info->kind == JW_KIND_SMALL_SLAB && jw_slab_is_block(jw_slab_of(p), p)) k = PTR_SMALL;
     else if (info->kind == JW_KIND_MID_SLAB && jw_mid_is_block(info, p)) k = PTR_MID;
     else if (info->kind == JW_KIND_LARGE && jw_large_is_block(info, p)) k = PTR_LARGE;
@@ -178,6 +180,10 @@ static ptr_kind classify(const void *p, jw_range_info *info, const char *op, boo
     return PTR_BAD;
   }
   return k;
+}
+
+static ptr_kind classify(const void *p, jw_range_info *info, const char *op, bool check_free) {
+  return classify_rec(p, NULL, info, op, check_free);
 }
 
 /* Frees p, a validated live block of slab s; own: s is the caller's
@@ -205,7 +211,7 @@ static inline __attribute__((always_inline)) void free_small_block(jw_tls *t, jw
  * checks as the general path: a block boundary of the slab's class, not
  * already free. Returns false when p is not such a block; the general path
  * then decides and reports. */
-static inline __attribute__((always_inline)) bool free_small(void *p) {
+static inline __attribute__((always_inline)) bool free_small(void *p, jw_rec **rec) {
   uintptr_t a = (uintptr_t)p;
   if ((a & 0xfc0) == 0 || (a & 15) != 0) return false; /* header, page start or misaligned */
   jw_tls *t = &jw_tls_state;
@@ -214,7 +220,10 @@ static inline __attribute__((always_inline)) bool free_small(void *p) {
    * have the low bit clear, and key is 0 without a thread cache. */
   uint64_t key = t->key;
   bool own = key != 0 && (jw_fast_tag(s) | 1) == (key | 1);
-  if (!own && !jw_pages_is_small_slab(p)) return false;
+  if (!own) {
+    *rec = jw_pages_record(p); /* the general path reuses it (midend blocks) */
+    if (*rec == NULL || !jw_rec_is_small_slab(*rec)) return false;
+  }
   if (!jw_slab_is_block(s, p)) return false;
   if (jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED)) {
     jw_report_bad("free", "double free detected", p);
@@ -224,10 +233,11 @@ static inline __attribute__((always_inline)) bool free_small(void *p) {
   return true;
 }
 
-/* Every other pointer: the backend's lookup decides, bad ones are reported. */
-static __attribute__((noinline)) void free_general(void *p) {
+/* Every other pointer: the backend's lookup decides, bad ones are reported.
+ * rec: p's record if free_small fetched it, else NULL. */
+static __attribute__((noinline)) void free_general(void *p, jw_rec *rec) {
   jw_range_info info;
-  switch (classify(p, &info, "free", true)) {
+  switch (classify_rec(p, rec, &info, "free", true)) {
     case PTR_SMALL: { /* free_small takes every such block; kept for any it would not */
       jw_tls *t = &jw_tls_state;
       jw_slab *s = jw_slab_of(p);
@@ -252,8 +262,9 @@ static __attribute__((noinline)) void free_general(void *p) {
 }
 
 void jw_free_slow(void *p) {
-  if (p == NULL || free_small(p)) return;
-  free_general(p);
+  jw_rec *rec = NULL;
+  if (p == NULL || free_small(p, &rec)) return;
+  free_general(p, rec);
 }
 
 static size_t usable_of(ptr_kind k, const jw_range_info *info, const void *p) {
