@@ -16,7 +16,7 @@ static const struct {
 } table[JW_OPT_COUNT] = {
     [JW_OPT_STATS] = {"STATS", 0, 1, "0 or 1"},
     [JW_OPT_ABORT_ON_ERROR] = {"ABORT_ON_ERROR", 1, 1, "0 or 1"},
-    [JW_OPT_POOL_PERCENT] = {"POOL_PERCENT", 100, 1000, "a percentage, 0 to 1000"},
+    [JW_OPT_POOL_PERCENT] = {"POOL_PERCENT", 25, 1000, "a percentage, 0 to 1000"},
     [JW_OPT_POOL_MIN] = {"POOL_MIN", 4, 1 << 20, "pages, 0 to 1048576"},
 };
 
@@ -34,7 +34,7 @@ static const char *const others[] = {
 jw_atomic_u64 jw_options[JW_OPT_COUNT] = {
     [JW_OPT_STATS] = JW_ATOMIC_INIT(0),
     [JW_OPT_ABORT_ON_ERROR] = JW_ATOMIC_INIT(1),
-    [JW_OPT_POOL_PERCENT] = JW_ATOMIC_INIT(100),
+    [JW_OPT_POOL_PERCENT] = JW_ATOMIC_INIT(25),
     [JW_OPT_POOL_MIN] = JW_ATOMIC_INIT(4),
 };
 

@@ -6,11 +6,13 @@
 #include "../common/tier_pages.h"
 #include "../reclaim/reclaim.h"
 
-size_t jw_pool_watermark(const jw_tcache *tc) {
-  size_t slabs = tc->nslabs > tc->pool_peak ? tc->nslabs : tc->pool_peak;
-  size_t prop = slabs * (size_t)jw_opt(JW_OPT_POOL_PERCENT) / 100;
+size_t jw_pool_watermark(const jw_tcache *tc, bool returned) {
+  size_t prop = (size_t)tc->nslabs * (size_t)jw_opt(JW_OPT_POOL_PERCENT) / 100;
   size_t floor = (size_t)jw_opt(JW_OPT_POOL_MIN);
-  return prop > floor ? prop : floor;
+  size_t mark = prop > floor ? prop : floor;
+  /* A page its consumers emptied comes back to a producer: keep up to the
+   * slabs it recently held (frontend.md, "The page pool"). */
+  return returned && tc->pool_peak > mark ? tc->pool_peak : mark;
 }
 
 /* A page leaves the thread: it is nobody's slab any more. */
@@ -42,7 +44,7 @@ static size_t shrink_locked(jw_tcache *tc, size_t keep) {
   return n;
 }
 
-void jw_pool_put(jw_tcache *tc, jw_slab *s) {
+void jw_pool_put(jw_tcache *tc, jw_slab *s, bool returned) {
   jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* see give_back */
   jw_store(&s->tag, 0, JW_RELAXED);
   jw_poison(jw_slab_blocks(s), JW_SLAB_USABLE);
@@ -62,7 +64,7 @@ void jw_pool_put(jw_tcache *tc, jw_slab *s) {
   /* The slab count peaks just before a put (only puts, trims and exit lower
    * it), so recording it here sees every peak; s was counted until now. */
   if (tc->nslabs + 1 > tc->pool_peak) tc->pool_peak = tc->nslabs + 1;
-  size_t mark = jw_pool_watermark(tc);
+  size_t mark = jw_pool_watermark(tc, returned);
   if (tc->pool_len > mark) shrink_locked(tc, mark);
   jw_lock_release(&tc->pool_lock);
   jw_reclaim_kick(); /* the page ages from now on (outside the pool lock: it may start the thread) */

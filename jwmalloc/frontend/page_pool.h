@@ -1,6 +1,7 @@
 /* The thread's page pool: empty slabs kept as plain pages that any size
  * class can reformat, bounded by a watermark proportional to the thread's
- * recent peak slab count, least recently used pages given back beyond it; and their
+ * slab count (its recent peak for pages its consumers emptied), least
+ * recently used pages given back beyond it; and their
  * aging by the reclaimer.
  *
  * Brief: "Frontend: uniform, pooled slabs" (pool, watermark, LRU) and
@@ -18,21 +19,24 @@
 #ifndef JW_FRONTEND_PAGE_POOL_H
 #define JW_FRONTEND_PAGE_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "thread_cache.h"
 
-/* Pool watermark in pages: max(JWMALLOC_POOL_MIN, peak * POOL_PERCENT / 100),
- * peak being the most slabs the thread held since the pool's last aging visit
- * (or trim), and at least its slab count now (frontend.md, "The page pool").
- * Owner, pool lock held. */
-size_t jw_pool_watermark(const jw_tcache *tc);
+/* Pool watermark in pages: max(JWMALLOC_POOL_MIN, slabs * POOL_PERCENT /
+ * 100) for the thread's slab count now; for a page that other threads'
+ * frees emptied (`returned`), at least the most slabs the thread held since
+ * the pool's last aging visit or trim (frontend.md, "The page pool"). Owner,
+ * pool lock held. */
+size_t jw_pool_watermark(const jw_tcache *tc, bool returned);
 
 /* Owner: adds the empty page s (no longer counted as a slab) as most
  * recently used, then gives back least recently used pages beyond the
- * watermark. If the reclaimer holds the pool lock, s goes back to the page
+ * watermark; `returned`: other threads' frees emptied s (it came back through
+ * the ready stack). If the reclaimer holds the pool lock, s goes back to the page
  * source instead (counted as an eviction). Never waits. */
-void jw_pool_put(jw_tcache *tc, jw_slab *s);
+void jw_pool_put(jw_tcache *tc, jw_slab *s, bool returned);
 
 /* Owner: takes the most recently used page, or NULL when the pool is empty
  * or the reclaimer holds the pool lock. Never waits. */

@@ -50,7 +50,7 @@ typedef struct jw_tcache {
   uint32_t nslabs;            /* owner: pages used as slabs (not pooled) */
   uint32_t pool_len;          /* pool lock */
   uint32_t pool_stale;        /* pool lock: LRU-end pages pooled since the last aging pass (page_pool.h) */
-  uint32_t pool_peak;         /* pool lock: most slabs held since the last aging pass (the watermark's base) */
+  uint32_t pool_peak;         /* pool lock: most slabs held since the last aging pass (returned pages' watermark) */
   jw_lock pool_lock;          /* owner and reclaimer, try-lock on malloc/free paths (page_pool.h) */
   uint64_t key;               /* owner: this incarnation's slab tag */
   jw_slab *current[JW_NCLASSES];

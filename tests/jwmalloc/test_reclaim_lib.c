@@ -334,11 +334,11 @@ static int case_tiers(void) {
   pthread_t t;
   pthread_create(&t, NULL, pool_owner, NULL);
   wait_stage(1);
-  printf("tiers: a thread keeps 400 slabs, empties 100 (its pool keeps them) and idles\n");
+  printf("tiers: a thread keeps 400 slabs, empties 100 (its pool keeps about 100 pages) and idles\n");
   fflush(stdout);
   jw_stats s1 = lstats(); /* after printf's own buffer was allocated */
   (void)s0;
-  /* Its pool (the 100 emptied pages, under a watermark of its 500-slab peak) ages and goes back. */
+  /* Its pool (about 100 pages: 25% of its 400 slabs) ages and goes back. */
   int aged = WAIT_FOR(lstats().pool_pages_aged - s1.pool_pages_aged >= 90, HANG);
   jw_stats s2 = lstats();
   CHECK(aged, "idle thread's pool not aged: %llu pages", (unsigned long long)(s2.pool_pages_aged - s1.pool_pages_aged));
