@@ -151,10 +151,12 @@ static void report_invalid(const char *op, const void *p) {
   jw_report_bad(op, why, p);
 }
 
-/* op names the call in reports ("free", "realloc", ...). */
-static ptr_kind classify(const void *p, jw_range_info *info, const char *op, bool check_free) {
+/* op names the call in reports ("free", "realloc", ...). rec: p's record
+ * when the caller already walked the root map for it (jw_pages_record), else
+ * NULL. */
+static ptr_kind classify_rec(const void *p, jw_rec *rec, jw_range_info *info, const char *op, bool check_free) {
   ptr_kind k = PTR_BAD;
-  if (jw_pages_lookup(p, info)) {
+  if (rec ? jw_pages_lookup_rec(rec, p, info) : jw_pages_lookup(p, info)) {
     if (info->kind == JW_KIND_SMALL_SLAB && jw_slab_is_block(jw_slab_of(p), p)) k = PTR_SMALL;
     else if (info->kind == JW_KIND_MID_SLAB && jw_mid_is_block(info, p)) k = PTR_MID;
     else if (info->kind == JW_KIND_LARGE && jw_large_is_block(info, p)) k = PTR_LARGE;
@@ -180,41 +182,66 @@ static ptr_kind classify(const void *p, jw_range_info *info, const char *op, boo
   return k;
 }
 
-/* A free into the caller's own parked (full) slab: its tag is the thread's
- * key with the low bit set (frontend.md, "Refill"), which proves ownership
- * as on the fast path, so the pointer needs no page-source lookup. The tag
- * is read only where the fast path already read it. Returns false when p is
- * not such a block (the general path then decides and reports). */
-static bool free_own_parked(void *p) {
+static ptr_kind classify(const void *p, jw_range_info *info, const char *op, bool check_free) {
+  return classify_rec(p, NULL, info, op, check_free);
+}
+
+/* Frees p, a validated live block of slab s; own: s is the caller's
+ * (then t has a thread cache). */
+static inline __attribute__((always_inline)) void free_small_block(jw_tls *t, jw_slab *s, void *p, bool own) {
+  jw_poison(p, jw_class_size[s->cls]);
+  bool ok;
+  if (own) {
+    t->n_free++;
+    ok = jw_tc_free(t, t->tc, s, p);
+  } else {
+    jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
+    if (tc == NULL) jw_counter_add(&jw_api_counters.small_frees_no_cache, 1);
+    ok = jw_tc_free_remote(tc, s, p);
+  }
+  if (!ok) jw_report_bad("free", "double free detected", p);
+}
+
+/* The frontend's share of the free slow path: a block of a small slab that
+ * the fast path did not take (frontend.md, "Frees from other threads"):
+ * the caller's own parked slab, whose tag (the thread's key with the low bit
+ * set) proves ownership as on the fast path; or any other thread's slab,
+ * whose page the backend's record must show as a live SMALL_SLAB before its
+ * header is read (one root-map lookup, no jw_range_info). Then the same
+ * checks as the general path: a block boundary of the slab's class, not
+ * already free. Returns false when p is not such a block; the general path
+ * then decides and reports. */
+static inline __attribute__((always_inline)) bool free_small(void *p, jw_rec **rec) {
   uintptr_t a = (uintptr_t)p;
-  if ((a & 0xfc0) == 0 || (a & 15) != 0) return false;
+  if ((a & 0xfc0) == 0 || (a & 15) != 0) return false; /* header, page start or misaligned */
   jw_tls *t = &jw_tls_state;
-  if (t->state != JW_TLS_ACTIVE || t->key == 0) return false;
   jw_slab *s = jw_slab_of(p);
-  if (jw_fast_tag(s) != (t->key | 1) || !jw_slab_is_block(s, p)) return false;
+  /* The caller's slab: tag key (current, partial) or key | 1 (parked); keys
+   * have the low bit clear, and key is 0 without a thread cache. */
+  uint64_t key = t->key;
+  bool own = key != 0 && (jw_fast_tag(s) | 1) == (key | 1);
+  if (!own) {
+    *rec = jw_pages_record(p); /* the general path reuses it (midend blocks) */
+    if (*rec == NULL || !jw_rec_is_small_slab(*rec)) return false;
+  }
+  if (!jw_slab_is_block(s, p)) return false;
   if (jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED)) {
     jw_report_bad("free", "double free detected", p);
     return true;
   }
-  jw_poison(p, jw_class_size[s->cls]);
-  t->n_free++;
-  if (!jw_tc_free(t, t->tc, s, p)) jw_report_bad("free", "double free detected", p);
+  free_small_block(t, s, p, own);
   return true;
 }
 
-void jw_free_slow(void *p) {
-  if (p == NULL) return;
-  if (free_own_parked(p)) return;
+/* Every other pointer: the backend's lookup decides, bad ones are reported.
+ * rec: p's record if free_small fetched it, else NULL. */
+static __attribute__((noinline)) void free_general(void *p, jw_rec *rec) {
   jw_range_info info;
-  switch (classify(p, &info, "free", true)) {
-    case PTR_SMALL: {
+  switch (classify_rec(p, rec, &info, "free", true)) {
+    case PTR_SMALL: { /* free_small takes every such block; kept for any it would not */
       jw_tls *t = &jw_tls_state;
-      jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
       jw_slab *s = jw_slab_of(p);
-      jw_poison(p, jw_class_size[s->cls]);
-      if (tc && t->key && (jw_fast_tag(s) & ~(uint64_t)1) == t->key) t->n_free++;
-      else if (tc == NULL) jw_counter_add(&jw_api_counters.small_frees_no_cache, 1);
-      if (!jw_tc_free(t, tc, s, p)) jw_report_bad("free", "double free detected", p);
+      free_small_block(t, s, p, t->key != 0 && (jw_fast_tag(s) | 1) == (t->key | 1));
       break;
     }
     case PTR_MID: {
@@ -232,6 +259,12 @@ void jw_free_slow(void *p) {
     case PTR_BAD:
       break;
   }
+}
+
+void jw_free_slow(void *p) {
+  jw_rec *rec = NULL;
+  if (p == NULL || free_small(p, &rec)) return;
+  free_general(p, rec);
 }
 
 static size_t usable_of(ptr_kind k, const jw_range_info *info, const void *p) {

@@ -719,10 +719,14 @@ const char *jw_backend_ptr_class_name(jw_ptr_class c) {
 }
 
 bool jw_pages_lookup(const void *p, jw_range_info *info) {
-  jw_rec *recs = jw_root_map_get(p);
-  if (recs == NULL) return false;
+  jw_rec *r = jw_pages_record(p);
+  return r != NULL && jw_pages_lookup_rec(r, p, info);
+}
+
+bool jw_pages_lookup_rec(jw_rec *r, const void *p, jw_range_info *info) {
   uintptr_t a = (uintptr_t)p, base = a & ~(uintptr_t)(JW_ROOT - 1);
   uint32_t g = (uint32_t)((a - base) >> JW_GRANULE_SHIFT);
+  jw_rec *recs = r - g;
   /* Relaxed: see jw_backend_classify. */
   uint32_t tag = jw_load(&recs[g].tag, JW_RELAXED);
   uint32_t off = 0;
