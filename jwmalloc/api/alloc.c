@@ -221,7 +221,7 @@ static void report_invalid(const char *op, const void *p) {
 /* op names the call in reports ("free", "realloc", ...). */
 static ptr_kind classify(const void *p, jw_range_info *info, const char *op, bool check_free) {
   ptr_kind k = PTR_BAD;
-  if (jw_pages_lookup(p, info)) {
+  if (jw_pages_lookup_inline(p, info)) {
     if (info->kind == JW_KIND_SMALL_SLAB && jw_slab_is_block(jw_slab_of(p), p)) k = PTR_SMALL;
     else if (info->kind == JW_KIND_MID_SLAB && jw_mid_is_block(info, p)) k = PTR_MID;
     else if (info->kind == JW_KIND_LARGE && jw_large_is_block(info, p)) k = PTR_LARGE;
@@ -248,26 +248,20 @@ static ptr_kind classify(const void *p, jw_range_info *info, const char *op, boo
   return k;
 }
 
-/* A free into the caller's own parked (full) slab: its tag is the thread's
- * key with the low bit set (frontend.md, "Refill"), which proves ownership
- * as on the fast path, so the pointer needs no page-source lookup. The tag
- * is read only where the fast path already read it. Returns false when p is
- * not such a block (the general path then decides and reports). */
-static bool free_own_parked(void *p) {
-  uintptr_t a = (uintptr_t)p;
-  if ((a & 0xfc0) == 0 || (a & 15) != 0) return false;
-  jw_tls *t = &jw_tls_state;
-  if (t->state != JW_TLS_ACTIVE || t->key == 0) return false;
-  jw_slab *s = jw_slab_of(p);
-  if (jw_fast_tag(s) != (t->key | 1) || !jw_slab_is_block(s, p)) return false;
-  if (jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED)) {
-    jw_report_bad("free", "double free detected", p);
-    return true;
-  }
+/* Frees p, a validated live block of slab s; own: s is the caller's
+ * (then t has a thread cache). */
+static inline __attribute__((always_inline)) void free_small_block(jw_tls *t, jw_slab *s, void *p, bool own) {
   jw_poison(p, jw_class_size[s->cls]);
-  t->n_free++;
-  if (!jw_tc_free(t, t->tc, s, p)) jw_report_bad("free", "double free detected", p);
-  return true;
+  bool ok;
+  if (own) {
+    t->n_free++;
+    ok = jw_tc_free(t, t->tc, s, p);
+  } else {
+    jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
+    if (tc == NULL) jw_counter_add(&jw_api_counters.small_frees_no_cache, 1);
+    ok = jw_tc_free_remote(tc, s, p);
+  }
+  if (!ok) jw_report_bad("free", "double free detected", p);
 }
 
 static JW_NOINLINE void free_general(void *p);
@@ -311,31 +305,32 @@ static inline __attribute__((always_inline)) bool free_large(jw_tls *t, void *p,
   return true;
 }
 
-/* A validated block (jw_slab_is_block, key checked) of frontend slab s that
- * the fast path did not take: another thread's slab (a cross-thread free),
- * or one of the caller's own freed without its cache. Marks it free. */
-static void free_small(jw_tls *t, void *p, jw_slab *s) {
-  jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
-  jw_poison(p, jw_class_size[s->cls]);
-  if (tc && t->key && (jw_fast_tag(s) & ~(uint64_t)1) == t->key) t->n_free++;
-  else if (tc == NULL) jw_counter_add(&jw_api_counters.small_frees_no_cache, 1);
-  if (!jw_tc_free(t, tc, s, p)) jw_report_bad("free", "double free detected", p);
+/* p lies in the live frontend slab s and the fast path did not take it:
+ * another thread's slab (a cross-thread free, frontend.md "Frees from other
+ * threads"), or one of the caller's own (tag key or key | 1) freed some other
+ * way (realloc, a double free). When it is a block start not already free,
+ * frees it and returns true; otherwise false, for the general path. */
+static inline __attribute__((always_inline)) bool free_small(jw_tls *t, void *p, jw_slab *s) {
+  if (!jw_slab_is_block(s, p) || jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED))
+    return false;
+  /* Keys have the low bit clear, and the key is 0 without a thread cache. */
+  uint64_t key = t->key;
+  free_small_block(t, s, p, key != 0 && (jw_fast_tag(s) | 1) == (key | 1));
+  return true;
 }
 
 void jw_free_slow(void *p) {
   jw_tls *t = &jw_tls_state;
   if ((uintptr_t)p & (JW_GRANULE - 1)) {
     /* A midend block (never page-aligned: blocks start at 64 + i x 512k), or
-     * a frontend block the fast path did not take (another thread's). */
+     * a frontend block the fast path did not take. One root-map walk, whose
+     * record says which (jw_pages_slab_of). */
     unsigned st = 0;
     uintptr_t s = jw_pages_slab_of(p, &st);
-    if (s == 0) {
-    } else if (st == JW_RS_LIVE_MID) {
+    if (st == JW_RS_LIVE_MID) {
       if (free_mid(t, p, (jw_mid_slab *)s)) return;
-    } else if (jw_slab_is_block((jw_slab *)s, p) &&
-               jw_block_key(p) != jw_load(&jw_free_key, JW_RELAXED)) { /* set once at init */
-      free_small(t, p, (jw_slab *)s);
-      return;
+    } else if (st == JW_RS_LIVE_SMALL && s != 0) {
+      if (free_small(t, p, (jw_slab *)s)) return;
     }
   } else {
     /* A range freed at its start (NULL resolves to none: no root at 0). */
@@ -345,15 +340,18 @@ void jw_free_slow(void *p) {
   if (p != NULL) free_general(p);
 }
 
-/* Every other free: frontend blocks, direct mappings, and every pointer the
- * paths above did not accept (reported here). */
+/* Every other pointer: the backend's lookup decides, bad ones are reported
+ * (the paths above take every valid block of the tiers; these cases serve
+ * direct mappings and what they decline). */
 static JW_NOINLINE void free_general(void *p) {
-  if (free_own_parked(p)) return;
   jw_range_info info;
   switch (classify(p, &info, "free", true)) {
-    case PTR_SMALL:
-      free_small(&jw_tls_state, p, jw_slab_of(p));
+    case PTR_SMALL: {
+      jw_tls *t = &jw_tls_state;
+      jw_slab *s = jw_slab_of(p);
+      free_small_block(t, s, p, t->key != 0 && (jw_fast_tag(s) | 1) == (t->key | 1));
       break;
+    }
     case PTR_MID: /* validated: free_mid takes it */
       free_mid(&jw_tls_state, p, info.start);
       break;

@@ -720,6 +720,13 @@ const char *jw_backend_ptr_class_name(jw_ptr_class c) {
 
 bool jw_pages_lookup(const void *p, jw_range_info *info) { return jw_pages_lookup_inline(p, info); }
 
+bool jw_pages_lookup_rec(jw_rec *r, const void *p, jw_range_info *info) {
+  uintptr_t start = 0;
+  uint32_t n = 0;
+  unsigned st = jw_pages_resolve_rec(r, (uintptr_t)p, &start, &n); /* before start and n are read */
+  return jw_pages_info(st, start, n, info);
+}
+
 void jw_pages_mark_interior(void *start, const void *p) {
   uintptr_t a = (uintptr_t)start, base = a & ~(uintptr_t)(JW_ROOT - 1);
   jw_rec *recs = jw_root_map_get(start);

@@ -12,6 +12,9 @@
 
 #include <stdbool.h>
 
+#include <stddef.h>
+
+#include "backend.h"
 #include "page_source.h"
 #include "record.h"
 #include "root_map.h"
@@ -25,14 +28,12 @@ static inline jw_range_kind jw_state_kind(unsigned st) {
   return st == JW_RS_LIVE_SMALL ? JW_KIND_SMALL_SLAB : st == JW_RS_LIVE_MID ? JW_KIND_MID_SLAB : JW_KIND_LARGE;
 }
 
-/* The live range holding p: its head state (JW_RS_LIVE_*; 0 when p is in no
- * live range or in one that does not resolve it), *start and *granules. The
- * free path uses it directly (no jw_range_info to fill). */
-static inline unsigned jw_pages_resolve(const void *p, uintptr_t *start, uint32_t *granules) {
-  jw_rec *recs = jw_root_map_get(p);
-  if (recs == NULL) return 0;
-  uintptr_t a = (uintptr_t)p;
+/* The live range whose records r (p's granule's record, jw_pages_record)
+ * resolves p to: its head state (JW_RS_LIVE_*; 0 when p is in no live range
+ * or in one that does not resolve it), *start and *granules. */
+static inline unsigned jw_pages_resolve_rec(jw_rec *r, uintptr_t a, uintptr_t *start, uint32_t *granules) {
   uint32_t g = (uint32_t)(a >> JW_GRANULE_SHIFT) & (JW_ROOT_GRANULES - 1);
+  jw_rec *recs = r - g;
   /* Relaxed: a caller holding a valid pointer got it after the allocation
    * that wrote these records (happens-before through whatever handed the
    * pointer over). For an invalid pointer any value read is acceptable: the
@@ -54,16 +55,30 @@ static inline unsigned jw_pages_resolve(const void *p, uintptr_t *start, uint32_
   return st;
 }
 
+/* The same from p alone (the root-map walk first). */
+static inline unsigned jw_pages_resolve(const void *p, uintptr_t *start, uint32_t *granules) {
+  jw_rec *r = jw_pages_record(p);
+  return r ? jw_pages_resolve_rec(r, (uintptr_t)p, start, granules) : 0;
+}
+
+/* A resolution's answer as jw_pages_lookup gives it. */
+static inline bool jw_pages_info(unsigned st, uintptr_t start, uint32_t granules, jw_range_info *info) {
+  if (st == 0) return false;
+  info->start = (void *)start;
+  info->granules = granules;
+  info->kind = jw_state_kind(st);
+  return true;
+}
+
 /* The free path's two common cases, each the resolution above cut to what
  * it needs (same orders, same answers for the cases they accept):
  *
  * jw_pages_large_at: p page-aligned; the granules of the live LARGE range
  * (not marked: it has no interior records) that starts at p, or 0. */
 static inline uint32_t jw_pages_large_at(const void *p) {
-  jw_rec *recs = jw_root_map_get(p);
-  if (recs == NULL) return 0;
-  uint32_t g = (uint32_t)((uintptr_t)p >> JW_GRANULE_SHIFT) & (JW_ROOT_GRANULES - 1);
-  uint32_t tag = jw_load(&recs[g].tag, JW_RELAXED); /* relaxed: see jw_pages_resolve */
+  jw_rec *r = jw_pages_record(p);
+  if (r == NULL) return 0;
+  uint32_t tag = jw_load(&r->tag, JW_RELAXED); /* relaxed: see jw_pages_resolve_rec */
   if (jw_tag_state(tag) != JW_RS_LIVE_LARGE) return 0;
   return jw_class_granules[jw_tag_class(tag)]; /* a live head's class is always < 36 */
 }
@@ -72,16 +87,16 @@ static inline uint32_t jw_pages_large_at(const void *p) {
  * range) that holds p (from its head's record or an interior one), its head
  * state in *st; or 0. */
 static inline uintptr_t jw_pages_slab_of(const void *p, unsigned *st) {
-  jw_rec *recs = jw_root_map_get(p);
-  if (recs == NULL) return 0;
+  jw_rec *r = jw_pages_record(p);
+  if (r == NULL) return 0;
   uintptr_t a = (uintptr_t)p;
   uint32_t g = (uint32_t)(a >> JW_GRANULE_SHIFT) & (JW_ROOT_GRANULES - 1);
-  uint32_t tag = jw_load(&recs[g].tag, JW_RELAXED); /* relaxed: see jw_pages_resolve */
+  uint32_t tag = jw_load(&r->tag, JW_RELAXED); /* relaxed: see jw_pages_resolve_rec */
   if (jw_tag_state(tag) == JW_RS_INTERIOR) {
     uint32_t off = jw_tag_offset(tag);
     if (off > g) return 0;
     g -= off;
-    tag = jw_load(&recs[g].tag, JW_RELAXED);
+    tag = jw_load(&r[-(ptrdiff_t)off].tag, JW_RELAXED);
     /* An interior record lies inside its live range (it is cleared when the
      * range is freed): the head's size needs no check here. */
   }
@@ -91,14 +106,10 @@ static inline uintptr_t jw_pages_slab_of(const void *p, unsigned *st) {
 }
 
 static inline bool jw_pages_lookup_inline(const void *p, jw_range_info *info) {
-  uintptr_t start;
-  uint32_t n;
-  unsigned st = jw_pages_resolve(p, &start, &n);
-  if (st == 0) return false;
-  info->start = (void *)start;
-  info->granules = n;
-  info->kind = jw_state_kind(st);
-  return true;
+  uintptr_t start = 0;
+  uint32_t n = 0;
+  unsigned st = jw_pages_resolve(p, &start, &n); /* before start and n are read */
+  return jw_pages_info(st, start, n, info);
 }
 
 #endif

@@ -6,10 +6,13 @@
 #include "../common/tier_pages.h"
 #include "../reclaim/reclaim.h"
 
-size_t jw_pool_watermark(const jw_tcache *tc) {
+size_t jw_pool_watermark(const jw_tcache *tc, bool returned) {
   size_t prop = (size_t)tc->nslabs * (size_t)jw_opt(JW_OPT_POOL_PERCENT) / 100;
   size_t floor = (size_t)jw_opt(JW_OPT_POOL_MIN);
-  return prop > floor ? prop : floor;
+  size_t mark = prop > floor ? prop : floor;
+  /* A page its consumers emptied comes back to a producer: keep up to the
+   * slabs it recently held (frontend.md, "The page pool"). */
+  return returned && tc->pool_peak > mark ? tc->pool_peak : mark;
 }
 
 /* A page leaves the thread: it is nobody's slab any more. */
@@ -41,7 +44,7 @@ static size_t shrink_locked(jw_tcache *tc, size_t keep) {
   return n;
 }
 
-void jw_pool_put(jw_tcache *tc, jw_slab *s) {
+void jw_pool_put(jw_tcache *tc, jw_slab *s, bool returned) {
   jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* see give_back */
   jw_store(&s->tag, 0, JW_RELAXED);
   jw_poison(jw_slab_blocks(s), JW_SLAB_USABLE);
@@ -58,7 +61,10 @@ void jw_pool_put(jw_tcache *tc, jw_slab *s) {
   else tc->pool_tail = s;
   tc->pool_head = s;
   tc->pool_len++;
-  size_t mark = jw_pool_watermark(tc);
+  /* The slab count peaks just before a put (only puts, trims and exit lower
+   * it), so recording it here sees every peak; s was counted until now. */
+  if (tc->nslabs + 1 > tc->pool_peak) tc->pool_peak = tc->nslabs + 1;
+  size_t mark = jw_pool_watermark(tc, returned);
   if (tc->pool_len > mark) shrink_locked(tc, mark);
   jw_lock_release(&tc->pool_lock);
   jw_reclaim_kick(); /* the page ages from now on (outside the pool lock: it may start the thread) */
@@ -83,6 +89,7 @@ jw_slab *jw_pool_take(jw_tcache *tc) {
 size_t jw_pool_drain(jw_tcache *tc) {
   jw_lock_acquire(&tc->pool_lock, JW_LK_POOL);
   size_t n = shrink_locked(tc, 0);
+  tc->pool_peak = 0; /* trim or exit: the watermark starts again from the slabs still held */
   jw_lock_release(&tc->pool_lock);
   return n;
 }
@@ -95,9 +102,10 @@ size_t jw_pool_age(jw_tcache *tc, jw_slab **out, size_t cap, size_t *left, int *
   }
   size_t n = 0;
   while (n < cap && tc->pool_stale > 0) out[n++] = unlink_tail(tc);
-  if (tc->pool_stale == 0)
+  if (tc->pool_stale == 0) {
     tc->pool_stale = tc->pool_len; /* every page left is a candidate for the next pass */
-  else
+    tc->pool_peak = 0;             /* the watermark follows the slab count of the next interval */
+  } else
     *more = 1; /* out[] is full: the rest of the stale pages in the next call */
   *left = tc->pool_len;
   jw_lock_release(&tc->pool_lock);

@@ -3,10 +3,18 @@
  * most 12.5% apart up to 1008; test_size_class checks cap and lookup. */
 #include "size_class.h"
 
-const uint16_t jw_class_size[JW_NCLASSES] = {
-    16,  32,  48,  64,  80,  96,  112, 128, 144, 160, 176, 192,  208,  224, 240,
-    256, 288, 304, 336, 352, 400, 448, 496, 576, 672, 800, 1008, 1344, 2016,
-};
+/* The class sizes, once: the size table and its reciprocals are made from it. */
+#define JW_CLASS_SIZES(X)                                                                                  \
+  X(16) X(32) X(48) X(64) X(80) X(96) X(112) X(128) X(144) X(160) X(176) X(192) X(208) X(224) X(240)      \
+  X(256) X(288) X(304) X(336) X(352) X(400) X(448) X(496) X(576) X(672) X(800) X(1008) X(1344) X(2016)
+
+#define JW_SIZE_ENTRY(s) s,
+#define JW_RECIP_ENTRY(s) (uint32_t)((((uint64_t)1 << 32) + (s) - 1) / (s)),
+
+const uint16_t jw_class_size[JW_NCLASSES] = {JW_CLASS_SIZES(JW_SIZE_ENTRY)};
+const uint32_t jw_class_recip[JW_NCLASSES] = {JW_CLASS_SIZES(JW_RECIP_ENTRY)};
+_Static_assert(sizeof((const uint16_t[]){JW_CLASS_SIZES(JW_SIZE_ENTRY)}) == JW_NCLASSES * sizeof(uint16_t),
+               "one size per class");
 
 const uint8_t jw_class_of_table[128] = {
      0,  0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 16, 16, 17, 18, 18,
@@ -15,12 +23,4 @@ const uint8_t jw_class_of_table[128] = {
     27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 28, 28, 28,
     28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28,
     28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28, 28,
-};
-
-/* ceil(65536 / (size / 16)): a block index by multiplication (slab.h,
- * jw_slab_is_block; exact for every offset of a slab, test_size_class). */
-const uint32_t jw_class_recip[JW_NCLASSES] = {
-    65536, 32768, 21846, 16384, 13108, 10923, 9363, 8192, 7282, 6554,
-    5958, 5462, 5042, 4682, 4370, 4096, 3641, 3450, 3121, 2979,
-    2622, 2341, 2115, 1821, 1561, 1311, 1041, 781, 521,
 };

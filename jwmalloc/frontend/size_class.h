@@ -18,7 +18,11 @@
 #define JW_TAIL_WASTE_CAP (JW_SLAB_SIZE / 20)
 
 extern const uint16_t jw_class_size[JW_NCLASSES];
-/* ceil(65536 / (jw_class_size[c] / 16)): block indices without a division. */
+/* ceil(2^32 / size) per class: (off * jw_class_recip[c]) >> 32 is off / size
+ * exactly for every off < 4096 (the error term stays below 1 / size:
+ * off * (recip * size - 2^32) < 2^12 * 2^11 < 2^32), so a free checks a block
+ * boundary with a multiply instead of a division. test_size_class checks it
+ * for every class and offset. */
 extern const uint32_t jw_class_recip[JW_NCLASSES];
 /* Index (n + 15) >> 4 for n <= JW_SMALL_MAX: the smallest class >= n. */
 extern const uint8_t jw_class_of_table[128];

@@ -1,7 +1,6 @@
 /* See slab.h and docs/design/frontend.md ("Frees from other threads"). */
 #include "slab.h"
 
-static inline jw_block *list_of(uintptr_t w) { return (jw_block *)(w & ~JW_RS_MASK); }
 
 void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t tag) {
   unsigned size = jw_class_size[cls];
@@ -31,7 +30,6 @@ void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t ta
   jw_store(&s->tag, tag, JW_RELAXED);
 }
 
-
 unsigned jw_slab_give_back(jw_slab *s, jw_block *list) {
   if (list == NULL) return 0;
   unsigned n = 1;
@@ -45,12 +43,12 @@ unsigned jw_slab_give_back(jw_slab *s, jw_block *list) {
 
 unsigned jw_slab_collect_list(jw_slab *s) {
   uintptr_t old = jw_load(&s->remote, JW_RELAXED);
-  if (list_of(old) == NULL) return 0;
+  if (jw_slab_list_of(old) == NULL) return 0;
   /* Acquire: the pushers' writes of links and keys are visible. The state
    * bits are kept. */
   while (!jw_cas_weak(&s->remote, &old, old & JW_RS_MASK, JW_ACQUIRE, JW_RELAXED)) {
   }
-  return jw_slab_give_back(s, list_of(old));
+  return jw_slab_give_back(s, jw_slab_list_of(old));
 }
 
 
@@ -58,28 +56,6 @@ void jw_slab_unnotify(jw_slab *s) {
   /* NOTIFIED (2) -> ACTIVE (0), list kept. Relaxed: the transition
    * publishes nothing; blocks pushed later are synchronized by collect. */
   jw_fetch_and(&s->remote, ~JW_RS_MASK, JW_RELAXED);
-}
-
-jw_remote_result jw_slab_remote_free(jw_slab *s, jw_block *b) {
-  /* Acquire: an ABANDONED state comes with abandoned_live, stored before
-   * the owner's release CAS. */
-  uintptr_t old = jw_load(&s->remote, JW_ACQUIRE);
-  for (;;) {
-    uintptr_t st = old & JW_RS_MASK;
-    if (st == JW_RS_ABANDONED) {
-      /* Acq_rel: the freer that takes the count to zero owns the page and
-       * must see every other freer's writes to it. */
-      uint32_t before = jw_fetch_sub(&s->abandoned_live, 1, JW_ACQ_REL);
-      return before == 1 ? JW_REMOTE_LAST : JW_REMOTE_ABANDONED;
-    }
-    if (st == JW_RS_POOLED) return JW_REMOTE_INVALID;
-    jw_block_set_next(b, list_of(old));
-    uintptr_t next_state = st == JW_RS_FULL ? JW_RS_NOTIFIED : st;
-    /* Release publishes the block's link and key to the collecting owner;
-     * acquire (success: FULL -> read the owner field; failure: see above). */
-    if (jw_cas_weak(&s->remote, &old, (uintptr_t)b | next_state, JW_ACQ_REL, JW_ACQUIRE))
-      return st == JW_RS_FULL ? JW_REMOTE_NOTIFY : JW_REMOTE_PUSHED;
-  }
 }
 
 jw_abandon_result jw_slab_abandon(jw_slab *s) {
@@ -91,13 +67,13 @@ jw_abandon_result jw_slab_abandon(jw_slab *s) {
     uintptr_t st = old & JW_RS_MASK;
     if (st == JW_RS_NOTIFIED) return JW_ABANDON_BUSY;
     unsigned pending = 0;
-    for (jw_block *b = list_of(old); b; b = jw_block_next(b)) pending++;
+    for (jw_block *b = jw_slab_list_of(old); b; b = jw_block_next(b)) pending++;
     uint32_t outstanding = live - pending;
     if (outstanding == 0) {
       /* Everything is free: take the list back, the slab stays ours. */
       if (jw_cas(&s->remote, &old, (uintptr_t)JW_RS_ACTIVE, JW_ACQUIRE, JW_ACQUIRE)) {
         s->live = live; /* abandoned_live (same storage) may hold a failed attempt's value */
-        jw_slab_give_back(s, list_of(old));
+        jw_slab_give_back(s, jw_slab_list_of(old));
         return JW_ABANDON_EMPTY;
       }
       continue;

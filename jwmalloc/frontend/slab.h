@@ -63,17 +63,16 @@ static inline char *jw_slab_blocks(jw_slab *s) { return (char *)s + JW_SLAB_HEAD
 void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t tag);
 
 /* True when p is the start of a block of slab s (not the header, on a block
- * boundary, below capacity). Reads only owner-stable fields. Without a
- * division: q = offset / 16 < 252 is a multiple of m = size / 16 <= 126
- * exactly when i = (q * ceil(2^16 / m)) >> 16 satisfies i * m == q (the
- * rounding error stays below 252 / 2^16 < 1 / m; test_size_class checks every
- * offset of every class). */
-static inline bool jw_slab_is_block(jw_slab *s, const void *p) {
-  uintptr_t off = (uintptr_t)p - (uintptr_t)jw_slab_blocks(s); /* wraps (huge) in the header */
-  unsigned cls = s->cls;
-  if (((off & 15) | (off >> 12)) != 0 || cls >= JW_NCLASSES) return false;
-  uint32_t q = (uint32_t)(off >> 4), i = (q * jw_class_recip[cls]) >> 16;
-  return i * (jw_class_size[cls] >> 4) == q && i < s->capacity;
+ * boundary, below capacity). Reads only owner-stable fields (the class). No
+ * division: the class's reciprocal gives the block index, and a block i is
+ * below capacity exactly when it ends inside the usable bytes. */
+static inline bool jw_slab_is_block(const jw_slab *s, const void *p) {
+  uintptr_t off = (uintptr_t)p - ((uintptr_t)s + JW_SLAB_HEADER); /* huge when p is in the header */
+  unsigned c = s->cls;
+  if (off >= JW_SLAB_USABLE || c >= JW_NCLASSES) return false;
+  unsigned size = jw_class_size[c];
+  uint32_t i = (uint32_t)(((uint64_t)off * jw_class_recip[c]) >> 32);
+  return i * size == off && off + size <= JW_SLAB_USABLE;
 }
 
 /* Owner: appends `list` (free blocks of s, NULL-terminated) to the local
@@ -112,9 +111,33 @@ typedef enum {
   JW_REMOTE_INVALID,   /* the slab is a pooled page: not a live block */
 } jw_remote_result;
 
+/* The block list in a remote word (its low bits hold the state). */
+static inline jw_block *jw_slab_list_of(uintptr_t w) { return (jw_block *)(w & ~JW_RS_MASK); }
+
 /* Frees block b (already validated and marked free) of slab s from a thread
- * that is not its owner. Lock-free. */
-jw_remote_result jw_slab_remote_free(jw_slab *s, jw_block *b);
+ * that is not its owner. Lock-free. Inline: it is the whole of a remote
+ * free once the pointer is validated. */
+static inline jw_remote_result jw_slab_remote_free(jw_slab *s, jw_block *b) {
+  /* Acquire: an ABANDONED state comes with abandoned_live, stored before
+   * the owner's release CAS. */
+  uintptr_t old = jw_load(&s->remote, JW_ACQUIRE);
+  for (;;) {
+    uintptr_t st = old & JW_RS_MASK;
+    if (st == JW_RS_ABANDONED) {
+      /* Acq_rel: the freer that takes the count to zero owns the page and
+       * must see every other freer's writes to it. */
+      uint32_t before = jw_fetch_sub(&s->abandoned_live, 1, JW_ACQ_REL);
+      return before == 1 ? JW_REMOTE_LAST : JW_REMOTE_ABANDONED;
+    }
+    if (st == JW_RS_POOLED) return JW_REMOTE_INVALID;
+    jw_block_set_next(b, jw_slab_list_of(old));
+    uintptr_t next_state = st == JW_RS_FULL ? JW_RS_NOTIFIED : st;
+    /* Release publishes the block's link and key to the collecting owner;
+     * acquire (success: FULL -> read the owner field; failure: see above). */
+    if (jw_cas_weak(&s->remote, &old, (uintptr_t)b | next_state, JW_ACQ_REL, JW_ACQUIRE))
+      return st == JW_RS_FULL ? JW_REMOTE_NOTIFY : JW_REMOTE_PUSHED;
+  }
+}
 
 typedef enum {
   JW_ABANDON_DONE,  /* state ABANDONED: later frees count down abandoned_live */

@@ -235,7 +235,7 @@ void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s) {
   JW_CHECK_LOCAL(s, s->capacity, "emptied");
   list_leave(tc, s);
   tc->nslabs--;
-  jw_pool_put(tc, s);
+  jw_pool_put(tc, s, false);
 }
 
 /* A parked slab got free blocks: back to its class's partial list. */
@@ -260,7 +260,7 @@ static JW_NOINLINE void drain_ready_list(jw_tcache *tc, bool move) {
       if (s->live == 0) {
         list_remove(&tc->full, s);
         tc->nslabs--;
-        jw_pool_put(tc, s);
+        jw_pool_put(tc, s, true); /* its consumers emptied it: a producer's page */
       } else {
         slab_unpark(tc, s);
       }
@@ -376,7 +376,7 @@ static void notify_owner(jw_slab *s) {
 /* The freeing thread became the owner of an abandoned slab's empty page. */
 static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
   if (tc && jw_load(&tc->state, JW_RELAXED) == JW_TC_LIVE) {
-    jw_pool_put(tc, s);
+    jw_pool_put(tc, s, false);
   } else {
     jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* ours alone now */
     jw_tier_release_pages(s, 1);
@@ -409,9 +409,11 @@ bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
     jw_tc_free_own(tc, s, b, fkey);
     return true;
   }
-  jw_block_set_free(b, NULL, fkey);
-  if (tc) jw_counter_add_owner(&tc->n_remote_free, 1);
-  switch (jw_slab_remote_free(s, b)) {
+  return jw_tc_free_remote(tc, s, b);
+}
+
+bool jw_tc_remote_outcome(jw_tcache *tc, jw_slab *s, jw_remote_result r) {
+  switch (r) {
     case JW_REMOTE_NOTIFY:
       notify_owner(s);
       break;

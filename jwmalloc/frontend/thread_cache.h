@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "../common/atomic.h"
+#include "../common/counter.h"
 #include "../common/lock.h"
 #include "block_cache.h"
 #include "slab.h"
@@ -38,6 +39,11 @@ typedef struct jw_tls {
   const void *caller;
 } jw_tls;
 
+/* The key every free block carries in its second word (process-wide,
+ * random after initialization; never 0). Relaxed reads: it only changes once,
+ * before any thread cache exists. */
+extern jw_atomic_u64 jw_free_key;
+
 /* Thread-cache states (jw_tcache.state). */
 enum { JW_TC_FREE = 0, JW_TC_LIVE = 1, JW_TC_ORPHANED = 2 };
 
@@ -47,6 +53,7 @@ typedef struct jw_tcache {
   uint32_t nslabs;            /* owner: pages used as slabs (not pooled) */
   uint32_t pool_len;          /* pool lock */
   uint32_t pool_stale;        /* pool lock: LRU-end pages pooled since the last aging pass (page_pool.h) */
+  uint32_t pool_peak;         /* pool lock: most slabs held since the last aging pass (returned pages' watermark) */
   jw_lock pool_lock;          /* owner and reclaimer, try-lock on malloc/free paths (page_pool.h, block_cache.h) */
   uint64_t key;               /* owner: this incarnation's slab tag */
   jw_slab *current[JW_NCLASSES];
@@ -87,6 +94,23 @@ void jw_tc_free_own(jw_tcache *tc, jw_slab *s, jw_block *b, uint64_t fkey);
  * leaves its class (jw_tc_slab_emptied). */
 void jw_tc_freed(jw_tcache *tc, jw_slab *s);
 
+/* What a remote free does after the push when the slab needs more than it
+ * (notify the owner, adopt an abandoned slab's page, report a pooled page):
+ * the rare outcomes of jw_tc_free_remote. Returns its result. */
+bool jw_tc_remote_outcome(jw_tcache *tc, jw_slab *s, jw_remote_result r);
+
+/* The part of jw_tc_free for a slab s that is not the caller's (tc: the
+ * caller's cache, or NULL): b is marked free and joins s's remote list
+ * (lock-free). For a caller that already knows s is not its own (frontend.md,
+ * "Frees from other threads"). Same result as jw_tc_free. Inline: with the
+ * push it is the whole of a remote free after validation. */
+static inline bool jw_tc_free_remote(jw_tcache *tc, jw_slab *s, jw_block *b) {
+  jw_block_set_free(b, NULL, jw_load(&jw_free_key, JW_RELAXED));
+  if (tc) jw_counter_add_owner(&tc->n_remote_free, 1);
+  jw_remote_result r = jw_slab_remote_free(s, b);
+  return r == JW_REMOTE_PUSHED || r == JW_REMOTE_ABANDONED || jw_tc_remote_outcome(tc, s, r);
+}
+
 /* Owner: slab s of tc reached live == 0 (every block free): unless it is
  * current or waiting on the ready stack, it leaves for the pool. */
 void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s);
@@ -123,9 +147,5 @@ typedef struct jw_tc_totals {
 } jw_tc_totals;
 void jw_tc_totals_get(jw_tc_totals *out);
 
-/* The key every free block carries in its second word (process-wide,
- * random after initialization; never 0). Relaxed reads: it only changes once,
- * before any thread cache exists. */
-extern jw_atomic_u64 jw_free_key;
 
 #endif

@@ -115,6 +115,17 @@ static void small_interior(void) {
   pthread_create(&t, NULL, thread_free, p + 16);
   pthread_join(t, NULL);
 }
+/* From another thread, a pointer in a slab's tail (past its last block, on
+ * the class's stride): the slow path's capacity check (issue 8's remote free
+ * path, frontend.md "Frees from other threads"). Class 176: 22 blocks end at
+ * offset 64 + 3872, the tail's 160 bytes follow. */
+static void small_tail(void) {
+  char *p = malloc(176);
+  char *page = (char *)((uintptr_t)p & ~(uintptr_t)4095);
+  pthread_t t;
+  pthread_create(&t, NULL, thread_free, page + 64 + 22 * 176);
+  pthread_join(t, NULL);
+}
 static void small_misaligned(void) {
   char *p = malloc(64);
   free(p + 1);
@@ -252,6 +263,7 @@ int main(void) {
   expect_abort("free of a stack pointer", stack_free, "free(): invalid pointer");
   expect_abort("free of a global", global_free, "free(): invalid pointer");
   expect_abort("small interior pointer", small_interior, "free(): invalid pointer: not a block start in the live 4 KiB slab");
+  expect_abort("small tail pointer", small_tail, "free(): invalid pointer: not a block start in the live 4 KiB slab");
   expect_abort("small misaligned pointer", small_misaligned, "free(): invalid pointer: not a block start");
   expect_abort("midend interior pointer", mid_interior, "free(): invalid pointer: not a block start in the live");
   expect_abort("range interior pointer", large_interior, "free(): invalid pointer: 8192 bytes into the live 112 KiB range");

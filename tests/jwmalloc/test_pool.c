@@ -2,8 +2,14 @@
  * kept as a plain page; another size class reformats it without going to the
  * page source (most recently used first); the pool stays under its watermark,
  * proportional to the thread's slab count, by giving back its least recently
- * used pages. White-box where needed: jw_pages_lookup() tells whether a page
- * is still a slab page or went back to the page source. */
+ * used pages. A producer whose slabs another thread empties gets them back
+ * through its ready stack and keeps them for its next allocations (the
+ * watermark of such pages is its recent peak slab count: frontend.md, "The
+ * page pool"). White-box where needed: jw_pages_lookup() tells whether a page
+ * is still a slab page or went back to the page source. Run with
+ * JWMALLOC_RECLAIM=0: no aging pass takes the pool lock or resets the peak in
+ * the middle of a step. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +27,12 @@ static int is_slab_page(uintptr_t pg) {
 }
 
 enum { N = 8400, PER_SLAB = 84 }; /* 48-byte class: 84 blocks per page, 100 slabs */
+
+static void *consumer(void *arg) {
+  void **a = arg;
+  for (int i = 0; i < N; i++) jw_free(a[i]);
+  return NULL;
+}
 
 int main(void) {
   static void *a[N];
@@ -62,6 +74,31 @@ int main(void) {
   jw_stats_get(&s2, sizeof s2);
   CHECK(s2.page_source_live_bytes == 0, "after trim, no slab page is left (%llu bytes)",
         (unsigned long long)s2.page_source_live_bytes);
+
+  /* Producer/consumer: another thread frees every block; the producer's
+   * parked slabs come back through its ready stack, all empty, and the pool
+   * keeps them (up to the 100 slabs it held), so allocating the same again
+   * takes every page from the pool. */
+  for (int i = 0; i < N; i++) a[i] = jw_malloc(48);
+  pthread_t t;
+  pthread_create(&t, NULL, consumer, a);
+  pthread_join(t, NULL);
+  jw_stats_get(&s1, sizeof s1);
+  for (int i = 0; i < N; i++) a[i] = jw_malloc(48);
+  jw_stats_get(&s2, sizeof s2);
+  printf("producer/consumer: %llu of %d slabs came back from the pool, %llu from the page source, %llu pages "
+         "evicted\n",
+         (unsigned long long)(s2.pool_hits - s1.pool_hits), N / PER_SLAB - 1,
+         (unsigned long long)(s2.pool_misses - s1.pool_misses),
+         (unsigned long long)(s2.pool_evictions - s1.pool_evictions));
+  CHECK(s2.pool_misses == s1.pool_misses, "a producer took %llu pages from the page source",
+        (unsigned long long)(s2.pool_misses - s1.pool_misses));
+  CHECK(s2.pool_evictions == s1.pool_evictions, "a producer's returned pages were evicted (%llu)",
+        (unsigned long long)(s2.pool_evictions - s1.pool_evictions));
+  CHECK(s2.pool_hits - s1.pool_hits == (uint64_t)(N / PER_SLAB - 1), "%llu pool hits, want %d",
+        (unsigned long long)(s2.pool_hits - s1.pool_hits), N / PER_SLAB - 1);
+  for (int i = 0; i < N; i++) jw_free(a[i]);
+  CHECK(jw_malloc_trim(0) == 1, "trim gives the pool back");
   if (failures) return 1;
   puts("pool: ok");
   return 0;

@@ -37,6 +37,12 @@ int main(void) {
         blocks + 1 != jw_class_blocks(c - 1))
       FAIL("class %u: spaced more than 12.5%% from the previous one", c);
     if (tail > worst_tail) worst_tail = tail;
+    /* The reciprocal that replaces the division on the free path (slab.h). */
+    for (uint32_t off = 0; off < JW_SLAB_SIZE; off++)
+      if ((uint32_t)(((uint64_t)off * jw_class_recip[c]) >> 32) != off / size) {
+        FAIL("class %u: reciprocal gives a wrong quotient at offset %u", c, off);
+        break;
+      }
   }
   if (jw_class_size[JW_NCLASSES - 1] != JW_SMALL_MAX) FAIL("largest frontend class is not JW_SMALL_MAX");
   for (size_t n = 0; n <= JW_SMALL_MAX; n++) {

@@ -10,46 +10,56 @@
  * next holder (a later free, or T0's allocations in finish) drains it. Two
  * pushes racing need the third thread: the lost-node mutation runs at the
  * full bound.
- * --param 1 (backend, jwmalloc/backend/backend.c): T1 frees a 32 KiB range
- * (T2 another at the full bound) while T3 allocates one, so the backend lock
- * may be busy and frees are deferred (defer_free) or go to the lock-free
- * bitmaps, drained by the next holder (T3's allocation, or T0's in finish).
+ * --param 1 (backend, jwmalloc/backend/backend.c, through its own entries
+ * jw_pages_alloc and jw_backend_free, so that no cache above it keeps the
+ * ranges): T1 frees a 32 KiB range (T2 another at the full bound) while T3
+ * allocates one, so the backend lock may be busy and frees are deferred
+ * (defer_free) or go to the lock-free bitmaps, drained by the next holder
+ * (T3's allocation, or T0's in finish).
  *
- * Checked: no block or range is lost or handed out twice: in finish T0
- * allocates as many blocks as were freed and gets exactly the freed ones
- * back (a lost deferred node shows up as a block never seen before), plus
- * the usual: no race on links and keys, memory safety, termination. */
+ * Checked: no block or range is lost or handed out twice: midend, in finish
+ * T0 allocates as many blocks as were freed and gets exactly the freed ones
+ * back (a lost deferred node shows up as a block never seen before);
+ * backend, every free succeeds (a range handed out twice would be freed
+ * twice: reported) and once all is freed every root merges back whole (a
+ * lost range never joins); plus the usual: no race on links and keys,
+ * memory safety, termination. */
 #include "jw_client.h"
 
 #define MID 2048
-#define LARGE (32 << 10) /* above the midend (16 KiB): a backend range */
+#define LARGE_GRANULES 8 /* a 32 KiB backend range */
 
 static void *blk[4]; /* allocated in setup; each thread frees its own */
 static int nblk;
 
+/* Frees the block or range of thread slot i. */
+static void give(int i) {
+  if (vrf_param() == 0) jwv_free(blk[i]);
+  else jwv_range_free(blk[i]);
+}
+
 static void t1(void *a) {
   (void)a;
-  jwv_free(blk[0]);
+  give(0);
 }
 static void t2(void *a) {
   (void)a;
-  if (vrf_param() == 0 || vrf_level()) jwv_free(blk[1]);
+  if (vrf_param() == 0 || vrf_level()) give(1);
 }
 static void t3(void *a) {
   (void)a;
   if (vrf_param() == 0) {
     if (vrf_level()) jwv_free(blk[2]);
   } else {
-    blk[3] = jwv_malloc(LARGE); /* holds the backend lock a while */
+    blk[3] = jwv_range(LARGE_GRANULES); /* holds the backend lock a while */
   }
 }
 
 static void setup(void) {
   jwv_option("RECLAIM", 0);
-  size_t n = vrf_param() == 0 ? MID : LARGE;
   nblk = 3;
-  for (int i = 0; i < nblk; i++) blk[i] = jwv_malloc(n);
-  if (vrf_param() == 1) jwv_free(blk[2]); /* a free range T3 takes */
+  for (int i = 0; i < nblk; i++) blk[i] = vrf_param() == 0 ? jwv_malloc(MID) : jwv_range(LARGE_GRANULES);
+  if (vrf_param() == 1) give(2); /* a free range T3 takes */
 }
 
 static bool one_of(void *p, void *const *set, int n) {
@@ -73,23 +83,15 @@ static void finish(void) {
     for (int i = 0; i < n; i++) jwv_free(got[i]);
     if (!vrf_level()) jwv_free(blk[2]);
   } else {
-    /* Every range is back: T0 can allocate all of them again, each one of
-     * the freed starts (the backend hands out the lowest free range). */
-    void *freed[4] = {blk[0], blk[1], blk[2], blk[3]};
-    jwv_free(blk[3]);
-    if (!vrf_level()) jwv_free(blk[1]);
-    int n = 3;
-    void *got[3];
-    for (int i = 0; i < n; i++) {
-      got[i] = jwv_malloc(LARGE);
-      VRF_ASSERT(one_of(got[i], freed, 4));
-      VRF_ASSERT(!one_of(got[i], got, i));
-    }
-    for (int i = 0; i < n; i++) jwv_free(got[i]);
+    /* Everything freed: every root merges back whole. */
+    jwv_range_free(blk[3]);
+    if (!vrf_level()) give(1);
+    jwv_check_roots_whole();
   }
 }
 
 VRF_CLIENT(.name = "deferred", .about = "jwmalloc deferred frees: midend class list (param 0), backend list (param 1)",
            .bound = "param 0: T1, T2 free a midend block each, cache of 0 slots (full: T3 too); param 1: T1 frees a "
-                    "32 KiB range while T3 allocates one (full: T2 frees one too)",
+                    "32 KiB range while T3 allocates one (full: T2 frees one too), through the backend's own "
+                    "entries",
            .setup = setup, .threads = {t1, t2, t3}, .finish = finish);

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "backend/page_source.h"
 #include "common/atomic.h"
 #include "jwmalloc.h"
@@ -46,6 +47,42 @@ static inline void *jwv_range(size_t granules) {
   vrf_leave_allocator();
   VRF_ASSERT(p != NULL);
   return p;
+}
+
+/* Frees backend range `start` through the backend's own entry (bitmap put,
+ * locked merge or deferred list), as allocator code; it must succeed. */
+static inline void jwv_range_free(void *start) {
+  vrf_enter_allocator();
+  int rc = jw_backend_free(start);
+  vrf_leave_allocator();
+  VRF_ASSERT(rc == 0);
+}
+
+/* The backend's root counts: now mapped, and mapped since the start. */
+static inline jw_backend_stats jwv_backend_stats(void) {
+  jw_backend_stats st;
+  vrf_enter_allocator();
+  jw_backend_get_stats(&st);
+  vrf_leave_allocator();
+  return st;
+}
+
+/* Call when nothing is live in the backend: every mapped root must have
+ * merged back whole, so each root still mapped serves a whole-root (4 MiB)
+ * request without a new mapping (a range lost on a list, or a merge
+ * missed, leaves pieces that never join, and a new root is mapped instead).
+ * A root may also go back to the OS during a request (whole, beyond the
+ * kept count): it merged, and there is one root fewer to ask for. Which root
+ * serves first does not matter: an allocation that found the lock busy may
+ * have mapped a second root without it (issue 8). */
+static inline void jwv_check_roots_whole(void) {
+  uint64_t mapped = jwv_backend_stats().roots_mapped_total;
+  for (uint64_t i = 0; i < jwv_backend_stats().pages.roots; i++) {
+    void *root = jwv_range(JW_ROOT_GRANULES);
+    if (jwv_backend_stats().roots_mapped_total != mapped)
+      vrf_fail("whole-root request %lu (at %p) mapped a new root: the free ranges of a root did not merge back",
+               (unsigned long)i + 1, root);
+  }
 }
 
 /* jw_option_set, as allocator code. */

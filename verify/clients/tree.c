@@ -17,7 +17,6 @@
  * free range merged back up to its root (a lost merge, or a tree that
  * treats the root as having siblings, leaves pieces that never merge, and a
  * new root is mapped instead); no race, memory safety, termination. */
-#include "backend/backend.h"
 #include "backend/page_source.h"
 #include "jw_client.h"
 
@@ -25,14 +24,7 @@
 
 static void *r[2], *got;
 
-static void give(int i) {
-  vrf_enter_allocator();
-  int rc = jw_backend_free(r[i]);
-  vrf_leave_allocator();
-  VRF_ASSERT(rc == 0);
-}
-
-static void t1(void *a) { give((int)(intptr_t)a); }
+static void t1(void *a) { jwv_range_free(r[(intptr_t)a]); }
 static void t3(void *a) {
   (void)a;
   if (vrf_param()) got = jwv_range(GRANULES);
@@ -45,31 +37,9 @@ static void setup(void) {
   VRF_ASSERT(((uintptr_t)r[0] ^ (uintptr_t)r[1]) == (uintptr_t)GRANULES << JW_GRANULE_SHIFT); /* siblings */
 }
 
-static uint64_t roots_now(void) {
-  jw_pages_stats st;
-  vrf_enter_allocator();
-  jw_pages_get_stats(&st);
-  vrf_leave_allocator();
-  return st.roots;
-}
-
 static void finish(void) {
-  if (got) {
-    vrf_enter_allocator();
-    VRF_ASSERT(jw_backend_free(got) == 0);
-    vrf_leave_allocator();
-  }
-  /* Nothing is live: every mapped root must have merged back whole, so as
-   * many whole-root requests as there are roots are served without mapping
-   * a new one. (T3, finding the lock busy, may have mapped a second root
-   * without it: then either root may serve first.) */
-  uint64_t roots = roots_now();
-  for (uint64_t i = 0; i < roots; i++) {
-    void *root = jwv_range(JW_ROOT_GRANULES);
-    if (roots_now() != roots)
-      vrf_fail("whole-root request %lu of %lu (at %p) mapped a new root: the free ranges of a root did not merge "
-               "back", (unsigned long)i + 1, (unsigned long)roots, root);
-  }
+  if (got) jwv_range_free(got);
+  jwv_check_roots_whole(); /* nothing is live */
 }
 
 VRF_CLIENT(.name = "tree", .about = "jwmalloc closed sibling trees: concurrent frees of sibling ranges merge back to the "
