@@ -322,15 +322,17 @@ static inline __attribute__((always_inline)) bool free_small(jw_tls *t, void *p,
 void jw_free_slow(void *p) {
   jw_tls *t = &jw_tls_state;
   if ((uintptr_t)p & (JW_GRANULE - 1)) {
-    /* A midend block (never page-aligned: blocks start at 64 + i x 512k), or
-     * a frontend block the fast path did not take. One root-map walk, whose
-     * record says which (jw_pages_slab_of). */
-    unsigned st = 0;
-    uintptr_t s = jw_pages_slab_of(p, &st);
-    if (st == JW_RS_LIVE_MID) {
-      if (free_mid(t, p, (jw_mid_slab *)s)) return;
-    } else if (st == JW_RS_LIVE_SMALL && s != 0) {
-      if (free_small(t, p, (jw_slab *)s)) return;
+    /* A frontend block the fast path did not take (another thread's), or a
+     * midend block (never page-aligned: blocks start at 64 + i x 512k). One
+     * root-map walk, whose record says which. */
+    jw_rec *r = jw_pages_record(p);
+    if (r != NULL) {
+      if (jw_rec_is_small_slab(r)) {
+        if (free_small(t, p, jw_slab_of(p))) return;
+      } else {
+        uintptr_t s = jw_pages_mid_slab_rec(r, p);
+        if (s != 0 && free_mid(t, p, (jw_mid_slab *)s)) return;
+      }
     }
   } else {
     /* A range freed at its start (NULL resolves to none: no root at 0). */

@@ -83,12 +83,10 @@ static inline uint32_t jw_pages_large_at(const void *p) {
   return jw_class_granules[jw_tag_class(tag)]; /* a live head's class is always < 36 */
 }
 
-/* jw_pages_slab_of: the start of the live slab (SMALL_SLAB or MID_SLAB
- * range) that holds p (from its head's record or an interior one), its head
- * state in *st; or 0. */
-static inline uintptr_t jw_pages_slab_of(const void *p, unsigned *st) {
-  jw_rec *r = jw_pages_record(p);
-  if (r == NULL) return 0;
+/* jw_pages_mid_slab_rec: the start of the live MID_SLAB range that holds p,
+ * r being p's record (jw_pages_record), from its head's record or an
+ * interior one; or 0. */
+static inline uintptr_t jw_pages_mid_slab_rec(jw_rec *r, const void *p) {
   uintptr_t a = (uintptr_t)p;
   uint32_t g = (uint32_t)(a >> JW_GRANULE_SHIFT) & (JW_ROOT_GRANULES - 1);
   uint32_t tag = jw_load(&r->tag, JW_RELAXED); /* relaxed: see jw_pages_resolve_rec */
@@ -100,8 +98,7 @@ static inline uintptr_t jw_pages_slab_of(const void *p, unsigned *st) {
     /* An interior record lies inside its live range (it is cleared when the
      * range is freed): the head's size needs no check here. */
   }
-  *st = jw_tag_state(tag);
-  if (*st != JW_RS_LIVE_MID && *st != JW_RS_LIVE_SMALL) return 0;
+  if (jw_tag_state(tag) != JW_RS_LIVE_MID) return 0;
   return (a & ~(uintptr_t)(JW_ROOT - 1)) + ((uintptr_t)g << JW_GRANULE_SHIFT);
 }
 
