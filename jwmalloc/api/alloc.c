@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../backend/backend.h"
+#include "../backend/lookup.h"
 #include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/log.h"
@@ -23,16 +24,12 @@
  * the midend's smallest class serves it. */
 static void *small_alloc(unsigned c) {
   jw_tls *t = &jw_tls_state;
-  jw_tcache *tc = jw_thread_cache(t);
+  jw_tcache *tc = JW_LIKELY(t->state == JW_TLS_ACTIVE) ? t->tc : jw_thread_cache(t);
   jw_block *b;
   if (tc) {
     b = t->bin[c];
-    if (b) {
-      t->bin[c] = jw_block_next(b);
-    } else {
-      b = jw_tc_refill(t, tc, c);
-      if (b == NULL) return NULL;
-    }
+    if (b == NULL) return jw_tc_refill(t, tc, c); /* a tail call */
+    t->bin[c] = jw_block_next(b);
     jw_unpoison(b, jw_class_size[c]);
     b->key = 0;
     t->n_malloc++;
@@ -49,6 +46,29 @@ static void *small_alloc(unsigned c) {
   return fallback ? jw_large_alloc(jw_class_size[c], JW_PAGE, NULL) : NULL;
 }
 
+/* The calling thread's cache, attached on first use (NULL: none now). */
+static inline jw_tcache *cache_of(jw_tls *t) { return JW_LIKELY(t->state == JW_TLS_ACTIVE) ? t->tc : jw_thread_cache(t); }
+
+/* Block-cache bin of a request of 2017 bytes to 64 KiB. */
+static inline unsigned bc_bin_of(size_t n) {
+  return n <= JW_MID_MAX ? jw_mid_class_of(n) : jw_bc_range_bin[(n + JW_GRANULE - 1) >> JW_GRANULE_SHIFT];
+}
+
+/* A block of bin i from the calling thread's block cache (docs/design/
+ * frontend.md, "The block cache"), ready to hand out; NULL on a miss. */
+static inline __attribute__((always_inline)) void *bc_alloc(jw_tls *t, unsigned i) {
+  jw_tcache *tc = cache_of(t);
+  if (JW_UNLIKELY(tc == NULL)) return NULL;
+  jw_block *b = jw_bc_take(&tc->bc, &tc->pool_lock, i);
+  if (JW_UNLIKELY(b == NULL)) return NULL;
+  if (i < JW_BC_MID_BINS) t->n_mid_malloc++;
+  else t->n_large_malloc++;
+  jw_unpoison(b, jw_bc_bytes[i]);
+  b->key = 0;
+  return b;
+}
+
+/* 2017-16384 bytes, the block cache missed: the midend. */
 static void *mid_alloc(size_t n) {
   unsigned mc = jw_mid_class_of(n);
   bool fallback;
@@ -64,6 +84,13 @@ static void *mid_alloc(size_t n) {
 /* Any size at alignment <= 16 (the malloc path after the fast path). */
 static void *alloc_any(size_t n, bool *zeroed) {
   if (n <= JW_SMALL_MAX) return small_alloc(jw_class_of(n));
+  if (n <= (size_t)JW_BC_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT) {
+    void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
+    if (p) {
+      if (zeroed) *zeroed = false;
+      return p;
+    }
+  }
   if (n <= JW_MID_MAX) return mid_alloc(n);
   if (n <= JW_LARGE_MAX) return jw_large_alloc(n, JW_PAGE, zeroed);
   if (n > PTRDIFF_MAX) {
@@ -75,7 +102,33 @@ static void *alloc_any(size_t n, bool *zeroed) {
   return p;
 }
 
-void *jw_malloc_slow(size_t n) { return alloc_any(n, NULL); }
+/* jw_malloc_slow's block-cache miss for n (2017 bytes-64 KiB), the cache
+ * attached first if the thread has none yet. */
+static JW_NOINLINE void *cache_miss(size_t n) {
+  void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
+  if (p != NULL) return p;
+  return n <= JW_MID_MAX ? mid_alloc(n) : jw_large_alloc(n, JW_PAGE, NULL);
+}
+
+void *jw_malloc_slow(size_t n) {
+  /* The fast path missed: a bin to refill, */
+  if (n <= JW_SMALL_MAX) return small_alloc(jw_class_of(n));
+  /* or a midend block or range up to 64 KiB: the block cache first (every
+   * other path a tail call, so that a hit needs no stack frame). */
+  if (JW_LIKELY(n <= (size_t)JW_BC_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT)) {
+    jw_tls *t = &jw_tls_state;
+    if (JW_UNLIKELY(t->state != JW_TLS_ACTIVE)) return cache_miss(n);
+    unsigned i = bc_bin_of(n);
+    jw_block *b = jw_bc_take(&t->tc->bc, &t->tc->pool_lock, i);
+    if (JW_UNLIKELY(b == NULL)) return cache_miss(n);
+    if (i < JW_BC_MID_BINS) t->n_mid_malloc++;
+    else t->n_large_malloc++;
+    jw_unpoison(b, jw_bc_bytes[i]);
+    b->key = 0;
+    return b;
+  }
+  return alloc_any(n, NULL);
+}
 
 void *jw_calloc_impl(size_t n, size_t size) {
   size_t total;
@@ -116,6 +169,20 @@ void *jw_memalign_impl(size_t align, size_t n) {
 
 void jw_fast_free_emptied(jw_tls *t, jw_slab *s) { jw_tc_slab_emptied(t->tc, s); }
 
+void jw_free_parked(jw_tls *t, jw_slab *s, void *p) {
+  uint64_t fkey = t->fkey;
+  if (JW_UNLIKELY(!jw_slab_is_block(s, p) || jw_block_key(p) == fkey)) {
+    jw_free_slow(p); /* not a block start, or a double free: reported there */
+    return;
+  }
+  jw_poison(p, jw_class_size[s->cls]);
+  t->n_free++;
+  jw_block_set_free(p, s->local, fkey);
+  s->local = p;
+  s->live--;
+  jw_tc_freed(t->tc, s); /* a tail call: the slab goes back to its partial list */
+}
+
 /* What a pointer is, after validation (bad ones are reported). */
 typedef enum { PTR_BAD, PTR_SMALL, PTR_MID, PTR_LARGE, PTR_HUGE } ptr_kind;
 
@@ -151,12 +218,10 @@ static void report_invalid(const char *op, const void *p) {
   jw_report_bad(op, why, p);
 }
 
-/* op names the call in reports ("free", "realloc", ...). rec: p's record
- * when the caller already walked the root map for it (jw_pages_record), else
- * NULL. */
-static ptr_kind classify_rec(const void *p, jw_rec *rec, jw_range_info *info, const char *op, bool check_free) {
+/* op names the call in reports ("free", "realloc", ...). */
+static ptr_kind classify(const void *p, jw_range_info *info, const char *op, bool check_free) {
   ptr_kind k = PTR_BAD;
-  if (rec ? jw_pages_lookup_rec(rec, p, info) : jw_pages_lookup(p, info)) {
+  if (jw_pages_lookup_inline(p, info)) {
     if (info->kind == JW_KIND_SMALL_SLAB && jw_slab_is_block(jw_slab_of(p), p)) k = PTR_SMALL;
     else if (info->kind == JW_KIND_MID_SLAB && jw_mid_is_block(info, p)) k = PTR_MID;
     else if (info->kind == JW_KIND_LARGE && jw_large_is_block(info, p)) k = PTR_LARGE;
@@ -173,17 +238,14 @@ static ptr_kind classify_rec(const void *p, jw_rec *rec, jw_range_info *info, co
     report_invalid(op, p);
     return PTR_BAD;
   }
-  /* Slab blocks carry FREE_KEY while free (set once at init: relaxed). */
-  if (check_free && (k == PTR_SMALL || k == PTR_MID) &&
+  /* Slab blocks carry FREE_KEY while free, ranges while a thread's block
+   * cache holds them (set once at init: relaxed). */
+  if (check_free && (k == PTR_SMALL || k == PTR_MID || (k == PTR_LARGE && p == info->start)) &&
       jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED)) {
     jw_report_bad(op, "double free detected", p);
     return PTR_BAD;
   }
   return k;
-}
-
-static ptr_kind classify(const void *p, jw_range_info *info, const char *op, bool check_free) {
-  return classify_rec(p, NULL, info, op, check_free);
 }
 
 /* Frees p, a validated live block of slab s; own: s is the caller's
@@ -202,56 +264,102 @@ static inline __attribute__((always_inline)) void free_small_block(jw_tls *t, jw
   if (!ok) jw_report_bad("free", "double free detected", p);
 }
 
-/* The frontend's share of the free slow path: a block of a small slab that
- * the fast path did not take (frontend.md, "Frees from other threads"):
- * the caller's own parked slab, whose tag (the thread's key with the low bit
- * set) proves ownership as on the fast path; or any other thread's slab,
- * whose page the backend's record must show as a live SMALL_SLAB before its
- * header is read (one root-map lookup, no jw_range_info). Then the same
- * checks as the general path: a block boundary of the slab's class, not
- * already free. Returns false when p is not such a block; the general path
- * then decides and reports. */
-static inline __attribute__((always_inline)) bool free_small(void *p, jw_rec **rec) {
-  uintptr_t a = (uintptr_t)p;
-  if ((a & 0xfc0) == 0 || (a & 15) != 0) return false; /* header, page start or misaligned */
-  jw_tls *t = &jw_tls_state;
-  jw_slab *s = jw_slab_of(p);
-  /* The caller's slab: tag key (current, partial) or key | 1 (parked); keys
-   * have the low bit clear, and key is 0 without a thread cache. */
-  uint64_t key = t->key;
-  bool own = key != 0 && (jw_fast_tag(s) | 1) == (key | 1);
-  if (!own) {
-    *rec = jw_pages_record(p); /* the general path reuses it (midend blocks) */
-    if (*rec == NULL || !jw_rec_is_small_slab(*rec)) return false;
-  }
-  if (!jw_slab_is_block(s, p)) return false;
-  if (jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED)) {
-    jw_report_bad("free", "double free detected", p);
-    return true;
-  }
-  free_small_block(t, s, p, own);
+static JW_NOINLINE void free_general(void *p);
+
+/* ---- midend blocks and ranges: the thread's block cache ---- */
+
+/* p lies in the live midend slab s: when it is a block start that is not
+ * free, frees it (block cache, else the midend) and returns true; otherwise
+ * false, for the general path to decide and report. */
+static inline __attribute__((always_inline)) bool free_mid(jw_tls *t, void *p, jw_mid_slab *s) {
+  if (JW_UNLIKELY(!jw_mid_block_at(s, p))) return false;
+  bool cached = JW_LIKELY(t->state == JW_TLS_ACTIVE);
+  uint64_t fkey = cached ? t->fkey : jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
+  if (JW_UNLIKELY(jw_block_key(p) == fkey)) return false; /* double free */
+  unsigned cls = s->cls;
+  jw_poison(p, jw_mid_class_size[cls]);
+  jw_block_set_free(p, NULL, fkey);
+  if (cached && jw_bc_put(&t->tc->bc, &t->tc->pool_lock, cls, p, &t->n_mid_free)) return true;
+  jw_mid_free(s, p);
   return true;
 }
 
-/* Every other pointer: the backend's lookup decides, bad ones are reported.
- * rec: p's record if free_small fetched it, else NULL. */
-static __attribute__((noinline)) void free_general(void *p, jw_rec *rec) {
+/* p is the start of the live LARGE range of `granules`: when it is not
+ * cached already (a double free), frees it and returns true. A range of a
+ * cached class (not over-aligned, so it has no interior records) goes into
+ * the block cache, marked with FREE_KEY there. */
+static inline __attribute__((always_inline)) bool free_large(jw_tls *t, void *p, uint32_t granules) {
+  bool cached = JW_LIKELY(t->state == JW_TLS_ACTIVE);
+  uint64_t fkey = cached ? t->fkey : jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
+  if (JW_UNLIKELY(jw_block_key(p) == fkey)) return false; /* cached: a double free */
+  if (granules <= JW_BC_RANGE_MAX_GRANULES && cached) {
+    unsigned i = jw_bc_range_bin[granules];
+    if (i != JW_BC_NONE) {
+      jw_poison(p, (size_t)granules << JW_GRANULE_SHIFT);
+      jw_block_set_free(p, NULL, fkey);
+      if (jw_bc_put(&t->tc->bc, &t->tc->pool_lock, i, p, &t->n_large_free)) return true;
+      jw_block_set_free(p, NULL, 0); /* no FREE_KEY outside a thread cache */
+    }
+  }
+  jw_large_free(p, granules);
+  return true;
+}
+
+/* p lies in the live frontend slab s and the fast path did not take it:
+ * another thread's slab (a cross-thread free, frontend.md "Frees from other
+ * threads"), or one of the caller's own (tag key or key | 1) freed some other
+ * way (realloc, a double free). When it is a block start not already free,
+ * frees it and returns true; otherwise false, for the general path. */
+static inline __attribute__((always_inline)) bool free_small(jw_tls *t, void *p, jw_slab *s) {
+  if (!jw_slab_is_block(s, p) || jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED))
+    return false;
+  /* Keys have the low bit clear, and the key is 0 without a thread cache. */
+  uint64_t key = t->key;
+  free_small_block(t, s, p, key != 0 && (jw_fast_tag(s) | 1) == (key | 1));
+  return true;
+}
+
+void jw_free_slow(void *p) {
+  jw_tls *t = &jw_tls_state;
+  if ((uintptr_t)p & (JW_GRANULE - 1)) {
+    /* A frontend block the fast path did not take (another thread's), or a
+     * midend block (never page-aligned: blocks start at 64 + i x 512k). One
+     * root-map walk, whose record says which. */
+    jw_rec *r = jw_pages_record(p);
+    if (r != NULL) {
+      if (jw_rec_is_small_slab(r)) {
+        if (free_small(t, p, jw_slab_of(p))) return;
+      } else {
+        uintptr_t s = jw_pages_mid_slab_rec(r, p);
+        if (s != 0 && free_mid(t, p, (jw_mid_slab *)s)) return;
+      }
+    }
+  } else {
+    /* A range freed at its start (NULL resolves to none: no root at 0). */
+    uint32_t granules = jw_pages_large_at(p);
+    if (granules != 0 && free_large(t, p, granules)) return;
+  }
+  if (p != NULL) free_general(p);
+}
+
+/* Every other pointer: the backend's lookup decides, bad ones are reported
+ * (the paths above take every valid block of the tiers; these cases serve
+ * direct mappings and what they decline). */
+static JW_NOINLINE void free_general(void *p) {
   jw_range_info info;
-  switch (classify_rec(p, rec, &info, "free", true)) {
-    case PTR_SMALL: { /* free_small takes every such block; kept for any it would not */
+  switch (classify(p, &info, "free", true)) {
+    case PTR_SMALL: {
       jw_tls *t = &jw_tls_state;
       jw_slab *s = jw_slab_of(p);
       free_small_block(t, s, p, t->key != 0 && (jw_fast_tag(s) | 1) == (t->key | 1));
       break;
     }
-    case PTR_MID: {
-      jw_poison(p, jw_mid_usable(&info));
-      jw_block_set_free(p, NULL, jw_load(&jw_free_key, JW_RELAXED));
-      jw_mid_free(&info, p);
+    case PTR_MID: /* validated: free_mid takes it */
+      free_mid(&jw_tls_state, p, info.start);
       break;
-    }
-    case PTR_LARGE:
-      jw_large_free(&info);
+    case PTR_LARGE: /* validated (a cached range was reported as freed twice) */
+      if (p != info.start) jw_large_free(info.start, info.granules); /* over-aligned: never cached */
+      else if (!free_large(&jw_tls_state, p, info.granules)) jw_report_bad("free", "double free detected", p);
       break;
     case PTR_HUGE:
       if (!jw_huge_free(p)) jw_report_bad("free", "double free detected", p);
@@ -259,12 +367,6 @@ static __attribute__((noinline)) void free_general(void *p, jw_rec *rec) {
     case PTR_BAD:
       break;
   }
-}
-
-void jw_free_slow(void *p) {
-  jw_rec *rec = NULL;
-  if (p == NULL || free_small(p, &rec)) return;
-  free_general(p, rec);
 }
 
 static size_t usable_of(ptr_kind k, const jw_range_info *info, const void *p) {

@@ -19,5 +19,9 @@ size_t jw_usable_impl(const void *p);
 int jw_trim_impl(void);
 /* The free fast path took slab s's last block back (live == 0). */
 void jw_fast_free_emptied(jw_tls *t, jw_slab *s);
+/* The free fast path found p in the caller's own parked slab s: frees it
+ * when it is a block start not already free, else hands it to
+ * jw_free_slow (which reports it). */
+void jw_free_parked(jw_tls *t, jw_slab *s, void *p);
 
 #endif

@@ -44,8 +44,11 @@ static inline void *jw_fast_malloc(size_t n) {
   return b;
 }
 
-/* Always inlined: the caller it notes on the emptied branch is the caller of
- * the public function it is inlined into. */
+/* Always inlined: the caller it notes on the emptied or parked branch is the
+ * caller of the public function it is inlined into. A block of one of the
+ * caller's own slabs is freed here: of a current or partial slab inline, of
+ * a parked one (tag key | 1, frontend.md "Refill") out of line, where the
+ * slab goes back to its partial list. */
 static inline __attribute__((always_inline)) bool jw_fast_free(void *p) {
   uintptr_t a = (uintptr_t)p;
   /* Not in a slab's block area (offset < 64: header or page-aligned) or
@@ -54,7 +57,14 @@ static inline __attribute__((always_inline)) bool jw_fast_free(void *p) {
   jw_tls *t = &jw_tls_state;
   uint64_t key = t->key;
   jw_slab *s = jw_slab_of(p);
-  if (JW_UNLIKELY(jw_fast_tag(s) != key || key == 0)) return false;
+  uint64_t tag = jw_fast_tag(s);
+  if (JW_UNLIKELY(tag != key || key == 0)) {
+    /* Parked: tag == key | 1 with a key (key 0 would make that tag 1). */
+    if (tag != (key | 1) || tag == 1) return false;
+    t->caller = __builtin_return_address(0);
+    jw_free_parked(t, s, p); /* a tail call: no frame on the fast path */
+    return true;
+  }
   jw_block *b = p;
   uint64_t fkey = t->fkey;
   if (JW_UNLIKELY(jw_block_key(b) == fkey)) return false; /* double free: reported by the slow path */

@@ -44,9 +44,9 @@ bool jw_large_is_block(const jw_range_info *info, const void *p) {
   return p == info->start || ((uintptr_t)p & (JW_GRANULE - 1)) == 0;
 }
 
-void jw_large_free(const jw_range_info *info) {
+void jw_large_free(void *start, uint32_t granules) {
   jw_counter_add(&jw_api_counters.large_frees, 1);
-  jw_tier_release_pages(info->start, info->granules);
+  jw_tier_release_pages(start, granules);
 }
 
 size_t jw_large_usable(const jw_range_info *info, const void *p) {

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../backend/page_source.h"
 
@@ -24,8 +25,8 @@ void *jw_large_alloc(size_t n, size_t align, bool *zeroed);
 /* p is a block this tier handed out from the range info describes. */
 bool jw_large_is_block(const jw_range_info *info, const void *p);
 
-/* Gives the block's range back. */
-void jw_large_free(const jw_range_info *info);
+/* Gives the block's range (at start, `granules` long) back. */
+void jw_large_free(void *start, uint32_t granules);
 
 /* Usable bytes from p to the end of its range. */
 size_t jw_large_usable(const jw_range_info *info, const void *p);

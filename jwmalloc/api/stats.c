@@ -31,10 +31,13 @@ static void collect(jw_stats *s) {
   uint64_t no_cache = jw_counter_get(&a->small_frees_no_cache);
   s->small_mallocs = tc.mallocs;
   s->small_frees = tc.frees + tc.remote_frees + no_cache;
-  s->mid_mallocs = mid.mallocs;
-  s->mid_frees = mid.frees;
-  s->large_mallocs = jw_counter_get(&a->large_mallocs);
-  s->large_frees = jw_counter_get(&a->large_frees);
+  /* The thread caches count the calls their block caches served; the tiers
+   * below count the rest (a cached block given back later is not counted
+   * again). */
+  s->mid_mallocs = mid.mallocs + tc.mid_mallocs;
+  s->mid_frees = mid.frees + tc.mid_frees;
+  s->large_mallocs = jw_counter_get(&a->large_mallocs) + tc.large_mallocs;
+  s->large_frees = jw_counter_get(&a->large_frees) + tc.large_frees;
   s->huge_mallocs = jw_counter_get(&a->huge_mallocs);
   s->huge_frees = jw_counter_get(&a->huge_frees);
   s->reallocs = jw_counter_get(&a->reallocs);

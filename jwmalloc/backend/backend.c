@@ -18,6 +18,7 @@
 #include "../reclaim/reclaim.h"
 #include "backend_internal.h"
 #include "fast.h"
+#include "lookup.h"
 #include "meta.h"
 #include "release.h"
 #include "root_map.h"
@@ -29,6 +30,8 @@
 #endif
 
 jw_backend_state jw_be = {.lock = JW_LOCK_INIT};
+
+_Static_assert(JW_LOOKUP_RANGE_CLASSES == JW_NCLASSES, "lookup.h knows the class count");
 
 /* Statistics counters: relaxed, they order nothing. */
 static inline void bump(jw_atomic_u64 *c, uint64_t d) { jw_fetch_add(c, d, JW_RELAXED); }
@@ -114,9 +117,6 @@ static inline unsigned kind_state(jw_range_kind k) {
   return k == JW_KIND_SMALL_SLAB ? JW_RS_LIVE_SMALL : k == JW_KIND_MID_SLAB ? JW_RS_LIVE_MID : JW_RS_LIVE_LARGE;
 }
 
-static inline jw_range_kind state_kind(unsigned st) {
-  return st == JW_RS_LIVE_SMALL ? JW_KIND_SMALL_SLAB : st == JW_RS_LIVE_MID ? JW_KIND_MID_SLAB : JW_KIND_LARGE;
-}
 
 /* ---- allocation --------------------------------------------------------- */
 
@@ -699,7 +699,7 @@ jw_ptr_class jw_backend_classify(const void *p, jw_range_info *info) {
   if (info) {
     info->start = (void *)(base + ((uintptr_t)h << JW_GRANULE_SHIFT));
     info->granules = jw_class_granules[c];
-    info->kind = jw_state_is_live(st) ? state_kind(st) : JW_KIND_NONE;
+    info->kind = jw_state_is_live(st) ? jw_state_kind(st) : JW_KIND_NONE;
   }
   if (!jw_state_is_live(st)) return JW_PTR_FREE;
   if (res == JW_PTR_RANGE_START && a != base + ((uintptr_t)h << JW_GRANULE_SHIFT)) res = JW_PTR_RESOLVED;
@@ -718,30 +718,13 @@ const char *jw_backend_ptr_class_name(jw_ptr_class c) {
   return "?";
 }
 
-bool jw_pages_lookup(const void *p, jw_range_info *info) {
-  jw_rec *r = jw_pages_record(p);
-  return r != NULL && jw_pages_lookup_rec(r, p, info);
-}
+bool jw_pages_lookup(const void *p, jw_range_info *info) { return jw_pages_lookup_inline(p, info); }
 
 bool jw_pages_lookup_rec(jw_rec *r, const void *p, jw_range_info *info) {
-  uintptr_t a = (uintptr_t)p, base = a & ~(uintptr_t)(JW_ROOT - 1);
-  uint32_t g = (uint32_t)((a - base) >> JW_GRANULE_SHIFT);
-  jw_rec *recs = r - g;
-  /* Relaxed: see jw_backend_classify. */
-  uint32_t tag = jw_load(&recs[g].tag, JW_RELAXED);
-  uint32_t off = 0;
-  if (jw_tag_state(tag) == JW_RS_INTERIOR) {
-    off = jw_tag_offset(tag);
-    if (off > g) return false;
-    g -= off;
-    tag = jw_load(&recs[g].tag, JW_RELAXED);
-  }
-  unsigned st = jw_tag_state(tag), c = jw_tag_class(tag);
-  if (!jw_state_is_live(st) || c >= JW_NCLASSES || jw_class_granules[c] <= off) return false;
-  info->start = (void *)(base + ((uintptr_t)g << JW_GRANULE_SHIFT));
-  info->granules = jw_class_granules[c];
-  info->kind = state_kind(st);
-  return true;
+  uintptr_t start = 0;
+  uint32_t n = 0;
+  unsigned st = jw_pages_resolve_rec(r, (uintptr_t)p, &start, &n); /* before start and n are read */
+  return jw_pages_info(st, start, n, info);
 }
 
 void jw_pages_mark_interior(void *start, const void *p) {

@@ -41,8 +41,7 @@ unsigned jw_slab_give_back(jw_slab *s, jw_block *list) {
   return n;
 }
 
-unsigned jw_slab_collect(jw_slab *s) {
-  /* Relaxed peek: an empty list needs no synchronization. */
+unsigned jw_slab_collect_list(jw_slab *s) {
   uintptr_t old = jw_load(&s->remote, JW_RELAXED);
   if (jw_slab_list_of(old) == NULL) return 0;
   /* Acquire: the pushers' writes of links and keys are visible. The state
@@ -52,14 +51,6 @@ unsigned jw_slab_collect(jw_slab *s) {
   return jw_slab_give_back(s, jw_slab_list_of(old));
 }
 
-bool jw_slab_park(jw_slab *s, uint64_t key) {
-  jw_store(&s->tag, key | 1, JW_RELAXED); /* only the owner reads its own key */
-  uintptr_t expected = JW_RS_ACTIVE;      /* empty list */
-  /* Release: a notifier that sees FULL (acquire) reads the owner field. */
-  if (jw_cas(&s->remote, &expected, (uintptr_t)JW_RS_FULL, JW_RELEASE, JW_RELAXED)) return true;
-  jw_store(&s->tag, key, JW_RELAXED);
-  return false;
-}
 
 void jw_slab_unnotify(jw_slab *s) {
   /* NOTIFIED (2) -> ACTIVE (0), list kept. Relaxed: the transition

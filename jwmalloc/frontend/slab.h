@@ -81,11 +81,23 @@ unsigned jw_slab_give_back(jw_slab *s, jw_block *list);
 
 /* Owner: takes the remote list (keeping the state), appends it to the local
  * list and lowers live by its length. Returns the number of blocks taken. */
-unsigned jw_slab_collect(jw_slab *s);
+unsigned jw_slab_collect_list(jw_slab *s);
+static inline unsigned jw_slab_collect(jw_slab *s) {
+  /* Relaxed peek: an empty list needs no synchronization. */
+  if ((jw_load(&s->remote, JW_RELAXED) & ~JW_RS_MASK) == 0) return 0;
+  return jw_slab_collect_list(s);
+}
 
 /* Owner: moves a current slab with nothing free to the FULL state. Returns
  * false (state unchanged) when a remote free arrived meanwhile. */
-bool jw_slab_park(jw_slab *s, uint64_t key);
+static inline bool jw_slab_park(jw_slab *s, uint64_t key) {
+  jw_store(&s->tag, key | 1, JW_RELAXED); /* only the owner reads its own key */
+  uintptr_t expected = JW_RS_ACTIVE;      /* empty list */
+  /* Release: a notifier that sees FULL (acquire) reads the owner field. */
+  if (jw_cas(&s->remote, &expected, (uintptr_t)JW_RS_FULL, JW_RELEASE, JW_RELAXED)) return true;
+  jw_store(&s->tag, key, JW_RELAXED);
+  return false;
+}
 
 /* Owner: a slab taken off the ready stack goes back to ACTIVE (list kept). */
 void jw_slab_unnotify(jw_slab *s);

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <string.h>
 
+#include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/meta.h"
 #include "../common/random.h"
@@ -16,6 +17,7 @@ jw_atomic_u64 jw_free_key = JW_ATOMIC_INIT(0x6a776d616c6c6f60ULL);
 
 static jw_atomic_ptr registry; /* every thread cache ever created */
 static jw_atomic_u64 pool_aged;  /* statistics: pages the aging passes gave back */
+static jw_atomic_u64 bc_aged;    /* statistics: block-cache blocks the aging passes gave back */
 
 /* ---- owner-only doubly linked lists (partial per class, full) ---- */
 
@@ -85,6 +87,7 @@ jw_tcache *jw_tc_acquire(void) {
   if (tc == NULL) {
     tc = jw_meta_alloc(sizeof *tc);
     if (tc == NULL) return NULL;
+    jw_bc_init(&tc->bc);
     jw_store(&tc->state, JW_TC_LIVE, JW_RELAXED); /* published by the CAS below */
     void *head = jw_load(&registry, JW_RELAXED);
     do {
@@ -107,6 +110,13 @@ void jw_tc_fold(jw_tls *t, jw_tcache *tc) {
   if (t->n_malloc) jw_counter_add_owner(&tc->n_malloc, t->n_malloc);
   if (t->n_free) jw_counter_add_owner(&tc->n_free, t->n_free);
   t->n_malloc = t->n_free = 0;
+  if (t->n_mid_malloc | t->n_mid_free | t->n_large_malloc | t->n_large_free) {
+    jw_counter_add_owner(&tc->n_mid_malloc, t->n_mid_malloc);
+    jw_counter_add_owner(&tc->n_mid_free, t->n_mid_free);
+    jw_counter_add_owner(&tc->n_large_malloc, t->n_large_malloc);
+    jw_counter_add_owner(&tc->n_large_free, t->n_large_free);
+    t->n_mid_malloc = t->n_mid_free = t->n_large_malloc = t->n_large_free = 0;
+  }
 }
 
 void jw_tc_orphan_others(jw_tcache *self) {
@@ -125,8 +135,49 @@ void jw_tc_totals_get(jw_tc_totals *o) {
     o->pool_misses += jw_counter_get(&tc->pool_misses);
     o->pool_evictions += jw_counter_get(&tc->pool_evictions);
     o->abandoned += jw_counter_get(&tc->abandoned);
+    o->mid_mallocs += jw_counter_get(&tc->n_mid_malloc);
+    o->mid_frees += jw_counter_get(&tc->n_mid_free);
+    o->large_mallocs += jw_counter_get(&tc->n_large_malloc);
+    o->large_frees += jw_counter_get(&tc->n_large_free);
   }
   o->pool_aged = jw_counter_get(&pool_aged);
+  o->bc_aged = jw_counter_get(&bc_aged);
+}
+
+/* Block cache blocks, with their bins: every entry of one cache fits. */
+typedef struct bc_out {
+  void *blk[JW_BC_BINS * JW_BC_SLOTS];
+  uint8_t bin[JW_BC_BINS * JW_BC_SLOTS];
+} bc_out;
+
+/* Reclaimer: the blocks of tc's block cache unused since the previous pass
+ * go back as aged frees. Returns the bytes still cached (1 when the owner
+ * holds the pool lock: looked at again at the next pass). */
+static uint64_t age_block_cache(jw_tcache *tc) {
+  if (!JW_BC_ENABLED) return 0;
+  bc_out o;
+  uint64_t left = 1;
+  size_t n = 0;
+  if (jw_lock_try(&tc->pool_lock, JW_LK_POOL)) {
+    n = jw_bc_age_locked(&tc->bc, o.blk, o.bin, &left);
+    jw_lock_release(&tc->pool_lock);
+  }
+  /* Taken out under the pool lock, given back after it (never waits). */
+  jw_bc_give_back(o.blk, o.bin, n, true);
+  if (n) jw_counter_add(&bc_aged, n);
+  return left;
+}
+
+/* Owner (thread exit, malloc_trim): every cached block back to its tier.
+ * Waits for a reclaimer holding the pool lock (a bounded unlink). */
+static size_t flush_block_cache(jw_tcache *tc) {
+  if (!JW_BC_ENABLED) return 0;
+  bc_out o;
+  jw_lock_acquire(&tc->pool_lock, JW_LK_POOL);
+  size_t n = jw_bc_take_all_locked(&tc->bc, o.blk, o.bin);
+  jw_lock_release(&tc->pool_lock);
+  jw_bc_give_back(o.blk, o.bin, n, false);
+  return n;
 }
 
 uint64_t jw_tc_age_pools(void) {
@@ -152,6 +203,7 @@ uint64_t jw_tc_age_pools(void) {
       if (n) jw_counter_add(&pool_aged, n);
       if (!more) held += (uint64_t)left * JW_SLAB_SIZE;
     } while (more);
+    held += age_block_cache(tc);
   }
   return held;
 }
@@ -187,7 +239,7 @@ void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s) {
 }
 
 /* A parked slab got free blocks: back to its class's partial list. */
-static void slab_unpark(jw_tcache *tc, jw_slab *s) {
+static inline void slab_unpark(jw_tcache *tc, jw_slab *s) {
   list_remove(&tc->full, s);
   s->where = JW_WHERE_PARTIAL;
   partial_append(tc, s);
@@ -197,9 +249,8 @@ static void slab_unpark(jw_tcache *tc, jw_slab *s) {
 /* Takes the ready stack. With `move`, each slab leaves the full list (to
  * the partial list or, if now empty, the pool); otherwise (thread exit)
  * only its state is reset. */
-static void drain_ready(jw_tcache *tc, bool move) {
-  /* Relaxed peek; acquire exchange: the notifiers' ready_next links. */
-  if (jw_load(&tc->ready, JW_RELAXED) == NULL) return;
+static JW_NOINLINE void drain_ready_list(jw_tcache *tc, bool move) {
+  /* Acquire exchange: the notifiers' ready_next links. */
   jw_slab *s = jw_xchg(&tc->ready, NULL, JW_ACQUIRE);
   while (s) {
     jw_slab *next = s->ready_next;
@@ -218,18 +269,54 @@ static void drain_ready(jw_tcache *tc, bool move) {
   }
 }
 
-/* Moves the local list of s into the bin and pops one block. */
+static inline void drain_ready(jw_tcache *tc, bool move) {
+  /* Relaxed peek: an empty stack (the common case) costs no exchange. */
+  if (jw_load(&tc->ready, JW_RELAXED) != NULL) drain_ready_list(tc, move);
+}
+
+/* Moves the local list of s into the bin and pops one block, ready to hand
+ * out (unpoisoned, its key cleared, counted). */
 static jw_block *take_local(jw_tls *t, jw_slab *s) {
   JW_CHECK_LOCAL(s, s->capacity - s->live, "take_local");
   jw_block *b = s->local;
   s->local = NULL;
   s->live = s->capacity;
   t->bin[s->cls] = jw_block_next(b);
+  jw_unpoison(b, jw_class_size[s->cls]);
+  b->key = 0;
+  t->n_malloc++;
   return b;
 }
 
+static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls);
+
 jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
-  jw_tc_fold(t, tc);
+  /* The common case, with no call (so no stack frame): the current slab is
+   * used up with no remote frees pending, no slab waits on the ready stack,
+   * and a partial slab is queued; the current slab is parked, the partial
+   * one becomes current. Anything else, or a remote free racing the park:
+   * the general path, which starts from the state left here. */
+  jw_slab *s = tc->current[cls], *h = tc->partial[cls];
+  if (JW_LIKELY(s != NULL && h != NULL && s->local == NULL && t->n_malloc < JW_TC_FOLD_EVERY &&
+                jw_load(&tc->ready, JW_RELAXED) == NULL) && /* relaxed peeks, as in drain_ready */
+      (jw_load(&s->remote, JW_RELAXED) & ~JW_RS_MASK) == 0 && jw_slab_park(s, tc->key)) {
+    s->where = JW_WHERE_FULL;
+    list_push(&tc->full, s);
+    tc->current[cls] = NULL;
+    if (h->local != NULL) {
+      partial_remove(tc, h);
+      h->where = JW_WHERE_CURRENT;
+      tc->current[cls] = h;
+      return take_local(t, h);
+    }
+  }
+  return refill_slow(t, tc, cls);
+}
+
+static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls) {
+  /* The fast paths' counts reach the statistics here, in batches (a reader
+   * folds its own thread's, jw_stats_get). */
+  if (t->n_malloc >= JW_TC_FOLD_EVERY) jw_tc_fold(t, tc);
   jw_slab *s = tc->current[cls];
   if (s) {
     if (s->local == NULL) jw_slab_collect(s);
@@ -296,22 +383,30 @@ static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
   }
 }
 
+void jw_tc_freed(jw_tcache *tc, jw_slab *s) {
+  if (s->where == JW_WHERE_FULL) {
+    uintptr_t w = jw_load(&s->remote, JW_RELAXED);
+    /* FULL -> ACTIVE, list kept; NOTIFIED slabs are moved by the drain. */
+    while ((w & JW_RS_MASK) == JW_RS_FULL &&
+           !jw_cas_weak(&s->remote, &w, w & ~JW_RS_MASK, JW_RELAXED, JW_RELAXED)) {
+    }
+    if ((w & JW_RS_MASK) == JW_RS_FULL) slab_unpark(tc, s);
+  }
+  if (s->live == 0) jw_tc_slab_emptied(tc, s);
+}
+
+void jw_tc_free_own(jw_tcache *tc, jw_slab *s, jw_block *b, uint64_t fkey) {
+  jw_block_set_free(b, s->local, fkey);
+  s->local = b;
+  s->live--;
+  jw_tc_freed(tc, s);
+}
+
 bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
   uint64_t fkey = jw_load(&jw_free_key, JW_RELAXED);
   uint64_t tag = jw_load(&s->tag, JW_RELAXED); /* own key: written by us */
   if (tc && t->key && (tag == t->key || tag == (t->key | 1))) {
-    jw_block_set_free(b, s->local, fkey);
-    s->local = b;
-    s->live--;
-    if (s->where == JW_WHERE_FULL) {
-      uintptr_t w = jw_load(&s->remote, JW_RELAXED);
-      /* FULL -> ACTIVE, list kept; NOTIFIED slabs are moved by the drain. */
-      while ((w & JW_RS_MASK) == JW_RS_FULL &&
-             !jw_cas_weak(&s->remote, &w, w & ~JW_RS_MASK, JW_RELAXED, JW_RELAXED)) {
-      }
-      if ((w & JW_RS_MASK) == JW_RS_FULL) slab_unpark(tc, s);
-    }
-    if (s->live == 0) jw_tc_slab_emptied(tc, s);
+    jw_tc_free_own(tc, s, b, fkey);
     return true;
   }
   return jw_tc_free_remote(tc, s, b);
@@ -342,6 +437,7 @@ static void flush_bin(jw_tls *t, jw_tcache *tc, unsigned c) {
 
 void jw_tc_release(jw_tls *t, jw_tcache *tc) {
   jw_tc_fold(t, tc);
+  flush_block_cache(tc);
   t->key = 0; /* our slabs no longer pass the fast-path check */
   /* Every slab onto one list (owner links), then each is abandoned or,
    * if empty, given back. */
@@ -392,7 +488,7 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc) {
 bool jw_tc_trim(jw_tls *t, jw_tcache *tc) {
   jw_tc_fold(t, tc);
   drain_ready(tc, true);
-  size_t n = 0;
+  size_t n = flush_block_cache(tc);
   for (unsigned c = 0; c < JW_NCLASSES; c++) {
     jw_slab *s = tc->current[c];
     if (s == NULL) continue;

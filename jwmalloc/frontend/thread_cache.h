@@ -17,6 +17,7 @@
 #include "../common/atomic.h"
 #include "../common/counter.h"
 #include "../common/lock.h"
+#include "block_cache.h"
 #include "slab.h"
 
 /* TLS part: what the fast paths touch. Zero means "no cache". */
@@ -27,6 +28,8 @@ typedef struct jw_tls {
   uint64_t key;               /* tag of this thread's slabs; 0 without a cache */
   uint64_t fkey;              /* copy of jw_free_key (one TLS load on the free path) */
   uint64_t n_malloc, n_free;  /* fast-path calls since the last fold */
+  /* Midend and range calls served by the block cache since the last fold. */
+  uint64_t n_mid_malloc, n_mid_free, n_large_malloc, n_large_free;
   struct jw_tcache *tc;
   uint32_t state; /* JW_TLS_* */
   /* Return address of the public call now on a slow path (free, delete,
@@ -51,16 +54,18 @@ typedef struct jw_tcache {
   uint32_t pool_len;          /* pool lock */
   uint32_t pool_stale;        /* pool lock: LRU-end pages pooled since the last aging pass (page_pool.h) */
   uint32_t pool_peak;         /* pool lock: most slabs held since the last aging pass (returned pages' watermark) */
-  jw_lock pool_lock;          /* owner and reclaimer, try-lock on malloc/free paths (page_pool.h) */
+  jw_lock pool_lock;          /* owner and reclaimer, try-lock on malloc/free paths (page_pool.h, block_cache.h) */
   uint64_t key;               /* owner: this incarnation's slab tag */
   jw_slab *current[JW_NCLASSES];
   jw_slab *partial[JW_NCLASSES]; /* owner: doubly linked, slabs with local free blocks */
   jw_slab *full;                 /* owner: doubly linked, parked slabs */
   jw_slab *pool_head, *pool_tail; /* pool lock: LRU pool, head = most recently used */
   jw_atomic_ptr ready;            /* slabs notified by remote frees (push-only, owner takes all) */
+  jw_bcache bc;                   /* pool lock: freed midend blocks and ranges (block_cache.h) */
   /* Statistics; written only by the thread using the cache (relaxed
    * load+store), read by anyone. */
   jw_atomic_u64 n_malloc, n_free, n_remote_free, pool_hits, pool_misses, pool_evictions, abandoned;
+  jw_atomic_u64 n_mid_malloc, n_mid_free, n_large_malloc, n_large_free; /* served by the block cache */
 } jw_tcache;
 
 /* Adopts a free thread cache from the registry or creates one; returns it
@@ -70,14 +75,24 @@ jw_tcache *jw_tc_acquire(void);
 /* Attaches tc to the calling thread's t (fast paths start hitting). */
 void jw_tc_attach(jw_tls *t, jw_tcache *tc);
 
-/* Malloc slow path of class cls: refills the bin and returns one block
- * (not yet unpoisoned), or NULL with errno=ENOMEM. */
+/* Malloc slow path of class cls: refills the bin and returns one block,
+ * ready to hand out (unpoisoned, key cleared, counted in t->n_malloc), or
+ * NULL with errno=ENOMEM. */
 jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls);
 
 /* Free slow path for block b of slab s (validated: a block start, not
  * already free). tc may be NULL (thread without a cache). Marks b free.
  * Returns false when s turns out to be a pooled page (b was not live). */
 bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b);
+
+/* Owner: frees block b (validated, not free) of its own slab s (current,
+ * partial or parked), marking it free with fkey. */
+void jw_tc_free_own(jw_tcache *tc, jw_slab *s, jw_block *b, uint64_t fkey);
+
+/* Owner: a block was just put on the local list of its own slab s (live
+ * lowered): a parked slab goes back to its partial list, an emptied one
+ * leaves its class (jw_tc_slab_emptied). */
+void jw_tc_freed(jw_tcache *tc, jw_slab *s);
 
 /* What a remote free does after the push when the slab needs more than it
  * (notify the owner, adopt an abandoned slab's page, report a pooled page):
@@ -100,20 +115,24 @@ static inline bool jw_tc_free_remote(jw_tcache *tc, jw_slab *s, jw_block *b) {
  * current or waiting on the ready stack, it leaves for the pool. */
 void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s);
 
-/* Thread exit: hands everything back (bins, slabs, pool) and returns tc to
- * the registry; t ends DEAD. */
+/* Thread exit: hands everything back (bins, slabs, pool, block cache) and
+ * returns tc to the registry; t ends DEAD. */
 void jw_tc_release(jw_tls *t, jw_tcache *tc);
 
-/* malloc_trim: empties the pool and gives back empty current slabs.
- * Returns true when pages were given back. */
+/* malloc_trim: empties the pool and the block cache and gives back empty
+ * current slabs. Returns true when pages were given back. */
 bool jw_tc_trim(jw_tls *t, jw_tcache *tc);
 
+/* A refill folds the fast paths' counters once this many mallocs are
+ * unfolded (statistics of other threads lag by at most about this much). */
+#define JW_TC_FOLD_EVERY 1024
 /* Folds t's fast-path counters into tc's statistics. */
 void jw_tc_fold(jw_tls *t, jw_tcache *tc);
 
 /* Reclaimer (the aging pass, docs/design/reclamation.md section 6): gives
- * back the pages that stayed unused in any thread's pool since the previous
- * pass, trying each pool lock only. Returns the bytes still pooled. */
+ * back the pages that stayed unused in any thread's pool, and the blocks that
+ * stayed unused in its block cache, since the previous pass, trying each pool
+ * lock only. Returns the bytes still pooled or cached. */
 uint64_t jw_tc_age_pools(void);
 
 /* fork child: every other LIVE cache becomes ORPHANED (never reused). */
@@ -123,6 +142,8 @@ void jw_tc_orphan_others(jw_tcache *self);
 typedef struct jw_tc_totals {
   uint64_t mallocs, frees, remote_frees, pool_hits, pool_misses, pool_evictions, abandoned;
   uint64_t pool_aged; /* pool pages given back by the reclaimer's aging passes */
+  uint64_t mid_mallocs, mid_frees, large_mallocs, large_frees; /* served by block caches */
+  uint64_t bc_aged;   /* blocks given back by the aging passes */
 } jw_tc_totals;
 void jw_tc_totals_get(jw_tc_totals *out);
 

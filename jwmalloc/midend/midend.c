@@ -15,6 +15,8 @@ const uint16_t jw_mid_class_size[JW_MID_NCLASSES] = {2048, 2560, 3072, 3584, 409
  * among the backend's range size classes (at most three significant bits,
  * brief "Backend"), so the backend serves it without rounding up. */
 const uint8_t jw_mid_class_granules[JW_MID_NCLASSES] = {8, 4, 4, 8, 16, 8, 8, 16, 32, 16, 16, 32, 64};
+const uint16_t jw_mid_recip[JW_MID_NCLASSES] = {16384, 13108, 10923, 9363, 8192, 6554, 5462,
+                                                4682,  4096,  3277,  2731,  2341, 2048};
 const uint8_t jw_mid_class_of_table[32] = {0, 0, 0, 0, 1, 2,  3,  4,  5,  5,  6,  6,  7,  7,  8,  8,
                                            9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12};
 
@@ -182,40 +184,69 @@ jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
   return b;
 }
 
-bool jw_mid_is_block(const jw_range_info *info, const void *p) {
-  jw_mid_slab *s = info->start;
-  if (s->cls >= JW_MID_NCLASSES || info->granules != s->granules) return false;
-  uintptr_t base = (uintptr_t)slab_blocks(s), a = (uintptr_t)p;
-  if (a < base) return false;
-  size_t size = jw_mid_class_size[s->cls];
-  uintptr_t off = a - base;
-  /* Relaxed: a stale bump only makes the check stricter for a block being
-   * handed out right now, which no valid free can name. */
-  return off % size == 0 && off / size < jw_load(&s->bump, JW_RELAXED);
+
+/* Pushes b on the class's deferred list (the lock is busy). */
+static void deferred_push(mid_class *k, jw_block *b) {
+  void *head = jw_load(&k->deferred, JW_RELAXED);
+#ifdef JW_MUTATE_DEFERRED_LOST /* planted bug (verification.md): a store instead of the CAS */
+  jw_block_set_next(b, head);
+  jw_store(&k->deferred, b, JW_RELEASE);
+#else
+  do {
+    jw_block_set_next(b, head);
+    /* Release: the link and key, for the draining lock holder. */
+  } while (!jw_cas_weak(&k->deferred, &head, b, JW_RELEASE, JW_RELAXED));
+#endif
 }
 
-void jw_mid_free(const jw_range_info *info, jw_block *b) {
-  jw_mid_slab *s = info->start;
-  mid_class *k = &classes[s->cls];
-  jw_counter_add(&k->n_free, 1);
-  if (jw_ptr_cache_put(&k->cache, b, cache_mask(s->cls))) {
+/* Frees b of slab s: the class cache, else its slab under the class lock,
+ * else the deferred list. Memory that stays cached in the class (the cache
+ * was empty before, or the slab became the spare) must age: the reclaim
+ * thread is kicked then, not on every free (an aging pass that sees the
+ * class holding blocks keeps the thread going). */
+static void mid_free(mid_class *k, jw_mid_slab *s, jw_block *b) {
+  int r = jw_ptr_cache_put(&k->cache, b, cache_mask(s->cls));
+  bool kick = r == JW_PTR_CACHE_PUT_FIRST;
+  if (r) {
   } else if (jw_lock_try(&k->lock, JW_LK_MIDEND)) {
     drain_deferred(k);
+    jw_mid_slab *spare = k->spare;
     slab_put_release(k, s, b);
+    kick = k->spare != spare;
     jw_lock_release(&k->lock);
   } else {
-    void *head = jw_load(&k->deferred, JW_RELAXED);
-#ifdef JW_MUTATE_DEFERRED_LOST /* planted bug (verification.md): a store instead of the CAS */
-    jw_block_set_next(b, head);
-    jw_store(&k->deferred, b, JW_RELEASE);
-#else
-    do {
-      jw_block_set_next(b, head);
-      /* Release: the link and key, for the draining lock holder. */
-    } while (!jw_cas_weak(&k->deferred, &head, b, JW_RELEASE, JW_RELAXED));
-#endif
+    deferred_push(k, b);
   }
-  jw_reclaim_kick(); /* cached free memory ages (two relaxed loads when the thread runs) */
+  if (kick) jw_reclaim_kick();
+}
+
+void jw_mid_free(jw_mid_slab *s, jw_block *b) {
+  mid_class *k = &classes[s->cls];
+  jw_counter_add(&k->n_free, 1);
+  mid_free(k, s, b);
+}
+
+void jw_mid_give_back(jw_block *b, bool aged) {
+  jw_mid_slab *s = slab_of(b);
+  mid_class *k = &classes[s->cls];
+  if (!aged) {
+    mid_free(k, s, b);
+    return;
+  }
+  /* Aged in a thread cache: straight back to its slab (not into the class
+   * cache, where it would wait another interval); a slab it empties goes
+   * back as an aged range unless it becomes the class's spare. */
+  if (!jw_lock_try(&k->lock, JW_LK_MIDEND)) {
+    deferred_push(k, b);
+    return;
+  }
+  drain_deferred(k);
+  jw_mid_slab *e = slab_put(k, s, b);
+  jw_lock_release(&k->lock);
+  if (e) {
+    jw_tier_release_aged(e, e->granules);
+    jw_counter_add(&slabs_aged, 1);
+  }
 }
 
 size_t jw_mid_usable(const jw_range_info *info) {

@@ -58,12 +58,45 @@ _Static_assert(sizeof(jw_mid_slab) <= JW_MID_HEADER, "midend slab header fits it
  * still poisoned (ASan) and carries a stale key. */
 jw_block *jw_mid_alloc(unsigned mc, bool *fallback);
 
-/* True when p is a handed-out-able block start of the MID_SLAB range info. */
-bool jw_mid_is_block(const jw_range_info *info, const void *p);
+/* ceil(65536 / (size / 512)) per class: block sizes are multiples of 512,
+ * so a block index is found by a multiplication (jw_mid_is_block). */
+extern const uint16_t jw_mid_recip[JW_MID_NCLASSES];
 
-/* Frees block p of the MID_SLAB range `info` (validated, not yet marked
- * free; the caller checked its key). */
-void jw_mid_free(const jw_range_info *info, jw_block *p);
+/* True when p is a handed-out-able block start of midend slab s (a live
+ * MID_SLAB range that holds p): inside its blocks, on a block boundary,
+ * below the bump index. Inline: the free path validates every midend block
+ * with it. Without a division: an offset q (in 512-byte units, q < 512 in a
+ * slab of at most 256 KiB) is a multiple of m = size / 512 <= 32 exactly when
+ * i = (q * ceil(2^16 / m)) >> 16 satisfies i * m == q (the rounding error
+ * stays below 1 / 128, less than the gap 1 / m to the next integer;
+ * test_size_class checks every q). */
+static inline bool jw_mid_block_at(jw_mid_slab *s, const void *p) {
+  unsigned cls = s->cls;
+  uintptr_t off = (uintptr_t)p - ((uintptr_t)s + JW_MID_HEADER); /* wraps (huge) in the header */
+  if (((off & 511) | (off >> 18)) != 0 || cls >= JW_MID_NCLASSES) return false;
+  uint32_t q = (uint32_t)(off >> 9);
+  uint32_t i = (q * jw_mid_recip[cls]) >> 16;
+  /* Relaxed: a stale bump only makes the check stricter for a block being
+   * handed out right now, which no valid free can name. */
+  return i * (jw_mid_class_size[cls] >> 9) == q && i < jw_load(&s->bump, JW_RELAXED);
+}
+
+/* The same for any pointer the MID_SLAB range `info` resolves, checking that
+ * its header describes that range. */
+static inline bool jw_mid_is_block(const jw_range_info *info, const void *p) {
+  jw_mid_slab *s = info->start; /* not const: the verifier's atomic loads take no const */
+  return s->cls < JW_MID_NCLASSES && info->granules == s->granules && jw_mid_block_at(s, p);
+}
+
+/* Frees block p of midend slab s (validated, marked free with FREE_KEY). */
+void jw_mid_free(jw_mid_slab *s, jw_block *p);
+
+/* Takes back block b (marked free, FREE_KEY set) that a thread cache held
+ * (docs/design/midend.md, "Thread caches in front of the midend"): as a free
+ * that the statistics already counted; `aged` (it stayed unused for a reclaim
+ * interval, the reclaimer's aging pass): straight into its slab, and a slab
+ * left empty back to the page source as an aged range. Never waits. */
+void jw_mid_give_back(jw_block *b, bool aged);
 
 /* Usable bytes of a midend block of range info. */
 size_t jw_mid_usable(const jw_range_info *info);

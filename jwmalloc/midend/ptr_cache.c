@@ -3,19 +3,18 @@
 
 #include <stddef.h>
 
-bool jw_ptr_cache_put(jw_ptr_cache *c, void *p, uint64_t allowed) {
+int jw_ptr_cache_put(jw_ptr_cache *c, void *p, uint64_t allowed) {
   uint64_t b = jw_load(&c->busy, JW_RELAXED);
   for (;;) {
     uint64_t free_bits = ~b & allowed;
-    if (free_bits == 0) return false;
+    if (free_bits == 0) return 0;
     uint64_t bit = free_bits & -free_bits;
     /* Acquire: pairs with the release that freed the slot, so the previous
      * reader's load of the old value happens before our store. */
     if (jw_cas_weak(&c->busy, &b, b | bit, JW_ACQUIRE, JW_RELAXED)) {
       jw_store(&c->slot[__builtin_ctzll(bit)], p, JW_RELAXED); /* published below */
       /* Release: the value and the caller's earlier writes. */
-      jw_fetch_or(&c->full, bit, JW_RELEASE);
-      return true;
+      return jw_fetch_or(&c->full, bit, JW_RELEASE) == 0 ? JW_PTR_CACHE_PUT_FIRST : 1;
     }
   }
 }

@@ -23,9 +23,12 @@ typedef struct jw_ptr_cache {
   jw_atomic_ptr slot[JW_PTR_CACHE_SLOTS];
 } jw_ptr_cache;
 
-/* Stores p in a free slot among the bits of `allowed`; false when none is
- * free. Release: whatever the caller wrote before is visible to the taker. */
-bool jw_ptr_cache_put(jw_ptr_cache *c, void *p, uint64_t allowed);
+/* Stores p in a free slot among the bits of `allowed`: returns 0 when none
+ * is free, JW_PTR_CACHE_PUT_FIRST when the cache held no published value
+ * before, else 1. Release: whatever the caller wrote before is visible to
+ * the taker. */
+#define JW_PTR_CACHE_PUT_FIRST 2
+int jw_ptr_cache_put(jw_ptr_cache *c, void *p, uint64_t allowed);
 
 /* Takes a published value, or returns NULL when the cache is empty. */
 void *jw_ptr_cache_take(jw_ptr_cache *c);

@@ -2,11 +2,20 @@
  * the tail waste of every frontend slab is under the stated cap, midend
  * slabs waste at most 1/16, classes are spaced as documented, and the
  * size-to-class lookups give the smallest fitting class for every size.
- * (docs/design/frontend.md, docs/design/midend.md) */
+ * The free path's division-free block checks (jw_slab_is_block,
+ * jw_mid_block_at) agree with the division at every byte offset of a slab
+ * of every class, and the block cache's tables agree with the classes they
+ * stand for. (docs/design/frontend.md, docs/design/midend.md) */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "backend/size_class.h"
+#undef JW_NCLASSES /* the backend's count; the frontend's follows */
 #include "common/config.h"
+#include "frontend/block_cache.h"
 #include "frontend/size_class.h"
+#include "frontend/slab.h"
 #include "midend/midend.h"
 
 static int failures;
@@ -61,7 +70,60 @@ int main(void) {
       FAIL("mid_class_of(%zu) = %u is not the smallest fitting class", n, m);
   }
   if (jw_mid_class_size[JW_MID_NCLASSES - 1] != JW_MID_MAX) FAIL("largest midend class is not JW_MID_MAX");
+
+  /* Block starts by multiplication, against the division, at every offset. */
+  jw_slab *page = aligned_alloc(4096, 4096);
+  for (unsigned c = 0; c < JW_NCLASSES; c++) {
+    memset(page, 0, sizeof *page);
+    page->cls = (uint8_t)c;
+    page->capacity = (uint16_t)jw_class_blocks(c);
+    for (unsigned off = 0; off < 4096; off++) {
+      unsigned rel = off - JW_SLAB_HEADER;
+      int want = off >= JW_SLAB_HEADER && rel % jw_class_size[c] == 0 && rel / jw_class_size[c] < page->capacity;
+      if (jw_slab_is_block(page, (char *)page + off) != want)
+        FAIL("frontend class %u: jw_slab_is_block at offset %u says %d", c, off, !want);
+    }
+  }
+  free(page);
+  unsigned mid_checked = 0;
+  for (unsigned m = 0; m < JW_MID_NCLASSES; m++) {
+    size_t bytes = (size_t)jw_mid_class_granules[m] * 4096;
+    jw_mid_slab *s = aligned_alloc(4096, bytes);
+    memset(s, 0, sizeof *s);
+    s->cls = (uint8_t)m;
+    s->granules = jw_mid_class_granules[m];
+    s->capacity = jw_mid_class_blocks(m);
+    for (unsigned bump = 0; bump <= s->capacity; bump += s->capacity) { /* none handed out, all */
+      jw_store(&s->bump, bump, JW_RELAXED);
+      jw_range_info info = {s, s->granules, JW_KIND_MID_SLAB};
+      for (size_t off = 0; off < bytes; off++) {
+        size_t rel = off - JW_MID_HEADER;
+        int want = off >= JW_MID_HEADER && rel % jw_mid_class_size[m] == 0 && rel / jw_mid_class_size[m] < bump;
+        if (jw_mid_block_at(s, (char *)s + off) != want || jw_mid_is_block(&info, (char *)s + off) != want)
+          FAIL("midend class %u: block check at offset %zu (bump %u) says %d", m, off, bump, !want);
+        mid_checked++;
+      }
+    }
+    free(s);
+  }
+
+  /* The block cache's bins stand for the classes they say. */
+  for (unsigned i = 0; i < JW_BC_BINS; i++) {
+    if (i < JW_BC_MID_BINS && jw_bc_bytes[i] != jw_mid_class_size[i]) FAIL("block cache bin %u: not its midend class", i);
+    if (i >= JW_BC_MID_BINS && (jw_bc_bytes[i] % 4096 || !jw_is_class(jw_bc_bytes[i] / 4096)))
+      FAIL("block cache bin %u: %u bytes is not a range class", i, jw_bc_bytes[i]);
+    if (jw_bc_cap[i] == 0 || jw_bc_cap[i] > JW_BC_SLOTS || (uint32_t)jw_bc_cap[i] * jw_bc_bytes[i] > JW_BC_MAX_BYTES)
+      FAIL("block cache bin %u: cap %u does not fit", i, jw_bc_cap[i]);
+  }
+  for (uint32_t g = 0; g <= JW_BC_RANGE_MAX_GRANULES; g++) {
+    unsigned i = jw_bc_range_bin[g];
+    uint32_t want = g < 5 ? 0 : jw_class_granules[jw_class_index_up(g)];
+    uint32_t got = i == JW_BC_NONE ? 0 : jw_bc_bytes[i] / 4096;
+    if (got != want) FAIL("block cache: %u granules map to a bin of %u granules, want %u", g, got, want);
+  }
   if (failures) return 1;
+  printf("division-free block checks agree at every offset (%u midend checks); block cache tables agree\n",
+         mid_checked);
   printf("size classes: %d frontend classes, worst tail %u B (cap %u B); %d midend classes, worst waste %u.%u%%\n",
          JW_NCLASSES, worst_tail, JW_TAIL_WASTE_CAP, JW_MID_NCLASSES, worst_mid / 10, worst_mid % 10);
   return 0;
