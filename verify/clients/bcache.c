@@ -18,7 +18,6 @@
  * Checked: a cached block is never both handed out and given back (T0 then
  * allocates the size: it may not get T1's live block; contents survive), no race on the bins (pool lock), memory safety (the cache links
  * through freed blocks only), termination. */
-#include "frontend/thread_cache.h"
 #include "jw_client.h"
 
 #define MID 2048
@@ -27,12 +26,6 @@
 static void *held;
 
 static size_t size(void) { return vrf_param() ? RANGE : MID; }
-
-static void age(void) {
-  vrf_enter_allocator();
-  jw_tc_age_pools();
-  vrf_leave_allocator();
-}
 
 static void t1(void *a) {
   (void)a;
@@ -43,14 +36,12 @@ static void t1(void *a) {
 
 static void t2(void *a) {
   (void)a;
-  age();
-  if (vrf_level()) age();
+  jwv_age_tiers();
+  if (vrf_level()) jwv_age_tiers();
 }
 
 static void setup(void) {
-  jwv_option("RECLAIM_THREAD", 0);
-  jwv_option("RECLAIM_INTERVAL_MS", 600000);
-  jwv_option("RECLAIM_WATERMARK", 1L << 40);
+  jwv_reclaim_by_client();
   jwv_free(jwv_malloc(size())); /* global initialization, the class's first slab or root */
 }
 

@@ -85,12 +85,30 @@ static inline void jwv_check_roots_whole(void) {
   }
 }
 
+/* One aging pass of the reclaimer over the tiers' caches (page pools, block
+ * caches), as allocator code: what the reclaim thread's cycle runs first. */
+uint64_t jw_tc_age_pools(void); /* frontend/thread_cache.h (not included: its class constants clash with the
+                                 backend's in clients that use both) */
+static inline void jwv_age_tiers(void) {
+  vrf_enter_allocator();
+  jw_tc_age_pools();
+  vrf_leave_allocator();
+}
+
 /* jw_option_set, as allocator code. */
 static inline void jwv_option(const char *name, long v) {
   vrf_enter_allocator();
   int r = jw_option_set(name, v);
   vrf_leave_allocator();
   VRF_ASSERT(r == 0);
+}
+
+/* Reclamation on, driven by the client: no reclaim thread (a client thread
+ * runs its work instead), no cycle due by time or by the watermark. */
+static inline void jwv_reclaim_by_client(void) {
+  jwv_option("RECLAIM_THREAD", 0);
+  jwv_option("RECLAIM_INTERVAL_MS", 600000);
+  jwv_option("RECLAIM_WATERMARK", 1L << 40);
 }
 
 /* Fills a block with a pattern (plain writes: the race detector sees them)

@@ -20,16 +20,9 @@
  * race on the pool's list (guarded by the pool lock: a weakened release of
  * that lock is found as a race), memory safety, termination. */
 #include "backend/page_source.h"
-#include "frontend/thread_cache.h"
 #include "jw_client.h"
 
 #define SZ 1536 /* two blocks per slab */
-
-static void age(void) {
-  vrf_enter_allocator();
-  jw_tc_age_pools();
-  vrf_leave_allocator();
-}
 
 static void t1(void *a) {
   (void)a;
@@ -50,16 +43,14 @@ static void t1(void *a) {
 
 static void t2(void *a) {
   (void)a;
-  age();
-  if (vrf_level()) age();
+  jwv_age_tiers();
+  if (vrf_level()) jwv_age_tiers();
 }
 
 static uint64_t live_at_setup;
 
 static void setup(void) {
-  jwv_option("RECLAIM_THREAD", 0);
-  jwv_option("RECLAIM_INTERVAL_MS", 600000);
-  jwv_option("RECLAIM_WATERMARK", 1L << 40);
+  jwv_reclaim_by_client();
   jwv_free(jwv_malloc(SZ)); /* global initialization */
   jw_pages_stats st;
   vrf_enter_allocator();

@@ -56,9 +56,7 @@ static void t2(void *a) {
 static uint64_t live_at_setup;
 
 static void setup(void) {
-  jwv_option("RECLAIM_THREAD", 0);
-  jwv_option("RECLAIM_INTERVAL_MS", 600000);
-  jwv_option("RECLAIM_WATERMARK", 1L << 40);
+  jwv_reclaim_by_client();
   /* The cycle's aging pass over the tiers' caches is the pool client's
    * subject; here the cycle goes straight to the backend's buffers. */
   vrf_enter_allocator();
