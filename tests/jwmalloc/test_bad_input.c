@@ -106,6 +106,21 @@ static void mid_never_allocated(void) {
   free(p + malloc_usable_size(p));
   sink = malloc(2500), sink = malloc(2500);
 }
+/* The start of a range below an over-aligned block (never handed out):
+ * accepted, it went into the block cache while its block stayed live, and
+ * the range was handed out twice. One-granule ranges first shift the next
+ * range off an 8 KiB boundary. */
+static void overaligned_range_start(void) {
+  for (int i = 0; i < 16; i++) {
+    sink = memalign(4096, 4096);
+    char *p = memalign(8192, 20000);
+    if (malloc_usable_size(p) == 20480) { /* its range starts 4 KiB below */
+      free(p - 4096);
+      _exit(0);
+    }
+  }
+  _exit(2);
+}
 static void large_double_uncached(void) {
   char *p = malloc(300000);
   free(p), free(p);
@@ -276,6 +291,8 @@ int main(void) {
   expect_abort("cross-thread double free", cross_thread_double, "free(): double free detected");
   expect_abort("small block never handed out", small_never_allocated, "free(): double free detected");
   expect_abort("midend block never handed out", mid_never_allocated, "free(): double free detected");
+  expect_abort("over-aligned range's start", overaligned_range_start,
+               "free(): invalid pointer: not a block start in the live 24 KiB range");
   expect_abort("free of a stack pointer", stack_free, "free(): invalid pointer");
   expect_abort("free of a global", global_free, "free(): invalid pointer");
   expect_abort("small interior pointer", small_interior, "free(): invalid pointer: not a block start in the live 4 KiB slab");
