@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdint.h>
 
+#include "../backend/lookup.h"
 #include "../common/config.h"
 #include "../common/tier_pages.h"
 #include "counters.h"
@@ -40,8 +41,12 @@ void *jw_large_alloc(size_t n, size_t align, bool *zeroed) {
 }
 
 bool jw_large_is_block(const jw_range_info *info, const void *p) {
-  /* The start, or (over-aligned) a granule-aligned pointer inside. */
-  return p == info->start || ((uintptr_t)p & (JW_GRANULE - 1)) == 0;
+  /* The start of a range without interior records (a marked head's start
+   * lies below an over-aligned block and was never handed out: freed, it
+   * would be cached while its block is still live), or (over-aligned) a
+   * granule-aligned pointer inside. */
+  if (p == info->start) return jw_pages_large_at(p) != 0;
+  return ((uintptr_t)p & (JW_GRANULE - 1)) == 0;
 }
 
 void jw_large_free(void *start, uint32_t granules) {

@@ -1,17 +1,22 @@
 /* See slab.h and docs/design/frontend.md ("Frees from other threads"). */
 #include "slab.h"
 
+#include "thread_cache.h"
 
 void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t tag) {
   unsigned size = jw_class_size[cls];
   unsigned cap = JW_SLAB_USABLE / size;
   char *base = jw_slab_blocks(s);
   jw_poison(base, JW_SLAB_USABLE);
-  /* Linked from the last block down, so the list runs in address order. */
+  /* Linked from the last block down, so the list runs in address order.
+   * Every block is marked free (FREE_KEY, set once at init: relaxed), so
+   * that a free of a block never handed out (one waiting in a thread's bin)
+   * is reported like a double free instead of being handed out twice. */
+  uint64_t fkey = jw_load(&jw_free_key, JW_RELAXED);
   jw_block *head = NULL;
   for (unsigned i = cap; i-- > 0;) {
     jw_block *b = (jw_block *)(base + (size_t)i * size);
-    jw_block_set_next(b, head);
+    jw_block_set_free(b, head, fkey);
     head = b;
   }
   s->local = head;

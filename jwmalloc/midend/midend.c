@@ -6,6 +6,9 @@
 #include "../common/counter.h"
 #include "../common/lock.h"
 #include "../common/tier_pages.h"
+
+/* The free-block key (frontend/thread_cache.h), set once at init. */
+extern jw_atomic_u64 jw_free_key;
 #include "../reclaim/reclaim.h"
 #include "ptr_cache.h"
 
@@ -101,6 +104,11 @@ static jw_block *slab_take(mid_class *k, unsigned mc) {
   } else {
     uint32_t i = jw_load(&s->bump, JW_RELAXED);
     b = (jw_block *)(slab_blocks(s) + (size_t)i * jw_mid_class_size[mc]);
+    /* Marked free before it passes the bump index: a block that waits in
+     * the class's pointer cache is free, and a free() naming it must be
+     * reported (the free path's FREE_KEY check), not cached and handed out
+     * twice. Blocks on s->free carry the key from their free already. */
+    jw_block_set_free(b, NULL, jw_load(&jw_free_key, JW_RELAXED)); /* set once at init */
     jw_store(&s->bump, i + 1, JW_RELAXED); /* validation reads it racily: any value seen is safe */
   }
   if (--s->nfree == 0) partial_remove(k, s);

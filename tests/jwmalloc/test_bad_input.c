@@ -92,6 +92,35 @@ static void large_double(void) {
   char *p = malloc(40000);
   free(p), free(p);
 }
+/* A block never handed out, waiting in the thread's bin (the next block of
+ * a fresh slab) or in the midend's pointer cache (the next block of a fresh
+ * midend slab): freed, it would be cached and handed out twice. The classes
+ * are ones the test process uses nowhere else, so the neighbour is free. */
+static void small_never_allocated(void) {
+  char *p = malloc(1000);
+  free(p + malloc_usable_size(p));
+  sink = malloc(1000), sink = malloc(1000);
+}
+static void mid_never_allocated(void) {
+  char *p = malloc(2500);
+  free(p + malloc_usable_size(p));
+  sink = malloc(2500), sink = malloc(2500);
+}
+/* The start of a range below an over-aligned block (never handed out):
+ * accepted, it went into the block cache while its block stayed live, and
+ * the range was handed out twice. One-granule ranges first shift the next
+ * range off an 8 KiB boundary. */
+static void overaligned_range_start(void) {
+  for (int i = 0; i < 16; i++) {
+    sink = memalign(4096, 4096);
+    char *p = memalign(8192, 20000);
+    if (malloc_usable_size(p) == 20480) { /* its range starts 4 KiB below */
+      free(p - 4096);
+      _exit(0);
+    }
+  }
+  _exit(2);
+}
 static void large_double_uncached(void) {
   char *p = malloc(300000);
   free(p), free(p);
@@ -260,6 +289,10 @@ int main(void) {
   expect_abort("range double free, uncached", large_double_uncached, "free(): invalid pointer: inside the free ");
   expect_abort("direct double free", huge_double, "free(): invalid pointer");
   expect_abort("cross-thread double free", cross_thread_double, "free(): double free detected");
+  expect_abort("small block never handed out", small_never_allocated, "free(): double free detected");
+  expect_abort("midend block never handed out", mid_never_allocated, "free(): double free detected");
+  expect_abort("over-aligned range's start", overaligned_range_start,
+               "free(): invalid pointer: not a block start in the live 24 KiB range");
   expect_abort("free of a stack pointer", stack_free, "free(): invalid pointer");
   expect_abort("free of a global", global_free, "free(): invalid pointer");
   expect_abort("small interior pointer", small_interior, "free(): invalid pointer: not a block start in the live 4 KiB slab");
