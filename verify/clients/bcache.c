@@ -11,8 +11,9 @@
  * midend or the backend), allocates the size again (from the cache, unless
  * aged out meanwhile), writes it and exits with it live (thread exit flushes
  * the cache). T2, the reclaimer, runs an aging
- * pass (full bound: two; the first marks the cached blocks stale, the second
- * gives them back), trying the pool lock only. Compiled with
+ * pass, trying the pool lock only (it marks cached blocks stale; a second
+ * pass would give them back: --param 2, by hand, does not finish within 10
+ * minutes). make test and make verify explore the same bound. Compiled with
  * -DJW_VERIFY_BLOCK_CACHE (the other clients run without the cache).
  *
  * Checked: a cached block is never both handed out and given back (T0 then
@@ -37,7 +38,7 @@ static void t1(void *a) {
 static void t2(void *a) {
   (void)a;
   jwv_age_tiers();
-  if (vrf_level()) jwv_age_tiers();
+  if (vrf_param() == 2) jwv_age_tiers();
 }
 
 static void setup(void) {
@@ -57,5 +58,5 @@ static void finish(void) {
 VRF_CLIENT(.name = "bcache", .about = "jwmalloc block cache: owner's put/take and thread exit racing with the "
                                       "reclaimer's aging passes",
            .bound = "T1 allocates, frees and allocates again a 2 KiB block (param 1: a 40 KiB range), then exits; "
-                    "T2 runs an aging pass (full: 2)",
+                    "T2 runs an aging pass (param 2: two)",
            .setup = setup, .threads = {t1, t2}, .finish = finish);
