@@ -258,7 +258,10 @@ static inline __attribute__((always_inline)) void free_small_block(jw_tls *t, jw
     ok = jw_tc_free(t, t->tc, s, p);
   } else {
     jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
-    if (tc == NULL) jw_counter_add(&jw_api_counters.small_frees_no_cache, 1);
+    if (tc == NULL && JW_UNLIKELY(++t->n_free_uncached == JW_UNCACHED_FOLD_EVERY)) {
+      jw_counter_add(&jw_api_counters.small_frees_no_cache, JW_UNCACHED_FOLD_EVERY);
+      t->n_free_uncached = 0;
+    }
     ok = jw_tc_free_remote(tc, s, p);
   }
   if (!ok) jw_report_bad("free", "double free detected", p);

@@ -32,6 +32,10 @@ typedef struct jw_tls {
   uint64_t n_mid_malloc, n_mid_free, n_large_malloc, n_large_free;
   struct jw_tcache *tc;
   uint32_t state; /* JW_TLS_* */
+  /* Cross-thread frees made without a cache since the last fold into the
+   * process-wide counter (a shared counter per free would bounce its cache
+   * line between every consumer thread). */
+  uint32_t n_free_uncached;
   /* Return address of the public call now on a slow path (free, delete,
    * realloc), set only off the fast path: who called the allocator, so that
    * the reclaim thread is not created inside glibc's dynamic linker
