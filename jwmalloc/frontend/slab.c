@@ -26,6 +26,10 @@ void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t ta
   s->live = 0;
   s->capacity = (uint16_t)cap;
   s->cls = (uint8_t)cls;
+  jw_slab_reuse(s, owner, tag);
+}
+
+void jw_slab_reuse(jw_slab *s, struct jw_tcache *owner, uint64_t tag) {
   s->where = JW_WHERE_CURRENT;
   s->next = s->prev = s->ready_next = NULL;
   /* Relaxed: the owner field is read by notifiers only after they saw the

@@ -69,6 +69,17 @@ static inline char *jw_slab_blocks(jw_slab *s) { return (char *)s + JW_SLAB_HEAD
  * `tag`: every block on the local list, live = 0. */
 void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t tag);
 
+/* Formats pooled page s, which was an emptied slab of class `cls` whose
+ * every block is on its local list (free, FREE_KEY), as an empty slab of the
+ * same class for `owner`: the header only, the block list kept. */
+void jw_slab_reuse(jw_slab *s, struct jw_tcache *owner, uint64_t tag);
+
+/* Whether pooled page s still holds a whole free list of its class (see
+ * jw_slab_reuse); a page adopted from an abandoned slab does not. */
+static inline bool jw_slab_list_whole(const jw_slab *s, unsigned cls) {
+  return s->cls == cls && s->capacity != 0 && s->live == 0 && s->local != NULL;
+}
+
 /* True when p is the start of a block of slab s (not the header, on a block
  * boundary, below capacity). Reads only owner-stable fields (the class). No
  * division: the class's reciprocal gives the block index, and a block i is

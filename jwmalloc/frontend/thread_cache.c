@@ -246,14 +246,22 @@ static inline void slab_unpark(jw_tcache *tc, jw_slab *s) {
   jw_store(&s->tag, tc->key, JW_RELAXED); /* only the owner acts on its key */
 }
 
-/* Takes the ready stack. With `move`, each slab leaves the full list (to
- * the partial list or, if now empty, the pool); otherwise (thread exit)
- * only its state is reset. */
-static JW_NOINLINE void drain_ready_list(jw_tcache *tc, bool move) {
-  /* Acquire exchange: the notifiers' ready_next links. */
-  jw_slab *s = jw_xchg(&tc->ready, NULL, JW_ACQUIRE);
-  while (s) {
-    jw_slab *next = s->ready_next;
+/* A refill moves at most this many notified slabs (frontend.md, "The ready
+ * stack, in batches"): the rest wait, still NOTIFIED, for the next refills. */
+#define JW_READY_BATCH 8
+
+/* Moves up to `limit` slabs taken off the ready stack (taking the stack
+ * when none is left from before). With `move`, each slab leaves the full
+ * list (to the partial list or, if now empty, the pool); otherwise (thread
+ * exit) only its state is reset. */
+static JW_NOINLINE void drain_ready_list(jw_tcache *tc, bool move, unsigned limit) {
+  /* Acquire exchange: the notifiers' ready_next links. A slab stays
+   * NOTIFIED until moved, so no notifier pushes it again meanwhile and its
+   * ready_next stays ours. */
+  if (tc->ready_todo == NULL) tc->ready_todo = jw_xchg(&tc->ready, NULL, JW_ACQUIRE);
+  for (unsigned n = 0; tc->ready_todo != NULL && n < limit; n++) {
+    jw_slab *s = tc->ready_todo;
+    tc->ready_todo = s->ready_next;
     jw_slab_unnotify(s);
     if (move) {
       jw_slab_collect(s);
@@ -265,13 +273,20 @@ static JW_NOINLINE void drain_ready_list(jw_tcache *tc, bool move) {
         slab_unpark(tc, s);
       }
     }
-    s = next;
   }
 }
 
+/* Everything notified until now. */
 static inline void drain_ready(jw_tcache *tc, bool move) {
+  if (tc->ready_todo != NULL) drain_ready_list(tc, move, UINT32_MAX);
   /* Relaxed peek: an empty stack (the common case) costs no exchange. */
-  if (jw_load(&tc->ready, JW_RELAXED) != NULL) drain_ready_list(tc, move);
+  if (jw_load(&tc->ready, JW_RELAXED) != NULL) drain_ready_list(tc, move, UINT32_MAX);
+}
+
+/* A refill's share: one batch. */
+static inline void drain_ready_batch(jw_tcache *tc) {
+  if (tc->ready_todo != NULL || jw_load(&tc->ready, JW_RELAXED) != NULL) /* relaxed peek, as above */
+    drain_ready_list(tc, true, JW_READY_BATCH);
 }
 
 /* Moves the local list of s into the bin and pops one block, ready to hand
@@ -298,7 +313,7 @@ jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
    * the general path, which starts from the state left here. */
   jw_slab *s = tc->current[cls], *h = tc->partial[cls];
   if (JW_LIKELY(s != NULL && h != NULL && s->local == NULL && t->n_malloc < JW_TC_FOLD_EVERY &&
-                jw_load(&tc->ready, JW_RELAXED) == NULL) && /* relaxed peeks, as in drain_ready */
+                tc->ready_todo == NULL && jw_load(&tc->ready, JW_RELAXED) == NULL) && /* relaxed peek, as in drain_ready */
       (jw_load(&s->remote, JW_RELAXED) & ~JW_RS_MASK) == 0 && jw_slab_park(s, tc->key)) {
     s->where = JW_WHERE_FULL;
     list_push(&tc->full, s);
@@ -329,7 +344,7 @@ static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls)
     list_push(&tc->full, s);
     tc->current[cls] = NULL;
   }
-  drain_ready(tc, true);
+  drain_ready_batch(tc);
   while ((s = tc->partial[cls]) != NULL) {
     partial_remove(tc, s);
     if (s->local == NULL) jw_slab_collect(s);
@@ -348,6 +363,12 @@ static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls)
   s = jw_pool_take(tc);
   if (s) {
     jw_counter_add_owner(&tc->pool_hits, 1);
+    if (jw_slab_list_whole(s, cls)) { /* emptied slab of this class: its list is ready */
+      jw_slab_reuse(s, tc, tc->key);
+      tc->nslabs++;
+      tc->current[cls] = s;
+      return take_local(t, s);
+    }
   } else {
     s = jw_tier_take_pages(1, JW_KIND_SMALL_SLAB, NULL, NULL);
     if (s == NULL) {
@@ -375,6 +396,9 @@ static void notify_owner(jw_slab *s) {
 
 /* The freeing thread became the owner of an abandoned slab's empty page. */
 static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
+  /* Blocks freed after abandonment were counted, not listed: its local list
+   * is not whole, so a refill must format the page again. */
+  s->capacity = 0;
   if (tc && jw_load(&tc->state, JW_RELAXED) == JW_TC_LIVE) {
     jw_pool_put(tc, s, false);
   } else {

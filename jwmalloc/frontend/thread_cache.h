@@ -65,6 +65,7 @@ typedef struct jw_tcache {
   jw_slab *full;                 /* owner: doubly linked, parked slabs */
   jw_slab *pool_head, *pool_tail; /* pool lock: LRU pool, head = most recently used */
   jw_atomic_ptr ready;            /* slabs notified by remote frees (push-only, owner takes all) */
+  struct jw_slab *ready_todo;     /* owner: slabs taken off `ready`, not yet moved (bounded batches) */
   jw_bcache bc;                   /* pool lock: freed midend blocks and ranges (block_cache.h) */
   /* Statistics; written only by the thread using the cache (relaxed
    * load+store), read by anyone. */
