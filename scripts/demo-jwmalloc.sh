@@ -25,4 +25,4 @@ for i in "${!cases[@]}"; do
 done
 echo
 echo "Tiers: frontend < 2 KiB (thread-local one-page slabs), midend 2-16 KiB, ranges 16 KiB-4 MiB, direct mmap > 4 MiB."
-echo "Page source: the temporary simple one until the closed-sibling-tree backend lands (README status table)."
+echo "Page source: the closed-sibling-tree range backend (docs/design/backend.md); freed memory ages out through lifetime-based reclamation."
