@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "../common/counter.h"
@@ -33,37 +34,18 @@ static void list_remove(jw_slab **head, jw_slab *s) {
   s->next = s->prev = NULL;
 }
 
-/* Partial lists are queues: a slab that gets free blocks back joins at the
- * tail and refills take the head, so a slab is reused after the longest
- * wait, with as many blocks freed into it as possible (a slab taken back
- * with one free block would be parked again at the next refill). The head's
- * prev link names the tail. */
-static void partial_append(jw_tcache *tc, jw_slab *s) {
-  jw_slab *head = tc->partial[s->cls];
-  s->next = NULL;
-  if (head == NULL) {
-    s->prev = s;
-    tc->partial[s->cls] = s;
-  } else {
-    jw_slab *tail = head->prev;
-    tail->next = s;
-    s->prev = tail;
-    head->prev = s;
-  }
+/* Partial slabs are kept in a heap per class, lowest address first
+ * (frontend.md, "Placement"): refills fill the lowest slabs, so the slabs of
+ * high roots drain and their roots can go back whole. */
+static jw_slab *slab_of_node(jw_heap_node *n) {
+  return n ? (jw_slab *)((char *)n - offsetof(jw_slab, hnode)) : NULL;
 }
 
-static void partial_remove(jw_tcache *tc, jw_slab *s) {
-  jw_slab *head = tc->partial[s->cls];
-  if (s == head) {
-    tc->partial[s->cls] = s->next;
-    if (s->next) s->next->prev = s->prev; /* the tail */
-  } else {
-    s->prev->next = s->next;
-    if (s->next) s->next->prev = s->prev;
-    else head->prev = s->prev; /* s was the tail */
-  }
-  s->next = s->prev = NULL;
-}
+static jw_slab *partial_min(jw_tcache *tc, unsigned cls) { return slab_of_node(tc->partial[cls]); }
+
+static void partial_append(jw_tcache *tc, jw_slab *s) { jw_heap_insert(&tc->partial[s->cls], &s->hnode); }
+
+static void partial_remove(jw_tcache *tc, jw_slab *s) { jw_heap_remove(&tc->partial[s->cls], &s->hnode); }
 
 static void list_leave(jw_tcache *tc, jw_slab *s) {
   if (s->where == JW_WHERE_FULL) list_remove(&tc->full, s);
@@ -228,9 +210,37 @@ static jw_block *take_local(jw_tls *t, jw_slab *s) {
   return b;
 }
 
+/* The current slab s (its bin empty) steps aside for a lower partial slab:
+ * into the partial heap when it has free blocks, to the pool when every
+ * block is free, else parked full (frontend.md, "Placement"). */
+static void current_step_aside(jw_tcache *tc, jw_slab *s) {
+  tc->current[s->cls] = NULL;
+  if (s->local == NULL) jw_slab_collect(s);
+  if (s->local == NULL) {
+    if (jw_slab_park(s, tc->key)) {
+      s->where = JW_WHERE_FULL;
+      list_push(&tc->full, s);
+      return;
+    }
+    jw_slab_collect(s); /* a remote free arrived: it is ours now */
+  }
+  if (s->live == 0) {
+    tc->nslabs--;
+    jw_pool_put(tc, s);
+    return;
+  }
+  s->where = JW_WHERE_PARTIAL;
+  partial_append(tc, s);
+}
+
 jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
   jw_tc_fold(t, tc);
-  jw_slab *s = tc->current[cls];
+  drain_ready(tc, true);
+  jw_slab *s = tc->current[cls], *low = partial_min(tc, cls);
+  if (s && low && low < s) {
+    current_step_aside(tc, s);
+    s = NULL;
+  }
   if (s) {
     if (s->local == NULL) jw_slab_collect(s);
     if (s->local) return take_local(t, s);
@@ -242,8 +252,7 @@ jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
     list_push(&tc->full, s);
     tc->current[cls] = NULL;
   }
-  drain_ready(tc, true);
-  while ((s = tc->partial[cls]) != NULL) {
+  while ((s = partial_min(tc, cls)) != NULL) {
     partial_remove(tc, s);
     if (s->local == NULL) jw_slab_collect(s);
     s->where = JW_WHERE_CURRENT;
@@ -348,8 +357,8 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc) {
     flush_bin(t, tc, c);
     if (tc->current[c]) list_push(&todo, tc->current[c]);
     tc->current[c] = NULL;
-    while (tc->partial[c]) {
-      jw_slab *s = tc->partial[c];
+    jw_slab *s;
+    while ((s = partial_min(tc, c)) != NULL) {
       partial_remove(tc, s);
       list_push(&todo, s);
     }

@@ -12,6 +12,7 @@
 #ifndef JW_MIDEND_MIDEND_H
 #define JW_MIDEND_MIDEND_H
 
+#include "../common/addr_heap.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -41,7 +42,7 @@ static inline unsigned jw_mid_class_blocks(unsigned mc) {
 typedef struct jw_mid_slab {
   jw_atomic_u64 zero;            /* always 0: no thread's slab tag */
   jw_block *free;                /* class lock: freed blocks */
-  struct jw_mid_slab *next, *prev; /* class lock: partial list */
+  jw_heap_node hnode;            /* class lock: node in the partial heap, lowest address first */
   jw_atomic_u32 bump;            /* blocks [bump, capacity) never handed out; written under the class lock */
   uint32_t nfree;                /* class lock: free blocks (list + never used) */
   uint32_t capacity;
