@@ -6,8 +6,6 @@
 #include "../common/tier_pages.h"
 #include "../reclaim/reclaim.h"
 
-#define POOL_LOOK 16 /* pages a take compares, from the most recently used end */
-
 size_t jw_pool_watermark(const jw_tcache *tc) {
   size_t prop = (size_t)tc->nslabs * (size_t)jw_opt(JW_OPT_POOL_PERCENT) / 100;
   size_t floor = (size_t)jw_opt(JW_OPT_POOL_MIN);
@@ -68,15 +66,11 @@ void jw_pool_put(jw_tcache *tc, jw_slab *s) {
 
 jw_slab *jw_pool_take(jw_tcache *tc) {
   if (!jw_lock_try(&tc->pool_lock, JW_LK_POOL)) return NULL; /* the reclaimer holds it: a miss */
-  /* The lowest of the most recently used pages (frontend.md, "Placement"):
-   * a bounded look, so a take stays O(1) whatever the pool's length. */
   jw_slab *s = tc->pool_head;
-  unsigned look = POOL_LOOK;
-  for (jw_slab *x = s; x && look; x = x->next, look--)
-    if (x < s) s = x;
   if (s != NULL) {
-    if (s->prev) s->prev->next = s->next; else tc->pool_head = s->next;
-    if (s->next) s->next->prev = s->prev; else tc->pool_tail = s->prev;
+    tc->pool_head = s->next;
+    if (s->next) s->next->prev = NULL;
+    else tc->pool_tail = NULL;
     tc->pool_len--;
     /* Taking from the MRU end dips into the stale pages only when the pool
      * is shorter than their count: the rest are all stale. */

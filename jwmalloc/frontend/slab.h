@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "../common/asan.h"
-#include "../common/addr_heap.h"
+#include "../common/root_queue.h"
 #include "../common/atomic.h"
 #include "size_class.h"
 
@@ -47,10 +47,10 @@ typedef struct jw_slab {
       struct jw_slab *next, *prev; /* owner: links in its full list or pool */
       struct jw_slab *ready_next;  /* link in the owner's ready stack (written by the notifier) */
     };
-    /* owner: node in its class's partial heap (frontend.md, "Placement").
-     * Only a FULL slab is ever notified, so ready_next is free while the
-     * slab is partial. */
-    jw_heap_node hnode;
+    /* owner: node in its class's partial queue (frontend.md, "Placement").
+     * Only a FULL slab is ever notified, so ready_next is free (the queue's
+     * `group` link) while the slab is partial. */
+    jw_rq_node qnode;
   };
   union {
     uint32_t live;              /* owner: blocks not on `local` (handed out, in the bin, remote) */

@@ -34,18 +34,25 @@ static void list_remove(jw_slab **head, jw_slab *s) {
   s->next = s->prev = NULL;
 }
 
-/* Partial slabs are kept in a heap per class, lowest address first
- * (frontend.md, "Placement"): refills fill the lowest slabs, so the slabs of
- * high roots drain and their roots can go back whole. */
-static jw_slab *slab_of_node(jw_heap_node *n) {
-  return n ? (jw_slab *)((char *)n - offsetof(jw_slab, hnode)) : NULL;
+/* Partial slabs wait in a queue per class grouped by root, lowest root first
+ * (common/root_queue.h, frontend.md "Placement"): refills fill the slabs of
+ * low roots, so the slabs of high roots drain and their roots can go back
+ * whole; within a root a slab is reused after the longest wait, with as many
+ * blocks freed into it as possible. */
+static jw_slab *partial_min(jw_tcache *tc, unsigned cls) {
+  jw_rq_node *n = tc->partial[cls];
+  return n ? (jw_slab *)((char *)n - offsetof(jw_slab, qnode)) : NULL;
 }
 
-static jw_slab *partial_min(jw_tcache *tc, unsigned cls) { return slab_of_node(tc->partial[cls]); }
+static int root_below(const void *a, const void *b) {
+  return ((uintptr_t)a >> JW_ROOT_SHIFT) < ((uintptr_t)b >> JW_ROOT_SHIFT);
+}
 
-static void partial_append(jw_tcache *tc, jw_slab *s) { jw_heap_insert(&tc->partial[s->cls], &s->hnode); }
+static void partial_append(jw_tcache *tc, jw_slab *s) { jw_rq_add(&tc->partial[s->cls], &s->qnode, JW_ROOT_SHIFT); }
 
-static void partial_remove(jw_tcache *tc, jw_slab *s) { jw_heap_remove(&tc->partial[s->cls], &s->hnode); }
+static void partial_remove(jw_tcache *tc, jw_slab *s) {
+  jw_rq_remove(&tc->partial[s->cls], &s->qnode, JW_ROOT_SHIFT);
+}
 
 static void list_leave(jw_tcache *tc, jw_slab *s) {
   if (s->where == JW_WHERE_FULL) list_remove(&tc->full, s);
@@ -211,7 +218,7 @@ static jw_block *take_local(jw_tls *t, jw_slab *s) {
 }
 
 /* The current slab s (its bin empty) steps aside for a lower partial slab:
- * into the partial heap when it has free blocks, to the pool when every
+ * into the partial queue when it has free blocks, to the pool when every
  * block is free, else parked full (frontend.md, "Placement"). */
 static void current_step_aside(jw_tcache *tc, jw_slab *s) {
   tc->current[s->cls] = NULL;
@@ -235,9 +242,11 @@ static void current_step_aside(jw_tcache *tc, jw_slab *s) {
 
 jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
   jw_tc_fold(t, tc);
-  drain_ready(tc, true);
   jw_slab *s = tc->current[cls], *low = partial_min(tc, cls);
-  if (s && low && low < s) {
+  /* Roots go back whole: only a partial slab in a lower root displaces the
+   * current slab (within one root the order does not matter, and every
+   * switch costs refills). */
+  if (s && low && root_below(low, s)) {
     current_step_aside(tc, s);
     s = NULL;
   }
@@ -252,6 +261,7 @@ jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
     list_push(&tc->full, s);
     tc->current[cls] = NULL;
   }
+  drain_ready(tc, true);
   while ((s = partial_min(tc, cls)) != NULL) {
     partial_remove(tc, s);
     if (s->local == NULL) jw_slab_collect(s);

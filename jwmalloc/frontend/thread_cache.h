@@ -47,7 +47,7 @@ typedef struct jw_tcache {
   jw_lock pool_lock;          /* owner and reclaimer, try-lock on malloc/free paths (page_pool.h) */
   uint64_t key;               /* owner: this incarnation's slab tag */
   jw_slab *current[JW_NCLASSES];
-  jw_heap_node *partial[JW_NCLASSES]; /* owner: heaps (lowest address first) of slabs with local free blocks */
+  jw_rq_node *partial[JW_NCLASSES]; /* owner: slabs with local free blocks, lowest root first (root_queue.h) */
   jw_slab *full;                 /* owner: doubly linked, parked slabs */
   jw_slab *pool_head, *pool_tail; /* pool lock: LRU pool, head = most recently used */
   jw_atomic_ptr ready;            /* slabs notified by remote frees (push-only, owner takes all) */

@@ -30,7 +30,7 @@ typedef struct mid_class {
   jw_ptr_cache cache;
   jw_atomic_ptr deferred; /* blocks freed while the lock was busy */
   jw_lock lock;
-  jw_heap_node *partial; /* lock: heap of slabs with free blocks, lowest address first */
+  jw_rq_node *partial; /* lock: slabs with free blocks, lowest root first */
   jw_mid_slab *spare;   /* lock: one empty slab kept */
   jw_atomic_u64 n_alloc, n_free, n_fallback;
   /* Aging (jw_mid_age): the class's malloc+free count at the previous pass.
@@ -52,19 +52,20 @@ static char *slab_blocks(jw_mid_slab *s) { return (char *)s + JW_MID_HEADER; }
 
 /* ---- under the class lock ---- */
 
-/* Partial slabs are kept lowest address first (midend.md, "Placement"):
- * allocations fill the lowest slabs, so the slabs of high roots drain. */
+/* Partial slabs wait lowest root first (common/root_queue.h, midend.md
+ * "Placement"): allocations fill the slabs of low roots, so the slabs of high
+ * roots drain. */
 static jw_mid_slab *partial_min(mid_class *k) {
-  return k->partial ? (jw_mid_slab *)((char *)k->partial - offsetof(jw_mid_slab, hnode)) : NULL;
+  return k->partial ? (jw_mid_slab *)((char *)k->partial - offsetof(jw_mid_slab, qnode)) : NULL;
 }
 
 static void partial_add(mid_class *k, jw_mid_slab *s) {
-  jw_heap_insert(&k->partial, &s->hnode);
+  jw_rq_add(&k->partial, &s->qnode, JW_ROOT_SHIFT);
   s->on_partial = 1;
 }
 
 static void partial_remove(mid_class *k, jw_mid_slab *s) {
-  jw_heap_remove(&k->partial, &s->hnode);
+  jw_rq_remove(&k->partial, &s->qnode, JW_ROOT_SHIFT);
   s->on_partial = 0;
 }
 
