@@ -24,6 +24,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "options.h"
+
+/* The shift a queue that becomes non-empty now uses: JWMALLOC_PLACEMENT=1
+ * groups by root (root_shift); 0 makes every node's key 0, one run, a plain
+ * first-in first-out queue. A queue keeps its shift while it holds nodes
+ * (the option may change at run time; its runs must not). */
+static inline unsigned jw_rq_shift(unsigned root_shift) { return jw_opt(JW_OPT_PLACEMENT) ? root_shift : 63; }
+
 typedef struct jw_rq_node {
   struct jw_rq_node *next, *prev;
   struct jw_rq_node *group; /* first node of a run: its last; last node: its first; others: unused */

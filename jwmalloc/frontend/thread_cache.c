@@ -44,14 +44,10 @@ static jw_slab *partial_min(jw_tcache *tc, unsigned cls) {
   return n ? (jw_slab *)((char *)n - offsetof(jw_slab, qnode)) : NULL;
 }
 
-static int root_below(const void *a, const void *b) {
-  return ((uintptr_t)a >> JW_ROOT_SHIFT) < ((uintptr_t)b >> JW_ROOT_SHIFT);
-}
-
-static void partial_append(jw_tcache *tc, jw_slab *s) { jw_rq_add(&tc->partial[s->cls], &s->qnode, JW_ROOT_SHIFT); }
+static void partial_append(jw_tcache *tc, jw_slab *s) { jw_rq_add(&tc->partial[s->cls], &s->qnode, tc->rq_shift); }
 
 static void partial_remove(jw_tcache *tc, jw_slab *s) {
-  jw_rq_remove(&tc->partial[s->cls], &s->qnode, JW_ROOT_SHIFT);
+  jw_rq_remove(&tc->partial[s->cls], &s->qnode, tc->rq_shift);
 }
 
 static void list_leave(jw_tcache *tc, jw_slab *s) {
@@ -82,6 +78,7 @@ jw_tcache *jw_tc_acquire(void) {
     } while (!jw_cas_weak(&registry, &head, tc, JW_RELEASE, JW_RELAXED));
   }
   tc->key = jw_random_key();
+  tc->rq_shift = jw_rq_shift(JW_ROOT_SHIFT); /* its queues are empty */
   return tc;
 }
 
@@ -245,8 +242,8 @@ jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
   jw_slab *s = tc->current[cls], *low = partial_min(tc, cls);
   /* Roots go back whole: only a partial slab in a lower root displaces the
    * current slab (within one root the order does not matter, and every
-   * switch costs refills). */
-  if (s && low && root_below(low, s)) {
+   * switch costs refills). Never with oldest-first placement (shift 63). */
+  if (s && low && jw_rq_key(&low->qnode, tc->rq_shift) < jw_rq_key(&s->qnode, tc->rq_shift)) {
     current_step_aside(tc, s);
     s = NULL;
   }

@@ -42,6 +42,7 @@ typedef struct jw_tcache {
   struct jw_tcache *all_next; /* registry link; immutable once published */
   jw_atomic_u32 state;        /* JW_TC_* */
   uint32_t nslabs;            /* owner: pages used as slabs (not pooled) */
+  uint32_t rq_shift;          /* owner: key shift of the partial queues (root_queue.h), set while they are empty */
   uint32_t pool_len;          /* pool lock */
   uint32_t pool_stale;        /* pool lock: LRU-end pages pooled since the last aging pass (page_pool.h) */
   jw_lock pool_lock;          /* owner and reclaimer, try-lock on malloc/free paths (page_pool.h) */

@@ -2,7 +2,6 @@
 #include "midend.h"
 
 #include <errno.h>
-#include <stddef.h>
 
 #include "../common/counter.h"
 #include "../common/lock.h"
@@ -30,7 +29,7 @@ typedef struct mid_class {
   jw_ptr_cache cache;
   jw_atomic_ptr deferred; /* blocks freed while the lock was busy */
   jw_lock lock;
-  jw_rq_node *partial; /* lock: slabs with free blocks, lowest root first */
+  jw_mid_slab *partial; /* lock: slabs with free blocks */
   jw_mid_slab *spare;   /* lock: one empty slab kept */
   jw_atomic_u64 n_alloc, n_free, n_fallback;
   /* Aging (jw_mid_age): the class's malloc+free count at the previous pass.
@@ -52,20 +51,19 @@ static char *slab_blocks(jw_mid_slab *s) { return (char *)s + JW_MID_HEADER; }
 
 /* ---- under the class lock ---- */
 
-/* Partial slabs wait lowest root first (common/root_queue.h, midend.md
- * "Placement"): allocations fill the slabs of low roots, so the slabs of high
- * roots drain. */
-static jw_mid_slab *partial_min(mid_class *k) {
-  return k->partial ? (jw_mid_slab *)((char *)k->partial - offsetof(jw_mid_slab, qnode)) : NULL;
-}
-
 static void partial_add(mid_class *k, jw_mid_slab *s) {
-  jw_rq_add(&k->partial, &s->qnode, JW_ROOT_SHIFT);
+  s->prev = NULL;
+  s->next = k->partial;
+  if (k->partial) k->partial->prev = s;
+  k->partial = s;
   s->on_partial = 1;
 }
 
 static void partial_remove(mid_class *k, jw_mid_slab *s) {
-  jw_rq_remove(&k->partial, &s->qnode, JW_ROOT_SHIFT);
+  if (s->prev) s->prev->next = s->next;
+  else k->partial = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
   s->on_partial = 0;
 }
 
@@ -76,6 +74,7 @@ static jw_mid_slab *slab_new(unsigned mc) {
   s->granules = granules;
   jw_store(&s->zero, 0, JW_RELAXED); /* read racily by frontend fast paths */
   s->free = NULL;
+  s->next = s->prev = NULL;
   jw_store(&s->bump, 0, JW_RELAXED); /* read by validation; written under the lock */
   /* A page source that rounds the range up gives us more blocks. */
   s->capacity = ((uint32_t)granules * 4096u - JW_MID_HEADER) / jw_mid_class_size[mc];
@@ -87,7 +86,7 @@ static jw_mid_slab *slab_new(unsigned mc) {
 }
 
 static jw_block *slab_take(mid_class *k, unsigned mc) {
-  jw_mid_slab *s = partial_min(k);
+  jw_mid_slab *s = k->partial;
   if (s == NULL) {
     s = k->spare;
     if (s) k->spare = NULL;
@@ -115,17 +114,8 @@ static jw_mid_slab *slab_put(mid_class *k, jw_mid_slab *s, jw_block *b) {
   if (!s->on_partial) partial_add(k, s);
   if (s->nfree == s->capacity) {
     partial_remove(k, s);
-    /* The lower empty slab stays as the spare: the higher one goes back, so
-     * the spare never pins a high root. */
-    if (k->spare == NULL) {
-      k->spare = s;
-    } else if (s < k->spare) {
-      jw_mid_slab *high = k->spare;
-      k->spare = s;
-      return high;
-    } else {
-      return s;
-    }
+    if (k->spare == NULL) k->spare = s;
+    else return s;
   }
   return NULL;
 }

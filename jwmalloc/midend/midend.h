@@ -19,7 +19,6 @@
 #include "../backend/page_source.h"
 #include "../common/asan.h"
 #include "../common/atomic.h"
-#include "../common/root_queue.h"
 
 #define JW_MID_NCLASSES 13
 #define JW_MID_HEADER 64u
@@ -42,7 +41,7 @@ static inline unsigned jw_mid_class_blocks(unsigned mc) {
 typedef struct jw_mid_slab {
   jw_atomic_u64 zero;            /* always 0: no thread's slab tag */
   jw_block *free;                /* class lock: freed blocks */
-  jw_rq_node qnode;              /* class lock: node in the partial queue, lowest root first */
+  struct jw_mid_slab *next, *prev; /* class lock: partial list */
   jw_atomic_u32 bump;            /* blocks [bump, capacity) never handed out; written under the class lock */
   uint32_t nfree;                /* class lock: free blocks (list + never used) */
   uint32_t capacity;
