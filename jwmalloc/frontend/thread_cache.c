@@ -44,9 +44,13 @@ static jw_slab *partial_min(jw_tcache *tc, unsigned cls) {
   return n ? (jw_slab *)((char *)n - offsetof(jw_slab, qnode)) : NULL;
 }
 
-static void partial_append(jw_tcache *tc, jw_slab *s) { jw_rq_add(&tc->partial[s->cls], &s->qnode, tc->rq_shift); }
+/* Out of line: inlined, the queue's code makes refill save more registers
+ * on its every call (make bench-fastpath counts them). */
+static __attribute__((noinline)) void partial_append(jw_tcache *tc, jw_slab *s) {
+  jw_rq_add(&tc->partial[s->cls], &s->qnode, tc->rq_shift);
+}
 
-static void partial_remove(jw_tcache *tc, jw_slab *s) {
+static __attribute__((noinline)) void partial_remove(jw_tcache *tc, jw_slab *s) {
   jw_rq_remove(&tc->partial[s->cls], &s->qnode, tc->rq_shift);
 }
 
@@ -214,9 +218,11 @@ static jw_block *take_local(jw_tls *t, jw_slab *s) {
   return b;
 }
 
-/* The current slab s (its bin empty) steps aside for a lower partial slab:
- * into the partial queue when it has free blocks, to the pool when every
- * block is free, else parked full (frontend.md, "Placement"). */
+static jw_block *refill_other(jw_tls *t, jw_tcache *tc, unsigned cls);
+
+/* Placement (frontend.md): the current slab s, its bin empty, steps aside
+ * for a partial slab of a lower root: into the partial queue when it has
+ * free blocks, to the pool when every block is free, else parked full. */
 static void current_step_aside(jw_tcache *tc, jw_slab *s) {
   tc->current[s->cls] = NULL;
   if (s->local == NULL) jw_slab_collect(s);
@@ -239,15 +245,13 @@ static void current_step_aside(jw_tcache *tc, jw_slab *s) {
 
 jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
   jw_tc_fold(t, tc);
-  jw_slab *s = tc->current[cls], *low = partial_min(tc, cls);
-  /* Roots go back whole: only a partial slab in a lower root displaces the
-   * current slab (within one root the order does not matter, and every
-   * switch costs refills). Never with oldest-first placement (shift 63). */
-  if (s && low && jw_rq_key(&low->qnode, tc->rq_shift) < jw_rq_key(&s->qnode, tc->rq_shift)) {
-    current_step_aside(tc, s);
-    s = NULL;
-  }
+  jw_slab *s = tc->current[cls];
   if (s) {
+    /* Placement: a partial slab in a lower root displaces the current slab
+     * (frontend.md; never with oldest-first placement, shift 63). */
+    if (tc->rq_shift != 63 && tc->partial[cls] &&
+        jw_rq_key(tc->partial[cls], tc->rq_shift) < jw_rq_key(&s->qnode, tc->rq_shift))
+      return refill_other(t, tc, cls);
     if (s->local == NULL) jw_slab_collect(s);
     if (s->local) return take_local(t, s);
     if (!jw_slab_park(s, tc->key)) {
@@ -258,6 +262,15 @@ jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
     list_push(&tc->full, s);
     tc->current[cls] = NULL;
   }
+  return refill_other(t, tc, cls);
+}
+
+/* The current slab is parked (or there is none): the head of the partial
+ * queue, else a pool page, else a new page. Out of line, so that the common
+ * refill from the current slab saves few registers. */
+static __attribute__((noinline)) jw_block *refill_other(jw_tls *t, jw_tcache *tc, unsigned cls) {
+  jw_slab *s = tc->current[cls];
+  if (s) current_step_aside(tc, s); /* still current only when it steps aside */
   drain_ready(tc, true);
   while ((s = partial_min(tc, cls)) != NULL) {
     partial_remove(tc, s);
@@ -312,6 +325,13 @@ static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
   }
 }
 
+/* Bin blocks go back to the local list of their (current) slab. */
+static void flush_bin(jw_tls *t, jw_tcache *tc, unsigned c) {
+  if (t->bin[c] == NULL) return;
+  jw_slab_give_back(tc->current[c], t->bin[c]);
+  t->bin[c] = NULL;
+}
+
 bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
   uint64_t fkey = jw_load(&jw_free_key, JW_RELAXED);
   uint64_t tag = jw_load(&s->tag, JW_RELAXED); /* own key: written by us */
@@ -345,13 +365,6 @@ bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
       break;
   }
   return true;
-}
-
-/* Bin blocks go back to the local list of their (current) slab. */
-static void flush_bin(jw_tls *t, jw_tcache *tc, unsigned c) {
-  if (t->bin[c] == NULL) return;
-  jw_slab_give_back(tc->current[c], t->bin[c]);
-  t->bin[c] = NULL;
 }
 
 void jw_tc_release(jw_tls *t, jw_tcache *tc) {
