@@ -27,9 +27,10 @@
 #include "options.h"
 
 /* The shift a queue that becomes non-empty now uses: JWMALLOC_PLACEMENT=1
- * groups by root (root_shift); 0 makes every node's key 0, one run, a plain
- * first-in first-out queue. A queue keeps its shift while it holds nodes
- * (the option may change at run time; its runs must not). */
+ * groups by root (root_shift); 0 gives 63, which the tiers take to mean a
+ * plain first-in first-out queue (jw_fifo_*, below). A queue keeps its mode
+ * while it holds nodes (the option may change at run time; a queue's
+ * structure must not). */
 static inline unsigned jw_rq_shift(unsigned root_shift) { return jw_opt(JW_OPT_PLACEMENT) ? root_shift : 63; }
 
 typedef struct jw_rq_node {
@@ -81,6 +82,36 @@ static inline void jw_rq_remove(jw_rq_node **q, jw_rq_node *n, unsigned shift) {
   else *q = n->next;
   if (n->next) n->next->prev = n->prev;
   n->next = n->prev = n->group = NULL;
+}
+
+/* With placement off (jw_rq_shift gave 63) the tiers keep the same nodes in
+ * a plain first-in first-out queue instead, as cheap as before placement
+ * existed: the head's prev names the tail, next links run head to tail. */
+static inline void jw_fifo_add(jw_rq_node **q, jw_rq_node *n) {
+  jw_rq_node *head = *q;
+  n->next = NULL;
+  if (head == NULL) {
+    n->prev = n;
+    *q = n;
+  } else {
+    jw_rq_node *tail = head->prev;
+    tail->next = n;
+    n->prev = tail;
+    head->prev = n;
+  }
+}
+
+static inline void jw_fifo_remove(jw_rq_node **q, jw_rq_node *n) {
+  jw_rq_node *head = *q;
+  if (n == head) {
+    *q = n->next;
+    if (n->next) n->next->prev = n->prev; /* the tail */
+  } else {
+    n->prev->next = n->next;
+    if (n->next) n->next->prev = n->prev;
+    else head->prev = n->prev; /* n was the tail */
+  }
+  n->next = n->prev = NULL;
 }
 
 #endif

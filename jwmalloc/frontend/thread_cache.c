@@ -44,14 +44,25 @@ static jw_slab *partial_min(jw_tcache *tc, unsigned cls) {
   return n ? (jw_slab *)((char *)n - offsetof(jw_slab, qnode)) : NULL;
 }
 
-/* Out of line: inlined, the queue's code makes refill save more registers
- * on its every call (make bench-fastpath counts them). */
-static __attribute__((noinline)) void partial_append(jw_tcache *tc, jw_slab *s) {
+/* Root-grouped (out of line: inlined, the queue's code makes refill save
+ * more registers on its every call) or, with placement off, the plain queue
+ * of before (root_queue.h). */
+static __attribute__((noinline)) void partial_add_rooted(jw_tcache *tc, jw_slab *s) {
   jw_rq_add(&tc->partial[s->cls], &s->qnode, tc->rq_shift);
 }
 
-static __attribute__((noinline)) void partial_remove(jw_tcache *tc, jw_slab *s) {
+static __attribute__((noinline)) void partial_remove_rooted(jw_tcache *tc, jw_slab *s) {
   jw_rq_remove(&tc->partial[s->cls], &s->qnode, tc->rq_shift);
+}
+
+static void partial_append(jw_tcache *tc, jw_slab *s) {
+  if (tc->rq_shift == 63) jw_fifo_add(&tc->partial[s->cls], &s->qnode);
+  else partial_add_rooted(tc, s);
+}
+
+static void partial_remove(jw_tcache *tc, jw_slab *s) {
+  if (tc->rq_shift == 63) jw_fifo_remove(&tc->partial[s->cls], &s->qnode);
+  else partial_remove_rooted(tc, s);
 }
 
 static void list_leave(jw_tcache *tc, jw_slab *s) {
@@ -223,7 +234,7 @@ static jw_block *refill_other(jw_tls *t, jw_tcache *tc, unsigned cls);
 /* Placement (frontend.md): the current slab s, its bin empty, steps aside
  * for a partial slab of a lower root: into the partial queue when it has
  * free blocks, to the pool when every block is free, else parked full. */
-static void current_step_aside(jw_tcache *tc, jw_slab *s) {
+static __attribute__((noinline, cold)) void current_step_aside(jw_tcache *tc, jw_slab *s) {
   tc->current[s->cls] = NULL;
   if (s->local == NULL) jw_slab_collect(s);
   if (s->local == NULL) {
