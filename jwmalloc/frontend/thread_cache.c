@@ -57,13 +57,13 @@ static __attribute__((noinline)) void partial_remove_rooted(jw_tcache *tc, jw_sl
   jw_rq_remove(&tc->partial[s->cls], &s->qnode, tc->rq_shift);
 }
 
-static void partial_append(jw_tcache *tc, jw_slab *s) {
-  if (tc->rq_shift == 63) jw_fifo_add(&tc->partial[s->cls], &s->qnode);
+static inline void partial_append(jw_tcache *tc, jw_slab *s) {
+  if (JW_LIKELY(tc->rq_shift == 63)) jw_fifo_add(&tc->partial[s->cls], &s->qnode);
   else partial_add_rooted(tc, s);
 }
 
-static void partial_remove(jw_tcache *tc, jw_slab *s) {
-  if (tc->rq_shift == 63) jw_fifo_remove(&tc->partial[s->cls], &s->qnode);
+static inline void partial_remove(jw_tcache *tc, jw_slab *s) {
+  if (JW_LIKELY(tc->rq_shift == 63)) jw_fifo_remove(&tc->partial[s->cls], &s->qnode);
   else partial_remove_rooted(tc, s);
 }
 
@@ -290,7 +290,7 @@ static jw_block *take_local(jw_tls *t, jw_slab *s) {
 }
 
 static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls);
-static jw_block *refill_other(jw_tls *t, jw_tcache *tc, unsigned cls);
+static inline __attribute__((always_inline)) jw_block *refill_other(jw_tls *t, jw_tcache *tc, unsigned cls);
 
 /* Placement (frontend.md): the current slab s, its bin empty, steps aside
  * for a partial slab of a lower root: into the partial queue when it has
@@ -321,15 +321,17 @@ jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
    * and a partial slab is queued; the current slab is parked, the partial
    * one becomes current. Anything else, or a remote free racing the park:
    * the general path, which starts from the state left here. */
+  /* With placement on (rq_shift < 63) always the general path: its queue
+   * operations are calls, and a call here would cost this path a frame. */
   jw_slab *s = tc->current[cls], *h = partial_min(tc, cls);
   if (JW_LIKELY(s != NULL && h != NULL && s->local == NULL && t->n_malloc < JW_TC_FOLD_EVERY &&
-                jw_load(&tc->ready, JW_RELAXED) == NULL) && /* relaxed peeks, as in drain_ready */
+                tc->rq_shift == 63 && jw_load(&tc->ready, JW_RELAXED) == NULL) && /* relaxed peeks, as in drain_ready */
       (jw_load(&s->remote, JW_RELAXED) & ~JW_RS_MASK) == 0 && jw_slab_park(s, tc->key)) {
     s->where = JW_WHERE_FULL;
     list_push(&tc->full, s);
     tc->current[cls] = NULL;
     if (h->local != NULL) {
-      partial_remove(tc, h);
+      jw_fifo_remove(&tc->partial[cls], &h->qnode);
       h->where = JW_WHERE_CURRENT;
       tc->current[cls] = h;
       return take_local(t, h);
@@ -346,7 +348,7 @@ static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls)
   if (s) {
     /* Placement: a partial slab in a lower root displaces the current slab
      * (frontend.md; never with oldest-first placement, shift 63). */
-    if (tc->rq_shift != 63 && tc->partial[cls] &&
+    if (JW_UNLIKELY(tc->rq_shift != 63) && tc->partial[cls] &&
         jw_rq_key(tc->partial[cls], tc->rq_shift) < jw_rq_key(&s->qnode, tc->rq_shift))
       return refill_other(t, tc, cls);
     if (s->local == NULL) jw_slab_collect(s);
@@ -363,11 +365,12 @@ static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls)
 }
 
 /* The current slab is parked (or there is none): the head of the partial
- * queue, else a pool page, else a new page. Out of line, so that the common
- * refill from the current slab saves few registers. */
-static __attribute__((noinline)) jw_block *refill_other(jw_tls *t, jw_tcache *tc, unsigned cls) {
+ * queue, else a pool page, else a new page. Inline in refill_slow (its only
+ * caller, out of line itself), so that with placement off the general refill
+ * is the code of before, call for call. */
+static inline __attribute__((always_inline)) jw_block *refill_other(jw_tls *t, jw_tcache *tc, unsigned cls) {
   jw_slab *s = tc->current[cls];
-  if (s) current_step_aside(tc, s); /* still current only when it steps aside */
+  if (JW_UNLIKELY(s != NULL)) current_step_aside(tc, s); /* still current only when it steps aside */
   drain_ready(tc, true);
   while ((s = partial_min(tc, cls)) != NULL) {
     partial_remove(tc, s);
@@ -422,6 +425,12 @@ static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
   }
 }
 
+/* jw_tc_freed's unpark with placement on (root-grouped queue). */
+static JW_NOINLINE void unpark_rooted(jw_tcache *tc, jw_slab *s) {
+  slab_unpark(tc, s);
+  if (s->live == 0) jw_tc_slab_emptied(tc, s);
+}
+
 void jw_tc_freed(jw_tcache *tc, jw_slab *s) {
   if (s->where == JW_WHERE_FULL) {
     uintptr_t w = jw_load(&s->remote, JW_RELAXED);
@@ -429,7 +438,15 @@ void jw_tc_freed(jw_tcache *tc, jw_slab *s) {
     while ((w & JW_RS_MASK) == JW_RS_FULL &&
            !jw_cas_weak(&s->remote, &w, w & ~JW_RS_MASK, JW_RELAXED, JW_RELAXED)) {
     }
-    if ((w & JW_RS_MASK) == JW_RS_FULL) slab_unpark(tc, s);
+    if ((w & JW_RS_MASK) == JW_RS_FULL) {
+      /* Placement on: out of line and a tail call, so that this free path
+       * keeps no stack frame in either mode. */
+      if (JW_UNLIKELY(tc->rq_shift != 63)) return unpark_rooted(tc, s);
+      list_remove(&tc->full, s);
+      s->where = JW_WHERE_PARTIAL;
+      jw_fifo_add(&tc->partial[s->cls], &s->qnode);
+      jw_store(&s->tag, tc->key, JW_RELAXED); /* as in slab_unpark */
+    }
   }
   if (s->live == 0) jw_tc_slab_emptied(tc, s);
 }
