@@ -101,6 +101,8 @@ typedef struct jw_stats {
   uint64_t refaulted_allocs;             /* ranges handed out again after their pages were given back */
   uint64_t pool_pages_aged;              /* idle page-pool pages given back by the reclaimer */
   uint64_t mid_slabs_aged;               /* idle midend slabs given back by the reclaimer */
+  uint64_t huge_kept_bytes;              /* freed direct mappings kept for reuse (JWMALLOC_HUGE_CACHE_MB) */
+  uint64_t huge_reuses;                  /* direct mappings served from the kept ones */
 } jw_stats;
 
 /* Fills *out with the first `size` bytes of the statistics (size: the

@@ -15,6 +15,7 @@
 #include "counters.h"
 #include "fastpath.h"
 #include "huge.h"
+#include "huge_cache.h"
 #include "large.h"
 #include "runtime.h"
 
@@ -97,9 +98,7 @@ static void *alloc_any(size_t n, bool *zeroed) {
     errno = ENOMEM;
     return NULL;
   }
-  void *p = jw_huge_alloc(n, JW_PAGE);
-  if (p && zeroed) *zeroed = true;
-  return p;
+  return jw_huge_alloc(n, JW_PAGE, zeroed);
 }
 
 /* jw_malloc_slow's block-cache miss for n (2017 bytes-64 KiB), the cache
@@ -162,7 +161,7 @@ void *jw_memalign_impl(size_t align, size_t n) {
     if (n <= JW_MID_MAX) return mid_alloc(n);
   }
   if (jw_large_fits(n, align)) return jw_large_alloc(n, align, NULL);
-  return jw_huge_alloc(n, align);
+  return jw_huge_alloc(n, align, NULL);
 }
 
 /* ---- taking blocks back ---- */
@@ -434,5 +433,6 @@ int jw_trim_impl(void) {
   bool released = false;
   if (t->state == JW_TLS_ACTIVE) released = jw_tc_trim(t, t->tc);
   released |= jw_mid_trim();
+  released |= jw_huge_cache_drop();
   return released;
 }

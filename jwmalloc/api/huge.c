@@ -7,6 +7,7 @@
 #include "../common/config.h"
 #include "../os/os_mem.h"
 #include "counters.h"
+#include "huge_cache.h"
 
 #define SLOTS_SHIFT 20
 #define SLOTS ((size_t)1 << SLOTS_SHIFT)
@@ -89,17 +90,26 @@ static size_t take_entry(uintptr_t a) {
   return size;
 }
 
-void *jw_huge_alloc(size_t n, size_t align) {
+void *jw_huge_alloc(size_t n, size_t align, bool *zeroed) {
   if (n > PTRDIFF_MAX - 2 * JW_PAGE || align > ((size_t)1 << 62)) {
     errno = ENOMEM;
     return NULL;
   }
   size_t size = jw_align_up(n ? n : 1, JW_PAGE);
-  void *p = jw_os_map_committed(size, align > JW_PAGE ? align : JW_PAGE);
-  if (p == NULL) {
-    errno = ENOMEM;
-    return NULL;
+  if (align < JW_PAGE) align = JW_PAGE;
+  size_t got = 0;
+  void *p = jw_huge_cache_take(size, align, &got);
+  bool fresh = p == NULL;
+  if (!fresh) {
+    size = got;
+  } else {
+    p = jw_os_map_committed(size, align);
+    if (p == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
   }
+  if (zeroed) *zeroed = fresh;
   slot *t = get_table(true);
   if (t == NULL || !reserve()) {
     jw_os_unmap(p, size);
@@ -116,7 +126,7 @@ bool jw_huge_free(void *p) {
   size_t size = take_entry((uintptr_t)p);
   if (size == 0) return false;
   unreserve();
-  jw_os_unmap(p, size);
+  if (!jw_huge_cache_put(p, size)) jw_os_unmap(p, size);
   jw_counter_add(&jw_api_counters.huge_frees, 1);
   jw_fetch_sub(&jw_api_counters.huge_bytes, size, JW_RELAXED); /* statistics */
   return true;

@@ -12,11 +12,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A fresh zeroed mapping of at least n bytes aligned to align (power of two,
- * any size). NULL, errno=ENOMEM. */
-void *jw_huge_alloc(size_t n, size_t align);
+/* A mapping of at least n bytes aligned to align (power of two, any size):
+ * a kept one (huge_cache.h) when one fits, else a fresh one. *zeroed (may be
+ * NULL): whether its contents are zero. NULL, errno=ENOMEM. */
+void *jw_huge_alloc(size_t n, size_t align, bool *zeroed);
 
-/* Unmaps p if it is a live direct mapping; false (nothing done) otherwise. */
+/* If p is a live direct mapping: keeps it for reuse (huge_cache.h) or unmaps
+ * it, and returns true; false (nothing done) otherwise. */
 bool jw_huge_free(void *p);
 
 /* Usable bytes of the mapping at p, or 0 when p is not one. */

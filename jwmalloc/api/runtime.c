@@ -15,6 +15,7 @@
 #include "../common/random.h"
 #include "../midend/midend.h"
 #include "../reclaim/reclaim.h"
+#include "huge_cache.h"
 #include "counters.h"
 #include "stats.h"
 
@@ -42,22 +43,26 @@ static void thread_exit(void *arg) {
 }
 
 /* The reclaimer's aging pass over the tiers' caches (reclaim/reclaim.h):
- * every thread's page pool, then the midend's idle classes. */
-static uint64_t age_tier_caches(void) { return jw_tc_age_pools() + jw_mid_age(); }
+ * every thread's page pool, then the midend's idle classes, then the kept
+ * direct mappings. */
+static uint64_t age_tier_caches(void) { return jw_tc_age_pools() + jw_mid_age() + jw_huge_cache_age(); }
 
 /* ---- fork ---- */
 
 static void fork_prepare(void) {
   jw_mid_atfork_prepare(); /* class locks before the page source's: their order on every path */
   jw_pages_atfork_prepare();
+  jw_huge_cache_atfork_prepare(); /* its holder takes no other lock */
 }
 
 static void fork_parent(void) {
+  jw_huge_cache_atfork_release();
   jw_pages_atfork_parent();
   jw_mid_atfork_parent();
 }
 
 static void fork_child(void) {
+  jw_huge_cache_atfork_release();
   jw_pages_atfork_child();
   jw_mid_atfork_child();
   jw_tls *t = &jw_tls_state;

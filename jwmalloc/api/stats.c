@@ -11,6 +11,7 @@
 #include "../backend/backend.h"
 #include "../common/config.h"
 #include "../common/log.h"
+#include "huge_cache.h"
 #include "../common/options.h"
 #include "../midend/midend.h"
 #include "../os/os_mem.h"
@@ -65,6 +66,8 @@ static void collect(jw_stats *s) {
   s->page_source_live_bytes = bs.pages.live_bytes;
   s->page_source_roots = bs.pages.roots;
   s->huge_bytes = jw_counter_get(&a->huge_bytes);
+  s->huge_kept_bytes = jw_huge_cache_bytes();
+  s->huge_reuses = jw_huge_cache_reuses();
   s->backend_root_bytes = bs.pages.mapped_bytes;
   s->backend_metadata_bytes = bs.pages.metadata_bytes;
   s->backend_peak_metadata_bytes = bs.pages.peak_metadata_bytes;
@@ -135,9 +138,11 @@ JW_EXPORT void jw_stats_print(int fd) {
   jw_dprintf(fd, "  mapped: %llu KiB now, %llu KiB peak; process resident: %llu KiB now, %llu KiB peak\n",
              (unsigned long long)(s.mapped_bytes >> 10), (unsigned long long)(s.peak_mapped_bytes >> 10),
              (unsigned long long)(s.resident_bytes >> 10), (unsigned long long)(s.peak_resident_bytes >> 10));
-  jw_dprintf(fd, "  page source (backend): %llu roots, %llu KiB in live ranges; direct: %llu KiB\n",
+  jw_dprintf(fd, "  page source (backend): %llu roots, %llu KiB in live ranges; direct: %llu KiB, %llu KiB kept "
+             "for reuse (%llu reused)\n",
              (unsigned long long)s.page_source_roots, (unsigned long long)(s.page_source_live_bytes >> 10),
-             (unsigned long long)(s.huge_bytes >> 10));
+             (unsigned long long)(s.huge_bytes >> 10), (unsigned long long)(s.huge_kept_bytes >> 10),
+             (unsigned long long)s.huge_reuses);
   jw_dprintf(fd, "  backend: %llu KiB of roots (%llu KiB free roots kept), metadata %llu KiB now, %llu KiB peak; "
              "free ranges %llu KiB backed, %llu KiB released\n",
              (unsigned long long)(s.backend_root_bytes >> 10), (unsigned long long)(s.backend_free_root_bytes >> 10),

@@ -1,9 +1,12 @@
 /* See slab.h and docs/design/frontend.md ("Frees from other threads"). */
 #include "slab.h"
 
+#include "../common/log.h"
 #include "thread_cache.h"
 
 void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t tag) {
+  /* The remote word keeps its count above bit 48 (slab.h). */
+  if (JW_UNLIKELY((uintptr_t)s >> JW_RS_COUNT_SHIFT)) jw_fatal("slab at %p: above 2^48, beyond the remote word", (void *)s);
   unsigned size = jw_class_size[cls];
   unsigned cap = JW_SLAB_USABLE / size;
   char *base = jw_slab_blocks(s);
@@ -46,14 +49,21 @@ unsigned jw_slab_give_back(jw_slab *s, jw_block *list) {
   return n;
 }
 
+unsigned jw_slab_give_back_n(jw_slab *s, jw_block *list, unsigned n) {
+  if (s->local != NULL) return jw_slab_give_back(s, list);
+  s->local = list;
+  s->live -= n;
+  return n;
+}
+
 unsigned jw_slab_collect_list(jw_slab *s) {
   uintptr_t old = jw_load(&s->remote, JW_RELAXED);
   if (jw_slab_list_of(old) == NULL) return 0;
   /* Acquire: the pushers' writes of links and keys are visible. The state
-   * bits are kept. */
+   * bits are kept, the list and its count taken. */
   while (!jw_cas_weak(&s->remote, &old, old & JW_RS_MASK, JW_ACQUIRE, JW_RELAXED)) {
   }
-  return jw_slab_give_back(s, jw_slab_list_of(old));
+  return jw_slab_give_back_n(s, jw_slab_list_of(old), jw_slab_count_of(old));
 }
 
 
@@ -71,14 +81,13 @@ jw_abandon_result jw_slab_abandon(jw_slab *s) {
   for (;;) {
     uintptr_t st = old & JW_RS_MASK;
     if (st == JW_RS_NOTIFIED) return JW_ABANDON_BUSY;
-    unsigned pending = 0;
-    for (jw_block *b = jw_slab_list_of(old); b; b = jw_block_next(b)) pending++;
+    unsigned pending = jw_slab_count_of(old);
     uint32_t outstanding = live - pending;
     if (outstanding == 0) {
       /* Everything is free: take the list back, the slab stays ours. */
       if (jw_cas(&s->remote, &old, (uintptr_t)JW_RS_ACTIVE, JW_ACQUIRE, JW_ACQUIRE)) {
         s->live = live; /* abandoned_live (same storage) may hold a failed attempt's value */
-        jw_slab_give_back(s, jw_slab_list_of(old));
+        jw_slab_give_back_n(s, jw_slab_list_of(old), pending);
         return JW_ABANDON_EMPTY;
       }
       continue;

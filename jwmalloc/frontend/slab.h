@@ -31,6 +31,13 @@ enum {
   JW_RS_POOLED = 4,    /* an empty page in a pool */
 };
 #define JW_RS_MASK ((uintptr_t)15)
+/* The remote word also counts the blocks on its list, in its top 16 bits
+ * (user-space addresses of our mappings are below 2^47 on x86-64 and 2^48
+ * on arm64 without a hint asking for more: checked in jw_slab_init), so the
+ * owner's collect knows the length without walking blocks that another core
+ * just wrote (a cache miss each). */
+#define JW_RS_COUNT_SHIFT 48
+#define JW_RS_PTR_MASK ((((uintptr_t)1 << JW_RS_COUNT_SHIFT) - 1) & ~JW_RS_MASK)
 
 /* Where the owner keeps the slab (owner-only bookkeeping). */
 enum { JW_WHERE_CURRENT, JW_WHERE_PARTIAL, JW_WHERE_FULL, JW_WHERE_POOL };
@@ -40,7 +47,7 @@ typedef struct jw_slab {
    * parked full, 0 otherwise. Read by every thread's free fast path. */
   jw_atomic_u64 tag;
   jw_block *local;            /* owner: free blocks freed by the owner */
-  jw_atomic_uptr remote;      /* list of blocks freed by other threads | state */
+  jw_atomic_uptr remote;      /* count << 48 | list of blocks freed by other threads | state */
   jw_atomic_ptr owner;        /* struct jw_tcache *, set while owned */
   union {
     struct {
@@ -88,6 +95,10 @@ static inline bool jw_slab_is_block(const jw_slab *s, const void *p) {
  * list and lowers live by its length, which it returns. */
 unsigned jw_slab_give_back(jw_slab *s, jw_block *list);
 
+/* The same for a list whose length n is known: no walk when the local list
+ * is empty (the usual case when a remote list is collected). */
+unsigned jw_slab_give_back_n(jw_slab *s, jw_block *list, unsigned n);
+
 /* Owner: takes the remote list (keeping the state), appends it to the local
  * list and lowers live by its length. Returns the number of blocks taken. */
 unsigned jw_slab_collect_list(jw_slab *s);
@@ -120,8 +131,10 @@ typedef enum {
   JW_REMOTE_INVALID,   /* the slab is a pooled page: not a live block */
 } jw_remote_result;
 
-/* The block list in a remote word (its low bits hold the state). */
-static inline jw_block *jw_slab_list_of(uintptr_t w) { return (jw_block *)(w & ~JW_RS_MASK); }
+/* The block list in a remote word (its low bits hold the state, its top
+ * bits the list's length). */
+static inline jw_block *jw_slab_list_of(uintptr_t w) { return (jw_block *)(w & JW_RS_PTR_MASK); }
+static inline unsigned jw_slab_count_of(uintptr_t w) { return (unsigned)(w >> JW_RS_COUNT_SHIFT); }
 
 /* Frees block b (already validated and marked free) of slab s from a thread
  * that is not its owner. Lock-free. Inline: it is the whole of a remote
@@ -141,9 +154,11 @@ static inline jw_remote_result jw_slab_remote_free(jw_slab *s, jw_block *b) {
     if (st == JW_RS_POOLED) return JW_REMOTE_INVALID;
     jw_block_set_next(b, jw_slab_list_of(old));
     uintptr_t next_state = st == JW_RS_FULL ? JW_RS_NOTIFIED : st;
+    uintptr_t count = (old >> JW_RS_COUNT_SHIFT) + 1; /* at most a slab's blocks: never overflows */
     /* Release publishes the block's link and key to the collecting owner;
      * acquire (success: FULL -> read the owner field; failure: see above). */
-    if (jw_cas_weak(&s->remote, &old, (uintptr_t)b | next_state, JW_ACQ_REL, JW_ACQUIRE))
+    if (jw_cas_weak(&s->remote, &old, count << JW_RS_COUNT_SHIFT | (uintptr_t)b | next_state, JW_ACQ_REL,
+                    JW_ACQUIRE))
       return st == JW_RS_FULL ? JW_REMOTE_NOTIFY : JW_REMOTE_PUSHED;
   }
 }

@@ -95,6 +95,8 @@ void jw_reclaim_init(void) {
   jw_store(&jw_rc.inited, 1, JW_RELAXED);
 }
 
+int jw_reclaim_enabled(void) { return (int)jw_load(&jw_rc.enabled, JW_RELAXED); } /* a setting */
+
 void jw_reclaim_get_config(jw_reclaim_config *o) {
   o->enabled = (int)jw_load(&jw_rc.enabled, JW_RELAXED);
   o->interval_ms = jw_load(&jw_rc.interval_ms, JW_RELAXED);

@@ -41,6 +41,10 @@ void jw_reclaim_init(void);
 
 /* The configuration in force. */
 void jw_reclaim_get_config(jw_reclaim_config *out);
+
+/* Whether reclamation is on (JWMALLOC_RECLAIM): a tier keeps free memory
+ * for reuse only when something ages it. Any thread; a relaxed read. */
+int jw_reclaim_enabled(void);
 /* Replaces it from now on (tests, tools). Returns 0, or -1 with errno =
  * EINVAL when a value is out of range (nothing changes). A running thread
  * picks up a new interval at its next sleep and exits when disabled. */

@@ -277,6 +277,48 @@ static void extras(void) {
   CHECK(jw_stats_get(&after, 8) == -1 && errno == EINVAL, "stats short");
 }
 
+/* Freed direct mappings are kept for reuse within the bound and dropped by
+ * malloc_trim (docs/design/api.md, "Kept direct mappings"). */
+static void kept_mappings(void) {
+  M(malloc_trim)(0);
+  jw_stats a, b;
+  unsigned char *p = M(malloc)(8 << 20);
+  CHECK(p != NULL, "8 MiB");
+  fill(p, 8 << 20, 3);
+  M(free)(p);
+  jw_stats_get(&a, sizeof a);
+  CHECK(a.huge_kept_bytes == (8 << 20), "a freed 8 MiB mapping is kept (%llu)", (unsigned long long)a.huge_kept_bytes);
+  unsigned char *q = M(malloc)((5 << 20) + 1);
+  jw_stats_get(&b, sizeof b);
+  CHECK(q == p && b.huge_reuses == a.huge_reuses + 1, "a 5 MiB request reuses the kept mapping");
+  CHECK(b.huge_kept_bytes == 0, "the reused mapping left the cache");
+  CHECK(M(malloc_usable_size)(q) == (5 << 20) + 4096, "the tail past an eighth went back (%zu)", M(malloc_usable_size)(q));
+  fill(q, (5 << 20) + 1, 4);
+  CHECK(verify(q, (5 << 20) + 1, 4), "reused mapping holds data");
+  M(free)(q);
+  CHECK(M(malloc_trim)(0) == 1, "malloc_trim gives the kept mapping back");
+  jw_stats_get(&a, sizeof a);
+  CHECK(a.huge_kept_bytes == 0, "nothing kept after malloc_trim");
+  long old = 0;
+  CHECK(jw_option_get("HUGE_CACHE_MB", &old) == 0 && old == 32, "HUGE_CACHE_MB default 32 (%ld)", old);
+  CHECK(jw_option_set("HUGE_CACHE_MB", 0) == 0, "HUGE_CACHE_MB settable");
+  M(free)(M(malloc)(6 << 20));
+  jw_stats_get(&a, sizeof a);
+  CHECK(a.huge_kept_bytes == 0, "HUGE_CACHE_MB=0 keeps nothing");
+  jw_option_set("HUGE_CACHE_MB", 16);
+  void *big[3];
+  for (int i = 0; i < 3; i++) big[i] = M(malloc)(6 << 20);
+  for (int i = 0; i < 3; i++) M(free)(big[i]);
+  jw_stats_get(&a, sizeof a);
+  CHECK(a.huge_kept_bytes == (12 << 20), "the bound keeps the two newest 6 MiB mappings (%llu)",
+        (unsigned long long)a.huge_kept_bytes);
+  M(free)(M(malloc)(20 << 20));
+  jw_stats_get(&b, sizeof b);
+  CHECK(b.huge_kept_bytes == (12 << 20), "a mapping above the bound is not kept");
+  jw_option_set("HUGE_CACHE_MB", old);
+  M(malloc_trim)(0);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "quick") == 0) exhaustive_max = 4100;
   jw_stats s0, s1;
@@ -286,6 +328,7 @@ int main(int argc, char **argv) {
   errnos();
   reallocs();
   extras();
+  kept_mappings();
   jw_stats_get(&s1, sizeof s1);
   CHECK(s1.small_mallocs - s0.small_mallocs >= 4000, "the frontend served the small calls (%llu)",
         (unsigned long long)(s1.small_mallocs - s0.small_mallocs));

@@ -1,6 +1,7 @@
 /* A lock holder frozen for ever must not make any malloc or free wait (brief,
  * "Non-blocking interface"; issue 8). For one lock kind of the allocator
- * (common/lock.h: backend, midend class, page pool, aging, reclaimer token),
+ * (common/lock.h: backend, midend class, page pool, aging, reclaimer token,
+ * kept direct mappings),
  * a trigger thread takes that lock the way the allocator does and is frozen
  * there by the test hook (the library variant jwmalloc_api_hooks; release
  * libraries have no hook). Then worker threads allocate and free blocks of
@@ -9,7 +10,7 @@
  * another thread, with patterns checked. The test fails when they do not all
  * finish within a bound of seconds: a hang bound, not a timing check.
  *
- * Usage: test_frozen KIND   (backend, midend, pool, aging, token)
+ * Usage: test_frozen KIND   (backend, midend, pool, aging, token, huge)
  */
 #include <pthread.h>
 #include <signal.h>
@@ -73,6 +74,9 @@ static void *trigger(void *arg) {
         for (int i = 0; i < 512; i++) keep[i] = jw_malloc(900);
         for (int i = 0; i < 512; i++) jw_free(keep[i]);
         break;
+      case JW_LK_HUGE: /* freed direct mappings kept and reused */
+        jw_free(jw_malloc(6 << 20));
+        break;
       case JW_LK_AGING: /* a reclaim cycle ages the tiers' caches */
       case JW_LK_TOKEN:
         for (int i = 0; i < 64; i++) jw_free(jw_malloc(64 + (size_t)i * 16));
@@ -133,12 +137,12 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  static const char *names[JW_LK_COUNT] = {"backend", "midend", "pool", "aging", "token"};
+  static const char *names[JW_LK_COUNT] = {"backend", "midend", "pool", "aging", "token", "huge"};
   target = -1;
   for (int k = 0; argc > 1 && k < JW_LK_COUNT; k++)
     if (strcmp(argv[1], names[k]) == 0) target = k;
   if (target < 0) {
-    fprintf(stderr, "usage: test_frozen backend|midend|pool|aging|token\n");
+    fprintf(stderr, "usage: test_frozen backend|midend|pool|aging|token|huge\n");
     return 2;
   }
   kind_name = names[target];

@@ -375,6 +375,18 @@ static int case_tiers(void) {
   printf("tiers: an idle 8 KiB midend class gave back %llu slabs (%d of %d freed blocks had stayed cached)\n",
          (unsigned long long)(lstats().mid_slabs_aged - s3.mid_slabs_aged), cached_somewhere, MID);
 
+  /* A freed direct mapping is kept, then unmapped by the aging pass one to
+   * two intervals later (api.md, "Kept direct mappings"). */
+  void *big = M(malloc)(6 << 20);
+  memset(big, 1, 6 << 20);
+  M(free)(big);
+  jw_stats s6 = lstats();
+  CHECK(s6.huge_kept_bytes >= (6u << 20), "a freed 6 MiB mapping was not kept");
+  int huge_aged = WAIT_FOR(lstats().huge_kept_bytes == 0, HANG);
+  CHECK(huge_aged, "a kept direct mapping was not unmapped by the aging pass (%llu bytes kept)",
+        (unsigned long long)lstats().huge_kept_bytes);
+  printf("tiers: a freed 6 MiB direct mapping was kept, then unmapped by the reclaimer\n");
+
   /* The owner never waits for its pool lock: hold it as the reclaimer does,
    * then empty and refill slabs (pool puts and takes). */
   void *warm = M(malloc)(48);
