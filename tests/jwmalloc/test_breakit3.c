@@ -9,6 +9,8 @@
  *   counts     frees by threads that never allocate are all counted
  *   huge_off   kept mappings do not outlive turning the cache or reclamation off
  *   huge_misc  calloc, memalign, realloc, double free, stats with kept mappings
+ *   huge_race  direct mappings freed, reused, realloc'ed, trimmed and aged by
+ *              several threads at once: data intact, nothing leaked
  *   pooled     bad frees into pooled and reused pages; reused pages hand out
  *              each block once
  *   churn      threads exiting while others free into their slabs, consumers
@@ -56,7 +58,7 @@ static jw_stats st(void) {
   return s;
 }
 
-static __attribute__((unused)) void sleep_ms(long ms) {
+static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
 }
@@ -125,7 +127,22 @@ static void *free_five(void *arg) {
   return NULL;
 }
 
+/* Frees from a key destructor that runs after jwmalloc's thread-exit hook
+ * (keys are destroyed in creation order; jwmalloc's is created first). */
+static pthread_key_t late_key;
+static void late_free(void *v) {
+  void **b = v;
+  for (int k = 0; k < 5; k++) jw_free(b[k]);
+}
+static void *alloc_then_late_free(void *arg) {
+  void **b = arg;
+  jw_free(jw_malloc(100)); /* this thread has a cache */
+  pthread_setspecific(late_key, b);
+  return NULL;
+}
+
 static int case_counts(void) {
+  pthread_key_create(&late_key, late_free);
   for (int round = 0; round < 3; round++) {
     jw_stats a = st();
     for (int i = 0; i < CN; i++) cblocks[i] = jw_malloc(32);
@@ -143,7 +160,16 @@ static int case_counts(void) {
     CHECK(b.cross_thread_frees - a.cross_thread_frees == CN, "counts: %llu of %d cross-thread frees counted",
           (unsigned long long)(b.cross_thread_frees - a.cross_thread_frees), CN);
   }
-  printf("counts: frees by %d threads without a cache all counted\n", 3 * CN / 5);
+  /* Frees after the thread's cache was released (thread exit). */
+  jw_stats a = st();
+  for (int i = 0; i < 5; i++) cblocks[i] = jw_malloc(32);
+  pthread_t t;
+  pthread_create(&t, NULL, alloc_then_late_free, cblocks);
+  pthread_join(t, NULL);
+  jw_stats b = st();
+  CHECK(b.small_frees - a.small_frees == 6, "counts: %llu of 6 small frees counted (5 after the cache's release)",
+        (unsigned long long)(b.small_frees - a.small_frees));
+  printf("counts: frees by %d threads without a cache all counted, and frees after thread exit\n", 3 * CN / 5);
   return 0;
 }
 
@@ -303,6 +329,104 @@ static int case_huge_misc(void) {
         (unsigned long long)b.mapped_bytes, (unsigned long long)base.mapped_bytes);
   jw_option_set("ABORT_ON_ERROR", 1);
   printf("huge_misc: calloc, memalign, realloc, double free and statistics with kept mappings\n");
+  return 0;
+}
+
+/* ---- huge_race: direct mappings freed, reused, trimmed and aged at once ---- */
+
+#if defined(__SANITIZE_THREAD__)
+#define RUN_UNDER_TSAN 1
+#else
+#define RUN_UNDER_TSAN 0
+#endif
+
+static atomic_int race_stop;
+
+static void *huge_worker(void *arg) {
+  uint64_t s = 0x9e3779b97f4a7c15ULL * ((uintptr_t)arg + 11);
+  long n = scaled(300);
+  for (long i = 0; i < n; i++) {
+    size_t size = 4 * MiB + 1 + rnd(&s) % (8 * MiB);
+    unsigned kind = (unsigned)(rnd(&s) % 4);
+    unsigned char *p;
+    if (kind == 0) p = jw_calloc(1, size);
+    else if (kind == 1) p = jw_memalign((size_t)2 << 20, size);
+    else p = jw_malloc(size);
+    if (p == NULL) {
+      FAIL("huge_race: allocation of %zu failed", size);
+      continue;
+    }
+    if (kind == 1 && ((uintptr_t)p & ((2 << 20) - 1))) FAIL("huge_race: memalign(2 MiB) gave %p", (void *)p);
+    if (jw_malloc_usable_size(p) < size) FAIL("huge_race: usable %zu < %zu", jw_malloc_usable_size(p), size);
+    unsigned char v = (unsigned char)(s | 1);
+    for (size_t off = 0; off < size; off += 8 * 4096) {
+      if (kind == 0 && p[off] != 0) {
+        FAIL("huge_race: calloc'd block not zero at %zu", off);
+        break;
+      }
+      p[off] = v;
+    }
+    p[size - 1] = v;
+    /* realloc, up or down, keeps the data. Not under ThreadSanitizer: it
+     * does not intercept mremap, so a range a realloc moved keeps its old
+     * owner's shadow and the next mapping there reads as a race. */
+    if (!RUN_UNDER_TSAN && rnd(&s) % 4 == 0) {
+      size_t nsize = 4 * MiB + 1 + rnd(&s) % (8 * MiB);
+      unsigned char *q = jw_realloc(p, nsize);
+      if (q == NULL) {
+        FAIL("huge_race: realloc failed");
+      } else {
+        p = q;
+        size = nsize < size ? nsize : size;
+      }
+    }
+    for (size_t off = 0; off < size; off += 8 * 4096)
+      if (p[off] != v) {
+        FAIL("huge_race: block %p changed at %zu (handed out twice?)", (void *)p, off);
+        break;
+      }
+    jw_free(p);
+  }
+  return NULL;
+}
+
+static void *trimmer(void *arg) {
+  (void)arg;
+  while (!atomic_load(&race_stop)) {
+    jw_malloc_trim(0);
+    sleep_ms(1);
+  }
+  return NULL;
+}
+
+static int case_huge_race(void) {
+  huge_setup();
+  jw_free(jw_malloc(16));
+  jw_free(jw_malloc(5 * MiB));
+  jw_malloc_trim(0);
+  jw_stats a = st();
+  CHECK(jw_option_set("RECLAIM_INTERVAL_MS", 1) == 0, "interval 1 ms"); /* the aging pass runs all along */
+  enum { W = 4 };
+  pthread_t w[W], tr;
+  pthread_create(&tr, NULL, trimmer, NULL);
+  for (int i = 0; i < W; i++) pthread_create(&w[i], NULL, huge_worker, (void *)(uintptr_t)i);
+  for (int i = 0; i < W; i++) pthread_join(w[i], NULL);
+  atomic_store(&race_stop, 1);
+  pthread_join(tr, NULL);
+  jw_malloc_trim(0);
+  jw_stats b = st();
+  printf("huge_race: %llu direct mappings, %llu served from kept ones, against malloc_trim and 1 ms aging\n",
+         (unsigned long long)(b.huge_mallocs - a.huge_mallocs), (unsigned long long)(b.huge_reuses - a.huge_reuses));
+  CHECK(b.huge_kept_bytes == 0, "huge_race: %llu bytes kept after malloc_trim", (unsigned long long)b.huge_kept_bytes);
+  CHECK(b.huge_bytes == a.huge_bytes, "huge_race: direct bytes %llu, were %llu", (unsigned long long)b.huge_bytes,
+        (unsigned long long)a.huge_bytes);
+  CHECK(b.huge_mallocs - a.huge_mallocs == b.huge_frees - a.huge_frees, "huge_race: mallocs and frees differ");
+  /* Every mapping went back: what is mapped is what was before, give or take
+   * the small tiers' memory (realloc down to a large block does not happen). */
+  CHECK(b.mapped_bytes <= a.mapped_bytes + 4 * MiB, "huge_race: %llu bytes mapped, were %llu: mappings leaked",
+        (unsigned long long)b.mapped_bytes, (unsigned long long)a.mapped_bytes);
+  CHECK(b.huge_reuses > a.huge_reuses, "huge_race: no mapping was reused: the case did not test the cache");
+  jw_option_set("RECLAIM_INTERVAL_MS", 1000);
   return 0;
 }
 
@@ -578,7 +702,7 @@ static int case_huge_fork(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_breakit3 counts|huge_off|huge_misc|pooled|churn|huge_fork [SCALE]\n");
+    fprintf(stderr, "usage: test_breakit3 counts|huge_off|huge_misc|huge_race|pooled|churn|huge_fork [SCALE]\n");
     return 2;
   }
   if (argc > 2) scale = atoi(argv[2]);
@@ -587,6 +711,7 @@ int main(int argc, char **argv) {
   else if (strcmp(c, "huge_off") == 0) case_huge_off();
   else if (strcmp(c, "huge_misc") == 0) case_huge_misc();
   else if (strcmp(c, "pooled") == 0) case_pooled();
+  else if (strcmp(c, "huge_race") == 0) case_huge_race();
   else if (strcmp(c, "churn") == 0) case_churn();
 #ifdef JW_TEST_HOOKS
   else if (strcmp(c, "huge_fork") == 0) case_huge_fork();
