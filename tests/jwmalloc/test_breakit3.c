@@ -13,6 +13,9 @@
  *              several threads at once: data intact, nothing leaked
  *   pooled     bad frees into pooled and reused pages; reused pages hand out
  *              each block once
+ *   batches    an owner with more notified slabs than a refill moves: frees
+ *              its own blocks into waiting slabs, exits with the stack full
+ *              or with a batch pending; every page comes back
  *   churn      threads exiting while others free into their slabs, consumers
  *              that never allocate: every block once, pages come back, counts
  *   huge_fork  (hooks build) fork while a thread holds the kept-mappings lock
@@ -555,6 +558,76 @@ static int case_pooled(void) {
   return 0;
 }
 
+/* ---- batches: more notified slabs than one refill moves ---- */
+
+#define BSIZE 64
+#define BCAP (4032 / BSIZE) /* 63 blocks a slab */
+#define BSLABS 24
+#define BN (BCAP * BSLABS)
+static void *bblk[BN];
+static void *bextra[BN];
+
+static void *free_even(void *arg) {
+  (void)arg;
+  for (int i = 0; i < BN; i += 2) jw_free(bblk[i]); /* never allocates */
+  return NULL;
+}
+
+static void remote_free_even(void) {
+  pthread_t t;
+  pthread_create(&t, NULL, free_even, NULL);
+  pthread_join(t, NULL);
+}
+
+/* mode 0: refill, free own blocks, reuse; 1: exit with the stack untouched;
+ * 2: exit with slabs left from a batch (ready_todo). */
+static void *batch_owner(void *arg) {
+  int mode = (int)(uintptr_t)arg;
+  for (int i = 0; i < BN; i++) bblk[i] = make(BSIZE, (uint64_t)i * 7 + 1);
+  remote_free_even(); /* every slab notified: BSLABS on the ready stack */
+  if (mode == 1) return NULL;
+  void *one = make(BSIZE, 5); /* a refill moves one batch */
+  if (mode == 2) {
+    check_and_free(one);
+    return NULL;
+  }
+  for (int i = 1; i < BN; i += 2) check_and_free(bblk[i]); /* own frees into NOTIFIED, waiting slabs */
+  for (int i = 0; i < BN; i++) bextra[i] = make(BSIZE, (uint64_t)i * 13 + 3);
+  void *all[BN + 1];
+  memcpy(all, bextra, sizeof bextra);
+  all[BN] = one;
+  distinct(all, BN + 1, BSIZE);
+  for (int i = 0; i < BN; i++) check_and_free(bextra[i]);
+  check_and_free(one);
+  return NULL;
+}
+
+static int case_batches(void) {
+  jw_free(jw_malloc(16));
+  jw_malloc_trim(0);
+  jw_stats a = st();
+  for (int mode = 0; mode < 3; mode++) {
+    pthread_t t;
+    pthread_create(&t, NULL, batch_owner, (void *)(uintptr_t)mode);
+    pthread_join(t, NULL);
+    if (mode != 0) /* the owner exited holding the odd blocks: abandoned slabs, freed here */
+      for (int i = 1; i < BN; i += 2) check_and_free(bblk[i]);
+  }
+  jw_malloc_trim(0);
+  jw_stats b = st();
+  long growth = (long)b.page_source_live_bytes - (long)a.page_source_live_bytes;
+  printf("batches: %d notified slabs per owner, %llu abandoned, live bytes %+ld after all frees\n", BSLABS,
+         (unsigned long long)(b.abandoned_slabs - a.abandoned_slabs), growth);
+  CHECK(b.abandoned_slabs - a.abandoned_slabs >= 2 * BSLABS, "batches: %llu slabs abandoned, want >= %d",
+        (unsigned long long)(b.abandoned_slabs - a.abandoned_slabs), 2 * BSLABS);
+  CHECK(growth <= 16 * 1024, "batches: %ld bytes still live after every block was freed: pages lost", growth);
+  CHECK(b.small_mallocs - a.small_mallocs == b.small_frees - a.small_frees, "batches: %llu mallocs, %llu frees",
+        (unsigned long long)(b.small_mallocs - a.small_mallocs), (unsigned long long)(b.small_frees - a.small_frees));
+  char err[256];
+  if (jw_backend_check_all(err, sizeof err) != 0) FAIL("batches: backend check: %s", err);
+  return 0;
+}
+
 /* ---- churn: exiting owners, consumers that never allocate ---- */
 
 #define RING 4096
@@ -702,7 +775,7 @@ static int case_huge_fork(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_breakit3 counts|huge_off|huge_misc|huge_race|pooled|churn|huge_fork [SCALE]\n");
+    fprintf(stderr, "usage: test_breakit3 counts|huge_off|huge_misc|huge_race|pooled|batches|churn|huge_fork [SCALE]\n");
     return 2;
   }
   if (argc > 2) scale = atoi(argv[2]);
@@ -713,6 +786,7 @@ int main(int argc, char **argv) {
   else if (strcmp(c, "pooled") == 0) case_pooled();
   else if (strcmp(c, "huge_race") == 0) case_huge_race();
   else if (strcmp(c, "churn") == 0) case_churn();
+  else if (strcmp(c, "batches") == 0) case_batches();
 #ifdef JW_TEST_HOOKS
   else if (strcmp(c, "huge_fork") == 0) case_huge_fork();
 #endif
