@@ -41,7 +41,12 @@ static char uncached_marker;
 
 void jw_uncached_frees_step(jw_tls *t) {
   if (t->n_free_uncached < JW_UNCACHED_FOLD_EVERY && t->state == JW_TLS_NONE) {
-    if (pthread_getspecific(exit_key) == NULL) pthread_setspecific(exit_key, &uncached_marker);
+    if (pthread_getspecific(exit_key) == NULL) {
+      pthread_setspecific(exit_key, &uncached_marker);
+      /* A key past the first 32 allocates its array: a cache set up by that
+       * recursive malloc is what the hook must release. */
+      if (t->state == JW_TLS_ACTIVE) pthread_setspecific(exit_key, t->tc);
+    }
     return;
   }
   jw_uncached_frees_flush(t); /* a full batch, or a thread whose exit hook already ran */
