@@ -33,23 +33,16 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "checked_blocks.h"
 #include "jwmalloc.h"
 #ifdef JW_TEST_HOOKS
 #include "common/lock.h"
 #endif
 
 static int scale = 100;
-static atomic_int failures;
 
-#define FAIL(...)                              \
-  do {                                         \
-    if (atomic_fetch_add(&failures, 1) < 20) { \
-      fprintf(stderr, __VA_ARGS__);            \
-      fputc('\n', stderr);                     \
-    }                                          \
-  } while (0)
-#define CHECK(c, ...) \
-  do {                \
+#define CHECK(c, ...)            \
+  do {                           \
     if (!(c)) FAIL(__VA_ARGS__); \
   } while (0)
 
@@ -64,39 +57,6 @@ static jw_stats st(void) {
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
-}
-
-static uint64_t rnd(uint64_t *s) {
-  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-  return *s;
-}
-
-/* Blocks that carry their size and a seed, checked before they are freed. */
-typedef struct hdr {
-  uint64_t size, seed;
-} hdr;
-
-static void *make(size_t size, uint64_t seed) {
-  unsigned char *p = jw_malloc(size);
-  if (p == NULL) {
-    FAIL("jw_malloc(%zu) failed: %s", size, strerror(errno));
-    return NULL;
-  }
-  hdr h = {size, seed};
-  memcpy(p, &h, sizeof h);
-  for (size_t i = sizeof h; i + 1 < size && i < 48; i++) p[i] = (unsigned char)(seed + i);
-  p[size - 1] = (unsigned char)(seed * 3);
-  return p;
-}
-
-static void check_and_free(void *v) {
-  unsigned char *p = v;
-  hdr h;
-  memcpy(&h, p, sizeof h);
-  int ok = h.size >= sizeof h && jw_malloc_usable_size(p) >= h.size && p[h.size - 1] == (unsigned char)(h.seed * 3);
-  for (size_t i = sizeof h; ok && i + 1 < h.size && i < 48; i++) ok = p[i] == (unsigned char)(h.seed + i);
-  if (!ok) FAIL("block %p (size %llu) corrupted", v, (unsigned long long)h.size);
-  jw_free(p);
 }
 
 static int cmp_ptr(const void *a, const void *b) {
