@@ -16,6 +16,8 @@
  *   batches    an owner with more notified slabs than a refill moves: frees
  *              its own blocks into waiting slabs, exits with the stack full
  *              or with a batch pending; every page comes back
+ *   idle_owner (not in the default run) pages emptied by consumers reach the
+ *              reclaimer although their owner went idle after a refill
  *   churn      threads exiting while others free into their slabs, consumers
  *              that never allocate: every block once, pages come back, counts
  *   huge_fork  (hooks build) fork while a thread holds the kept-mappings lock
@@ -588,6 +590,61 @@ static int case_batches(void) {
   return 0;
 }
 
+/* ---- idle_owner: NOT in the default run (a known limitation, see the
+ * report of breakit3): an owner whose consumers emptied 40 of its slabs
+ * refills once and goes idle. Before the ready stack moved in batches the
+ * refill took every notified slab, the emptied pages went to the pool and the
+ * reclaimer gave them back within two intervals; now 8 move and the other 31
+ * stay on the owner-only list, out of the reclaimer's reach, until the owner
+ * refills again, trims or exits. Reproduce: test_breakit3 idle_owner ---- */
+
+#define IN (BCAP * 40)
+static void *iblk[IN];
+static atomic_int idle_phase;
+
+static void *idle_consumer(void *arg) {
+  (void)arg;
+  for (int i = 0; i < IN; i++) jw_free(iblk[i]);
+  return NULL;
+}
+
+static void *idle_owner(void *arg) {
+  (void)arg;
+  for (int i = 0; i < IN; i++) iblk[i] = jw_malloc(BSIZE);
+  pthread_t c;
+  pthread_create(&c, NULL, idle_consumer, NULL);
+  pthread_join(c, NULL);
+  void *more[BCAP + 2]; /* the current slab's collected blocks, then one refill */
+  for (int i = 0; i < BCAP + 2; i++) more[i] = jw_malloc(BSIZE);
+  atomic_store(&idle_phase, 1);
+  while (atomic_load(&idle_phase) != 2) sleep_ms(1); /* idle, alive */
+  for (int i = 0; i < BCAP + 2; i++) jw_free(more[i]);
+  return NULL;
+}
+
+static int case_idle_owner(void) {
+  jw_option_set("RECLAIM", 1);
+  jw_option_set("RECLAIM_INTERVAL_MS", 5);
+  jw_free(jw_malloc(16));
+  jw_stats a = st();
+  pthread_t t;
+  pthread_create(&t, NULL, idle_owner, NULL);
+  while (atomic_load(&idle_phase) != 1) sleep_ms(1);
+  long held = 0;
+  for (int i = 0; i < 200; i++) { /* up to 1 s: 200 intervals */
+    sleep_ms(5);
+    held = (long)st().page_source_live_bytes - (long)a.page_source_live_bytes;
+    if (held <= 4 * 4096) break;
+  }
+  printf("idle_owner: %ld KiB of emptied slabs still held by an idle owner after its consumers freed 40 slabs\n",
+         held >> 10);
+  CHECK(held <= 4 * 4096, "idle_owner: %ld KiB of pages its consumers emptied stay with an idle owner", held >> 10);
+  atomic_store(&idle_phase, 2);
+  pthread_join(t, NULL);
+  jw_option_set("RECLAIM_INTERVAL_MS", 1000);
+  return 0;
+}
+
 /* ---- churn: exiting owners, consumers that never allocate ---- */
 
 #define RING 4096
@@ -735,7 +792,7 @@ static int case_huge_fork(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_breakit3 counts|huge_off|huge_misc|huge_race|pooled|batches|churn|huge_fork [SCALE]\n");
+    fprintf(stderr, "usage: test_breakit3 counts|huge_off|huge_misc|huge_race|pooled|batches|idle_owner|churn|huge_fork [SCALE]\n");
     return 2;
   }
   if (argc > 2) scale = atoi(argv[2]);
@@ -747,6 +804,7 @@ int main(int argc, char **argv) {
   else if (strcmp(c, "huge_race") == 0) case_huge_race();
   else if (strcmp(c, "churn") == 0) case_churn();
   else if (strcmp(c, "batches") == 0) case_batches();
+  else if (strcmp(c, "idle_owner") == 0) case_idle_owner();
 #ifdef JW_TEST_HOOKS
   else if (strcmp(c, "huge_fork") == 0) case_huge_fork();
 #endif
