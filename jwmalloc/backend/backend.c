@@ -50,6 +50,9 @@ void jw_backend_init_once(void) {
   if (jw_load(&jw_be.inited, JW_ACQUIRE)) return;
   jw_store(&jw_be.check, env_uint("JWMALLOC_CHECK", JWMALLOC_CHECK_DEFAULT) ? 1u : 0u, JW_RELAXED);
   jw_store(&jw_be.retain_roots, env_uint("JWMALLOC_RETAIN_ROOTS", 1), JW_RELAXED);
+  /* The same variable as the tiers' (common/options.h, README "Options"):
+   * read here too because the backend also runs without the tiers (tests). */
+  jw_store(&jw_be.placement, env_uint("JWMALLOC_PLACEMENT", 0) ? 1u : 0u, JW_RELAXED);
   jw_reclaim_init(); /* its options set the reclamation mode (jw_backend_set_reclaim_mode) */
   jw_store(&jw_be.inited, 1, JW_RELEASE);
 }
@@ -58,6 +61,7 @@ void jw_backend_init_once(void) {
 static uint32_t free_roots(void) { return jw_load(&jw_be.bins.bin[JW_ROOT_CLASS].total, JW_RELAXED); }
 
 static inline int checking(void) { return jw_load(&jw_be.check, JW_RELAXED) != 0; }
+static inline int placing(void) { return jw_load(&jw_be.placement, JW_RELAXED) != 0; /* set once at init */ }
 
 /* ---- lock-free operations and whole-tree checks exclude each other
  * (docs/design/backend.md, section 7a, "Checks"). Dekker-style: an operation
@@ -297,6 +301,15 @@ static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
   return p;
 }
 
+/* Placement (section 7b): how many classes from the requested one up the
+ * locked path compares by root: two doublings, so a range at most four
+ * times the request is split for a lower root. Wider windows mapped more at
+ * the peak (larger ranges split for small requests fragment the trees). */
+#define JW_PLACE_WINDOW 8u
+
+/* Lock held: the root placement now fills (section 7b). */
+static inline void set_place_root(uint32_t root) { jw_store(&jw_be.place_root, root, JW_RELAXED); /* a hint: see fast_free */ }
+
 static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
   uint32_t n = jw_class_granules[c];
   int k = jw_bins_find(&jw_be.bins, c);
@@ -316,9 +329,23 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
     if (base == 0) return NULL;
     g = 0;
     k = JW_ROOT_CLASS;
+    if (placing()) set_place_root(jw_meta_rid(base, 0) >> 10);
   } else {
     unsigned buf;
-    jw_rid r = jw_bins_pop(&jw_be.bins, (unsigned)k, &buf);
+    jw_rid r;
+    if (placing()) {
+      /* Placement (section 7b): the lowest root among the ranges of the
+       * next JW_PLACE_WINDOW classes, even where that means a larger split
+       * or faulting a released range in, so that the ranges of higher roots
+       * stay free, merge and go back with their roots. */
+      unsigned kk = (unsigned)k;
+      r = jw_bins_lowest(&jw_be.bins, (unsigned)k, JW_PLACE_WINDOW, &kk);
+      k = (int)kk;
+      jw_bins_remove(&jw_be.bins, r, kk);
+      set_place_root(r >> 10);
+    } else {
+      r = jw_bins_pop(&jw_be.bins, (unsigned)k, &buf);
+    }
     base = jw_meta_rid_base(r);
     recs = jw_root_map_get((const void *)base);
     g = jw_meta_rid_granule(r);
@@ -446,7 +473,9 @@ void jw_backend_put_free(uintptr_t base, jw_rec *recs, uint32_t g, uint32_t n, u
   unsigned active = jw_bins_active(&jw_be.bins);
   jw_filing f = jw_reclaim_filing(m.pieces, jw_load(&jw_be.policy, JW_RELAXED));
   unsigned buf = f == JW_FILE_RELEASED ? JW_BUF_RELEASED : f == JW_FILE_STANDBY ? active ^ 1u : active;
-  jw_bins_push(&jw_be.bins, jw_meta_rid(base, g), c, buf);
+  jw_rid r = jw_meta_rid(base, g);
+  jw_bins_push(&jw_be.bins, r, c, buf);
+  if (placing() && (r >> 10) < jw_load(&jw_be.place_root, JW_RELAXED)) set_place_root(r >> 10);
   if (checking() && jw_root_map_get((const void *)base) != NULL) check_root(recs, base, "filing");
 }
 
@@ -595,6 +624,12 @@ static int fast_free(void *start, int contended) {
     return 0;
   uint32_t n = jw_class_granules[c];
   if (probe_free_sibling(recs, g, n)) return 0; /* merging first: the locked path */
+  /* Placement (section 7b): a range of a root above the one allocation now
+   * fills goes to the lists (where it merges and ages) rather than the
+   * bitmap (where the next allocation of its class would take it), unless
+   * the lock is busy. Relaxed: a hint; a stale value picks the other path. */
+  if (!contended && placing() && (jw_meta_rid(base, g) >> 10) > jw_load(&jw_be.place_root, JW_RELAXED))
+    return 0;
   if (!lf_enter(c)) return 0;
   /* Stage 1: reserve a slot. */
   int i = jw_fast_reserve(c);
@@ -716,6 +751,14 @@ const char *jw_backend_ptr_class_name(jw_ptr_class c) {
     case JW_PTR_FREE: return "inside a free range";
   }
   return "?";
+}
+
+bool jw_pages_above_place(const void *p) {
+  if (!placing()) return false;
+  uintptr_t base = (uintptr_t)p & ~(uintptr_t)(JW_ROOT - 1);
+  if (jw_root_map_get(p) == NULL) return false;
+  /* Relaxed: a hint (see place_root). */
+  return (jw_meta_rid(base, 0) >> 10) > jw_load(&jw_be.place_root, JW_RELAXED);
 }
 
 bool jw_pages_lookup(const void *p, jw_range_info *info) { return jw_pages_lookup_inline(p, info); }

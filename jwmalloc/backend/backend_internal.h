@@ -13,6 +13,7 @@ typedef struct jw_backend_state {
   jw_bins bins;
   jw_atomic_u32 deferred; /* stack of ranges freed while the lock was busy (range ids) */
   jw_atomic_u32 inited, check, retain_roots;
+  jw_atomic_u32 placement; /* JWMALLOC_PLACEMENT (section 7b), read at init */
   /* Reclamation mode (jw_backend_set_reclaim_mode): entirely free roots age
    * through the buffers instead of going back at once; the filing policy. */
   jw_atomic_u32 age_roots, policy;
@@ -24,6 +25,10 @@ typedef struct jw_backend_state {
   /* Raised while the lock holder checks whole trees (lock-free operations
    * back off; their in-flight counts are in fast.h). */
   jw_atomic_u32 lf_checking;
+  /* Placement (backend.md section 7b): the root (range id >> 10) the locked
+   * allocation path last took from, lowered when a range of a lower root is
+   * filed. Written under the lock, read racily by fast_free as a hint. */
+  jw_atomic_u32 place_root;
 } jw_backend_state;
 
 extern jw_backend_state jw_be;

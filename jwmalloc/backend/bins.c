@@ -74,3 +74,19 @@ jw_rid jw_bins_pop(jw_bins *b, unsigned c, unsigned *buf) {
   }
   return 0;
 }
+
+jw_rid jw_bins_lowest(jw_bins *b, unsigned c, unsigned window, unsigned *k) {
+  unsigned a = jw_bins_active(b);
+  const unsigned order[JW_NBUFS] = {a, a ^ 1u, JW_BUF_RELEASED};
+  uint64_t m = jw_load(&b->nonempty, JW_RELAXED) >> c;
+  if (window < 64) m &= ((uint64_t)1 << window) - 1;
+  jw_rid best = 0;
+  for (unsigned cc = c; m; m >>= 1, cc++) {
+    if (!(m & 1)) continue;
+    for (unsigned i = 0; i < JW_NBUFS; i++) {
+      jw_rid r = jw_load(&b->bin[cc].head[order[i]], JW_RELAXED);
+      if (r && (best == 0 || (r >> 10) < (best >> 10))) best = r, *k = cc;
+    }
+  }
+  return best;
+}

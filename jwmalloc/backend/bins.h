@@ -74,6 +74,15 @@ static inline int jw_bins_find(jw_bins *b, unsigned c) {
  * first (warmest), then standby, then released. *buf receives its buffer. */
 jw_rid jw_bins_pop(jw_bins *b, unsigned c, unsigned *buf);
 
+/* Placement (docs/design/backend.md, section 7b): among the fronts of the
+ * three buffers of the non-empty classes c .. c + window - 1, the range of
+ * the lowest root (range id >> 10: region in order of first use, then
+ * address); ties go to the smaller class, then active, standby, released.
+ * *k receives its class; 0 when all those classes are empty. At most 3
+ * loads per non-empty class, no record read: the fronts stand for their
+ * lists (which are loosely ordered by root, see above). */
+jw_rid jw_bins_lowest(jw_bins *b, unsigned c, unsigned window, unsigned *k);
+
 /* Front range of buffer `buf` of class c, or 0. */
 static inline jw_rid jw_bins_first(jw_bins *b, unsigned c, unsigned buf) {
   return jw_load(&b->bin[c].head[buf], JW_RELAXED);

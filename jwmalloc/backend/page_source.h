@@ -82,6 +82,14 @@ bool jw_pages_lookup(const void *p, jw_range_info *info);
  * ranges. */
 void jw_pages_mark_interior(void *start, const void *p);
 
+/* Placement (docs/design/backend.md, section 7b; JWMALLOC_PLACEMENT=1):
+ * true when p (in a mapped root) lies in a root above the one the backend
+ * now fills, so a tier that holds free memory there (a pooled page, an empty
+ * slab) should give it back rather than reuse it, letting that root empty.
+ * Always false with placement off. Thread-safe, lock-free: a hint read
+ * racily (a stale answer keeps or gives back one page too many). */
+bool jw_pages_above_place(const void *p);
+
 /* Backend figures, in bytes unless named otherwise. Read racily (a snapshot
  * that may be slightly inconsistent across fields). */
 typedef struct jw_pages_stats {

@@ -49,6 +49,14 @@ void jw_pool_put(jw_tcache *tc, jw_slab *s, bool returned) {
   jw_store(&s->tag, 0, JW_RELAXED);
   jw_poison(jw_slab_blocks(s), JW_SLAB_USABLE);
   s->where = JW_WHERE_POOL;
+  /* Placement (frontend.md): a page of a root above the one the backend
+   * fills goes back rather than into the pool, where a refill of any class
+   * would reuse it and keep its root mapped. */
+  if (tc->rq_shift != 63 && jw_pages_above_place(s)) {
+    jw_tier_release_pages(s, 1);
+    jw_counter_add_owner(&tc->pool_evictions, 1);
+    return;
+  }
   if (!jw_lock_try(&tc->pool_lock, JW_LK_POOL)) {
     /* The reclaimer is unlinking aged pages: never wait for it. */
     jw_tier_release_pages(s, 1);

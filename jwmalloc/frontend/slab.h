@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "../common/asan.h"
+#include "../common/root_queue.h"
 #include "../common/atomic.h"
 #include "size_class.h"
 
@@ -48,8 +49,16 @@ typedef struct jw_slab {
   jw_block *local;            /* owner: free blocks freed by the owner */
   jw_atomic_uptr remote;      /* count << 48 | list of blocks freed by other threads | state */
   jw_atomic_ptr owner;        /* struct jw_tcache *, set while owned */
-  struct jw_slab *next, *prev; /* owner: links in its partial/full list or pool */
-  struct jw_slab *ready_next; /* link in the owner's ready stack (written by the notifier) */
+  union {
+    struct {
+      struct jw_slab *next, *prev; /* owner: links in its full list or pool */
+      struct jw_slab *ready_next;  /* link in the owner's ready stack (written by the notifier) */
+    };
+    /* owner: node in its class's partial queue (frontend.md, "Placement").
+     * Only a FULL slab is ever notified, so ready_next is free (the queue's
+     * `group` link) while the slab is partial. */
+    jw_rq_node qnode;
+  };
   union {
     uint32_t live;              /* owner: blocks not on `local` (handed out, in the bin, remote) */
     jw_atomic_u32 abandoned_live; /* after abandonment: blocks still handed out */

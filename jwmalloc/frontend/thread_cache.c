@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "../common/config.h"
@@ -35,36 +36,35 @@ static void list_remove(jw_slab **head, jw_slab *s) {
   s->next = s->prev = NULL;
 }
 
-/* Partial lists are queues: a slab that gets free blocks back joins at the
- * tail and refills take the head, so a slab is reused after the longest
- * wait, with as many blocks freed into it as possible (a slab taken back
- * with one free block would be parked again at the next refill). The head's
- * prev link names the tail. */
-static void partial_append(jw_tcache *tc, jw_slab *s) {
-  jw_slab *head = tc->partial[s->cls];
-  s->next = NULL;
-  if (head == NULL) {
-    s->prev = s;
-    tc->partial[s->cls] = s;
-  } else {
-    jw_slab *tail = head->prev;
-    tail->next = s;
-    s->prev = tail;
-    head->prev = s;
-  }
+/* Partial slabs wait in a queue per class grouped by root, lowest root first
+ * (common/root_queue.h, frontend.md "Placement"): refills fill the slabs of
+ * low roots, so the slabs of high roots drain and their roots can go back
+ * whole; within a root a slab is reused after the longest wait, with as many
+ * blocks freed into it as possible. */
+static jw_slab *partial_min(jw_tcache *tc, unsigned cls) {
+  jw_rq_node *n = tc->partial[cls];
+  return n ? (jw_slab *)((char *)n - offsetof(jw_slab, qnode)) : NULL;
 }
 
-static void partial_remove(jw_tcache *tc, jw_slab *s) {
-  jw_slab *head = tc->partial[s->cls];
-  if (s == head) {
-    tc->partial[s->cls] = s->next;
-    if (s->next) s->next->prev = s->prev; /* the tail */
-  } else {
-    s->prev->next = s->next;
-    if (s->next) s->next->prev = s->prev;
-    else head->prev = s->prev; /* s was the tail */
-  }
-  s->next = s->prev = NULL;
+/* Root-grouped (out of line: inlined, the queue's code makes refill save
+ * more registers on its every call) or, with placement off, the plain queue
+ * of before (root_queue.h). */
+static __attribute__((noinline)) void partial_add_rooted(jw_tcache *tc, jw_slab *s) {
+  jw_rq_add(&tc->partial[s->cls], &s->qnode, tc->rq_shift);
+}
+
+static __attribute__((noinline)) void partial_remove_rooted(jw_tcache *tc, jw_slab *s) {
+  jw_rq_remove(&tc->partial[s->cls], &s->qnode, tc->rq_shift);
+}
+
+static inline void partial_append(jw_tcache *tc, jw_slab *s) {
+  if (JW_LIKELY(tc->rq_shift == 63)) jw_fifo_add(&tc->partial[s->cls], &s->qnode);
+  else partial_add_rooted(tc, s);
+}
+
+static inline void partial_remove(jw_tcache *tc, jw_slab *s) {
+  if (JW_LIKELY(tc->rq_shift == 63)) jw_fifo_remove(&tc->partial[s->cls], &s->qnode);
+  else partial_remove_rooted(tc, s);
 }
 
 static void list_leave(jw_tcache *tc, jw_slab *s) {
@@ -96,6 +96,7 @@ jw_tcache *jw_tc_acquire(void) {
     } while (!jw_cas_weak(&registry, &head, tc, JW_RELEASE, JW_RELAXED));
   }
   tc->key = jw_random_key();
+  tc->rq_shift = jw_rq_shift(JW_ROOT_SHIFT); /* its queues are empty */
   return tc;
 }
 
@@ -304,6 +305,30 @@ static jw_block *take_local(jw_tls *t, jw_slab *s) {
 }
 
 static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls);
+static inline __attribute__((always_inline)) jw_block *refill_other(jw_tls *t, jw_tcache *tc, unsigned cls);
+
+/* Placement (frontend.md): the current slab s, its bin empty, steps aside
+ * for a partial slab of a lower root: into the partial queue when it has
+ * free blocks, to the pool when every block is free, else parked full. */
+static __attribute__((noinline, cold)) void current_step_aside(jw_tcache *tc, jw_slab *s) {
+  tc->current[s->cls] = NULL;
+  if (s->local == NULL) jw_slab_collect(s);
+  if (s->local == NULL) {
+    if (jw_slab_park(s, tc->key)) {
+      s->where = JW_WHERE_FULL;
+      list_push(&tc->full, s);
+      return;
+    }
+    jw_slab_collect(s); /* a remote free arrived: it is ours now */
+  }
+  if (s->live == 0) {
+    tc->nslabs--;
+    jw_pool_put(tc, s, false);
+    return;
+  }
+  s->where = JW_WHERE_PARTIAL;
+  partial_append(tc, s);
+}
 
 jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
   /* The common case, with no call (so no stack frame): the current slab is
@@ -311,15 +336,18 @@ jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
    * and a partial slab is queued; the current slab is parked, the partial
    * one becomes current. Anything else, or a remote free racing the park:
    * the general path, which starts from the state left here. */
-  jw_slab *s = tc->current[cls], *h = tc->partial[cls];
+  /* With placement on (rq_shift < 63) always the general path: its queue
+   * operations are calls, and a call here would cost this path a frame. */
+  jw_slab *s = tc->current[cls], *h = partial_min(tc, cls);
   if (JW_LIKELY(s != NULL && h != NULL && s->local == NULL && t->n_malloc < JW_TC_FOLD_EVERY &&
-                tc->ready_todo == NULL && jw_load(&tc->ready, JW_RELAXED) == NULL) && /* relaxed peek, as in drain_ready */
+                tc->rq_shift == 63 && tc->ready_todo == NULL &&
+                jw_load(&tc->ready, JW_RELAXED) == NULL) && /* relaxed peeks, as in drain_ready */
       (jw_load(&s->remote, JW_RELAXED) & ~JW_RS_MASK) == 0 && jw_slab_park(s, tc->key)) {
     s->where = JW_WHERE_FULL;
     list_push(&tc->full, s);
     tc->current[cls] = NULL;
     if (h->local != NULL) {
-      partial_remove(tc, h);
+      jw_fifo_remove(&tc->partial[cls], &h->qnode);
       h->where = JW_WHERE_CURRENT;
       tc->current[cls] = h;
       return take_local(t, h);
@@ -334,6 +362,11 @@ static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls)
   if (t->n_malloc >= JW_TC_FOLD_EVERY) jw_tc_fold(t, tc);
   jw_slab *s = tc->current[cls];
   if (s) {
+    /* Placement: a partial slab in a lower root displaces the current slab
+     * (frontend.md; never with oldest-first placement, shift 63). */
+    if (JW_UNLIKELY(tc->rq_shift != 63) && tc->partial[cls] &&
+        jw_rq_key(tc->partial[cls], tc->rq_shift) < jw_rq_key(&s->qnode, tc->rq_shift))
+      return refill_other(t, tc, cls);
     if (s->local == NULL) jw_slab_collect(s);
     if (s->local) return take_local(t, s);
     if (!jw_slab_park(s, tc->key)) {
@@ -344,8 +377,18 @@ static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls)
     list_push(&tc->full, s);
     tc->current[cls] = NULL;
   }
+  return refill_other(t, tc, cls);
+}
+
+/* The current slab is parked (or there is none): the head of the partial
+ * queue, else a pool page, else a new page. Inline in refill_slow (its only
+ * caller, out of line itself), so that with placement off the general refill
+ * is the code of before, call for call. */
+static inline __attribute__((always_inline)) jw_block *refill_other(jw_tls *t, jw_tcache *tc, unsigned cls) {
+  jw_slab *s = tc->current[cls];
+  if (JW_UNLIKELY(s != NULL)) current_step_aside(tc, s); /* still current only when it steps aside */
   drain_ready_batch(tc);
-  while ((s = tc->partial[cls]) != NULL) {
+  while ((s = partial_min(tc, cls)) != NULL) {
     partial_remove(tc, s);
     if (s->local == NULL) jw_slab_collect(s);
     s->where = JW_WHERE_CURRENT;
@@ -407,6 +450,12 @@ static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
   }
 }
 
+/* jw_tc_freed's unpark with placement on (root-grouped queue). */
+static JW_NOINLINE void unpark_rooted(jw_tcache *tc, jw_slab *s) {
+  slab_unpark(tc, s);
+  if (s->live == 0) jw_tc_slab_emptied(tc, s);
+}
+
 void jw_tc_freed(jw_tcache *tc, jw_slab *s) {
   if (s->where == JW_WHERE_FULL) {
     uintptr_t w = jw_load(&s->remote, JW_RELAXED);
@@ -414,7 +463,15 @@ void jw_tc_freed(jw_tcache *tc, jw_slab *s) {
     while ((w & JW_RS_MASK) == JW_RS_FULL &&
            !jw_cas_weak(&s->remote, &w, w & ~JW_RS_MASK, JW_RELAXED, JW_RELAXED)) {
     }
-    if ((w & JW_RS_MASK) == JW_RS_FULL) slab_unpark(tc, s);
+    if ((w & JW_RS_MASK) == JW_RS_FULL) {
+      /* Placement on: out of line and a tail call, so that this free path
+       * keeps no stack frame in either mode. */
+      if (JW_UNLIKELY(tc->rq_shift != 63)) return unpark_rooted(tc, s);
+      list_remove(&tc->full, s);
+      s->where = JW_WHERE_PARTIAL;
+      jw_fifo_add(&tc->partial[s->cls], &s->qnode);
+      jw_store(&s->tag, tc->key, JW_RELAXED); /* as in slab_unpark */
+    }
   }
   if (s->live == 0) jw_tc_slab_emptied(tc, s);
 }
@@ -424,6 +481,13 @@ void jw_tc_free_own(jw_tcache *tc, jw_slab *s, jw_block *b, uint64_t fkey) {
   s->local = b;
   s->live--;
   jw_tc_freed(tc, s);
+}
+
+/* Bin blocks go back to the local list of their (current) slab. */
+static void flush_bin(jw_tls *t, jw_tcache *tc, unsigned c) {
+  if (t->bin[c] == NULL) return;
+  jw_slab_give_back(tc->current[c], t->bin[c]);
+  t->bin[c] = NULL;
 }
 
 bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
@@ -452,13 +516,6 @@ bool jw_tc_remote_outcome(jw_tcache *tc, jw_slab *s, jw_remote_result r) {
   return true;
 }
 
-/* Bin blocks go back to the local list of their (current) slab. */
-static void flush_bin(jw_tls *t, jw_tcache *tc, unsigned c) {
-  if (t->bin[c] == NULL) return;
-  jw_slab_give_back(tc->current[c], t->bin[c]);
-  t->bin[c] = NULL;
-}
-
 void jw_tc_release(jw_tls *t, jw_tcache *tc) {
   jw_tc_fold(t, tc);
   flush_block_cache(tc);
@@ -470,8 +527,8 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc) {
     flush_bin(t, tc, c);
     if (tc->current[c]) list_push(&todo, tc->current[c]);
     tc->current[c] = NULL;
-    while (tc->partial[c]) {
-      jw_slab *s = tc->partial[c];
+    jw_slab *s;
+    while ((s = partial_min(tc, c)) != NULL) {
       partial_remove(tc, s);
       list_push(&todo, s);
     }

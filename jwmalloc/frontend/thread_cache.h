@@ -55,13 +55,14 @@ typedef struct jw_tcache {
   struct jw_tcache *all_next; /* registry link; immutable once published */
   jw_atomic_u32 state;        /* JW_TC_* */
   uint32_t nslabs;            /* owner: pages used as slabs (not pooled) */
+  uint32_t rq_shift;          /* owner: key shift of the partial queues (root_queue.h), set while they are empty */
   uint32_t pool_len;          /* pool lock */
   uint32_t pool_stale;        /* pool lock: LRU-end pages pooled since the last aging pass (page_pool.h) */
   uint32_t pool_peak;         /* pool lock: most slabs held since the last aging pass (returned pages' watermark) */
   jw_lock pool_lock;          /* owner and reclaimer, try-lock on malloc/free paths (page_pool.h, block_cache.h) */
   uint64_t key;               /* owner: this incarnation's slab tag */
   jw_slab *current[JW_NCLASSES];
-  jw_slab *partial[JW_NCLASSES]; /* owner: doubly linked, slabs with local free blocks */
+  jw_rq_node *partial[JW_NCLASSES]; /* owner: slabs with local free blocks, lowest root first (root_queue.h) */
   jw_slab *full;                 /* owner: doubly linked, parked slabs */
   jw_slab *pool_head, *pool_tail; /* pool lock: LRU pool, head = most recently used */
   jw_atomic_ptr ready;            /* slabs notified by remote frees (push-only, owner takes all) */

@@ -2,6 +2,7 @@
 #include "midend.h"
 
 #include <errno.h>
+#include <stddef.h>
 
 #include "../common/counter.h"
 #include "../common/lock.h"
@@ -34,8 +35,14 @@ typedef struct mid_class {
   jw_ptr_cache cache;
   jw_atomic_ptr deferred; /* blocks freed while the lock was busy */
   jw_lock lock;
-  jw_mid_slab *partial; /* lock: slabs with free blocks */
+  jw_rq_node *partial;  /* lock: slabs with free blocks (see partial_add) */
   jw_mid_slab *spare;   /* lock: one empty slab kept */
+  unsigned rq_shift;    /* lock: the partial list's mode (root_queue.h), set while it is empty */
+  /* Placement (midend.md): 1 + the root (address >> JW_ROOT_SHIFT) of the
+   * head partial slab; 0 when there is none or placement is off. Written
+   * under the lock, read by frees without it: a hint, a stale value only
+   * sends a block to its slab or to the cache when the other was due. */
+  jw_atomic_uptr low_root;
   jw_atomic_u64 n_alloc, n_free, n_fallback;
   /* Aging (jw_mid_age): the class's malloc+free count at the previous pass.
    * Written by the reclaimer only (one at a time: the reclaimer token). */
@@ -54,21 +61,49 @@ static uint64_t cache_mask(unsigned mc) {
 
 static char *slab_blocks(jw_mid_slab *s) { return (char *)s + JW_MID_HEADER; }
 
+static inline uintptr_t root_of(const void *p) { return (uintptr_t)p >> JW_ROOT_SHIFT; }
+
 /* ---- under the class lock ---- */
 
+/* The partial list: with placement off (rq_shift 63) a stack, the slab that
+ * last got a block back first, as before placement; with JWMALLOC_PLACEMENT=1
+ * a queue grouped by root, lowest root first (root_queue.h), so blocks are
+ * taken from the slabs of low roots and those of high roots drain. */
+static jw_mid_slab *partial_head(mid_class *k) {
+  return k->partial ? (jw_mid_slab *)((char *)k->partial - offsetof(jw_mid_slab, node)) : NULL;
+}
+
+static void publish_low_root(mid_class *k) {
+  jw_mid_slab *h = partial_head(k);
+  /* Relaxed: a hint for mid_free (see low_root). */
+  jw_store(&k->low_root, h && k->rq_shift != 63 ? root_of(h) + 1 : 0, JW_RELAXED);
+}
+
 static void partial_add(mid_class *k, jw_mid_slab *s) {
-  s->prev = NULL;
-  s->next = k->partial;
-  if (k->partial) k->partial->prev = s;
-  k->partial = s;
+  if (k->partial == NULL) k->rq_shift = jw_rq_shift(JW_ROOT_SHIFT);
+  if (k->rq_shift == 63) {
+    s->node.prev = NULL;
+    s->node.next = k->partial;
+    if (k->partial) k->partial->prev = &s->node;
+    k->partial = &s->node;
+  } else {
+    jw_rq_add(&k->partial, &s->node, k->rq_shift);
+    publish_low_root(k);
+  }
   s->on_partial = 1;
 }
 
 static void partial_remove(mid_class *k, jw_mid_slab *s) {
-  if (s->prev) s->prev->next = s->next;
-  else k->partial = s->next;
-  if (s->next) s->next->prev = s->prev;
-  s->next = s->prev = NULL;
+  if (k->rq_shift == 63) {
+    jw_rq_node *n = &s->node;
+    if (n->prev) n->prev->next = n->next;
+    else k->partial = n->next;
+    if (n->next) n->next->prev = n->prev;
+    n->next = n->prev = NULL;
+  } else {
+    jw_rq_remove(&k->partial, &s->node, k->rq_shift);
+    publish_low_root(k);
+  }
   s->on_partial = 0;
 }
 
@@ -79,7 +114,7 @@ static jw_mid_slab *slab_new(unsigned mc) {
   s->granules = granules;
   jw_store(&s->zero, 0, JW_RELAXED); /* read racily by frontend fast paths */
   s->free = NULL;
-  s->next = s->prev = NULL;
+  s->node.next = s->node.prev = s->node.group = NULL;
   jw_store(&s->bump, 0, JW_RELAXED); /* read by validation; written under the lock */
   /* A page source that rounds the range up gives us more blocks. */
   s->capacity = ((uint32_t)granules * 4096u - JW_MID_HEADER) / jw_mid_class_size[mc];
@@ -91,7 +126,13 @@ static jw_mid_slab *slab_new(unsigned mc) {
 }
 
 static jw_block *slab_take(mid_class *k, unsigned mc) {
-  jw_mid_slab *s = k->partial;
+  jw_mid_slab *s = partial_head(k);
+  /* Placement: the spare, when it lies in a lower root than every partial slab. */
+  if (s != NULL && k->spare != NULL && k->rq_shift != 63 && root_of(k->spare) < root_of(s)) {
+    s = k->spare;
+    k->spare = NULL;
+    partial_add(k, s);
+  }
   if (s == NULL) {
     s = k->spare;
     if (s) k->spare = NULL;
@@ -124,8 +165,16 @@ static jw_mid_slab *slab_put(mid_class *k, jw_mid_slab *s, jw_block *b) {
   if (!s->on_partial) partial_add(k, s);
   if (s->nfree == s->capacity) {
     partial_remove(k, s);
-    if (k->spare == NULL) k->spare = s;
-    else return s;
+    if (k->spare == NULL) {
+      k->spare = s;
+    } else if (k->rq_shift != 63 && root_of(s) < root_of(k->spare)) {
+      /* Placement: the lower empty slab is kept, the higher one goes back. */
+      jw_mid_slab *e = k->spare;
+      k->spare = s;
+      return e;
+    } else {
+      return s;
+    }
   }
   return NULL;
 }
@@ -213,6 +262,20 @@ static void deferred_push(mid_class *k, jw_block *b) {
  * thread is kicked then, not on every free (an aging pass that sees the
  * class holding blocks keeps the thread going). */
 static void mid_free(mid_class *k, jw_mid_slab *s, jw_block *b) {
+  /* Placement: a block of a slab above the lowest partial slab's root goes
+   * back to its slab rather than into the class cache, where the next
+   * malloc would take it in place; so the slabs of high roots drain. Only
+   * under the lock's try: when it is busy, the cache as before. */
+  uintptr_t low = jw_load(&k->low_root, JW_RELAXED);
+  if (low != 0 && root_of(s) >= low && jw_lock_try(&k->lock, JW_LK_MIDEND)) {
+    drain_deferred(k);
+    jw_mid_slab *spare = k->spare;
+    slab_put_release(k, s, b);
+    bool kick = k->spare != spare;
+    jw_lock_release(&k->lock);
+    if (kick) jw_reclaim_kick();
+    return;
+  }
   int r = jw_ptr_cache_put(&k->cache, b, cache_mask(s->cls));
   bool kick = r == JW_PTR_CACHE_PUT_FIRST;
   if (r) {

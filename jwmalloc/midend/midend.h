@@ -19,6 +19,7 @@
 #include "../backend/page_source.h"
 #include "../common/asan.h"
 #include "../common/atomic.h"
+#include "../common/root_queue.h"
 
 #define JW_MID_NCLASSES 13
 #define JW_MID_HEADER 64u
@@ -41,7 +42,7 @@ static inline unsigned jw_mid_class_blocks(unsigned mc) {
 typedef struct jw_mid_slab {
   jw_atomic_u64 zero;            /* always 0: no thread's slab tag */
   jw_block *free;                /* class lock: freed blocks */
-  struct jw_mid_slab *next, *prev; /* class lock: partial list */
+  jw_rq_node node;                /* class lock: partial list (root_queue.h; midend.md "Placement") */
   jw_atomic_u32 bump;            /* blocks [bump, capacity) never handed out; written under the class lock */
   uint32_t nfree;                /* class lock: free blocks (list + never used) */
   uint32_t capacity;
