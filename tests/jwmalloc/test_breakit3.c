@@ -11,6 +11,8 @@
  *   huge_misc  calloc, memalign, realloc, double free, stats with kept mappings
  *   huge_race  direct mappings freed, reused, realloc'ed, trimmed and aged by
  *              several threads at once: data intact, nothing leaked
+ *   remap_hole a direct block mapped in the range a moving realloc (mremap)
+ *              just left: registered with its own size (deterministic)
  *   pooled     bad frees into pooled and reused pages; reused pages hand out
  *              each block once
  *   batches    an owner with more notified slabs than a refill moves: frees
@@ -23,6 +25,7 @@
  *   huge_fork  (hooks build) fork while a thread holds the kept-mappings lock
  * SCALE: percent of the full size (sanitizer builds).
  */
+#define _GNU_SOURCE 1 /* MREMAP_FIXED */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,6 +33,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -394,6 +399,86 @@ static int case_huge_race(void) {
   jw_option_set("RECLAIM_INTERVAL_MS", 1000);
   return 0;
 }
+
+/* ---- remap_hole: a mapping made in the range a moving realloc just left ----
+ *
+ * The plain test binary defines mmap and mremap (the jw_ library is linked
+ * statically, so its calls resolve here) to place mappings where the case
+ * says. jw_realloc grows block p, and the kernel moves it (MREMAP_FIXED, as
+ * MREMAP_MAYMOVE allows); right after that system call, while jw_realloc has
+ * not yet updated the direct-mapping registry, the hook does what another
+ * thread could do at that moment: maps a 10 MiB block, which lands at p (the
+ * range just left), and asks its usable size. It must read its own size, not
+ * the moved block's old entry; freeing both must give back exactly what was
+ * mapped. */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(JW_TEST_HOOKS)
+#define REMAP_HOOKS 1
+#else
+#define REMAP_HOOKS 0
+#endif
+#if REMAP_HOOKS
+static char *map_at;         /* the next mapping goes here (MAP_FIXED_NOREPLACE) */
+static char *move_to;        /* a growing mremap moves the block here */
+static void *hole_block;
+static size_t hole_usable;
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+  if (map_at != NULL) {
+    addr = map_at;
+    map_at = NULL;
+    flags |= MAP_FIXED_NOREPLACE;
+  }
+  return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...) {
+  if (move_to == NULL || new_size <= old_size) return (void *)syscall(SYS_mremap, old, old_size, new_size, flags, NULL);
+  char *to = move_to;
+  move_to = NULL;
+  void *r = (void *)syscall(SYS_mremap, old, old_size, new_size, flags | MREMAP_FIXED, to);
+  if (r == (void *)to) {
+    map_at = old; /* another thread's malloc, between the move and the registry update */
+    hole_block = jw_malloc(10 * MiB);
+    hole_usable = hole_block ? jw_malloc_usable_size(hole_block) : 0;
+  }
+  return r;
+}
+
+static int case_remap_hole(void) {
+  huge_setup();
+  jw_option_set("HUGE_CACHE_MB", 0); /* fresh mappings only */
+  jw_free(jw_malloc(5 * MiB));
+  jw_stats a = st();
+  /* An address range free for 64 MiB: reserved, then given back. */
+  char *r = (char *)syscall(SYS_mmap, NULL, 64 * MiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  syscall(SYS_munmap, r, 64 * MiB);
+  map_at = r;
+  unsigned char *p = jw_malloc(6 * MiB);
+  CHECK(p == (unsigned char *)r, "remap_hole: the block was not placed at %p", (void *)r);
+  p[0] = 7;
+  move_to = r + 32 * MiB;
+  unsigned char *q = jw_realloc(p, 12 * MiB);
+  CHECK(q == (unsigned char *)r + 32 * MiB && q[0] == 7, "remap_hole: realloc did not move the block (%p)", (void *)q);
+  CHECK(hole_block == (void *)p, "remap_hole: the block mapped after the move is at %p, not %p", hole_block, (void *)p);
+  CHECK(hole_usable >= 10 * MiB, "remap_hole: the 10 MiB block mapped where realloc's block had been read %zu "
+        "usable bytes: the registry still held the moved block's entry", hole_usable);
+  CHECK(jw_malloc_usable_size(hole_block) == 10 * MiB, "remap_hole: it reads %zu after realloc",
+        jw_malloc_usable_size(hole_block));
+  CHECK(jw_malloc_usable_size(q) == 12 * MiB, "remap_hole: the moved block reads %zu", jw_malloc_usable_size(q));
+  memset(hole_block, 1, 10 * MiB);
+  memset(q, 2, 12 * MiB);
+  jw_free(hole_block);
+  jw_free(q);
+  jw_stats b = st();
+  CHECK(b.huge_bytes == a.huge_bytes, "remap_hole: direct bytes %llu, were %llu", (unsigned long long)b.huge_bytes,
+        (unsigned long long)a.huge_bytes);
+  CHECK(b.mapped_bytes == a.mapped_bytes, "remap_hole: %llu bytes mapped, were %llu",
+        (unsigned long long)b.mapped_bytes, (unsigned long long)a.mapped_bytes);
+  jw_option_set("HUGE_CACHE_MB", 32);
+  printf("remap_hole: a block mapped where a moving realloc had just been is registered with its own size\n");
+  return 0;
+}
+#endif
 
 /* ---- pooled pages ---- */
 
@@ -792,7 +877,7 @@ static int case_huge_fork(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: test_breakit3 counts|huge_off|huge_misc|huge_race|pooled|batches|idle_owner|churn|huge_fork [SCALE]\n");
+    fprintf(stderr, "usage: test_breakit3 counts|huge_off|huge_misc|huge_race|remap_hole|pooled|batches|idle_owner|churn|huge_fork [SCALE]\n");
     return 2;
   }
   if (argc > 2) scale = atoi(argv[2]);
@@ -802,6 +887,9 @@ int main(int argc, char **argv) {
   else if (strcmp(c, "huge_misc") == 0) case_huge_misc();
   else if (strcmp(c, "pooled") == 0) case_pooled();
   else if (strcmp(c, "huge_race") == 0) case_huge_race();
+#if REMAP_HOOKS
+  else if (strcmp(c, "remap_hole") == 0) case_remap_hole();
+#endif
   else if (strcmp(c, "churn") == 0) case_churn();
   else if (strcmp(c, "batches") == 0) case_batches();
   else if (strcmp(c, "idle_owner") == 0) case_idle_owner();
