@@ -21,7 +21,8 @@
  *   idle_owner (not in the default run) pages emptied by consumers reach the
  *              reclaimer although their owner went idle after a refill
  *   churn      threads exiting while others free into their slabs, consumers
- *              that never allocate: every block once, pages come back, counts
+ *              that never allocate, malloc_trim in a loop: every block once,
+ *              pages come back, counts
  *   huge_fork  (hooks build) fork while a thread holds the kept-mappings lock
  * SCALE: percent of the full size (sanitizer builds).
  */
@@ -761,10 +762,22 @@ static void *churn_consumer(void *arg) {
   return NULL;
 }
 
+/* malloc_trim in a loop (the midend's trim and the kept mappings race the
+ * frees); a thread that allocates only through its trims. */
+static void *churn_trimmer(void *arg) {
+  (void)arg;
+  while (!atomic_load(&stop_consumers)) {
+    jw_malloc_trim(0);
+    sleep_ms(1);
+  }
+  return NULL;
+}
+
 static void churn_phase(int waves) {
   enum { C = 3, W = 6 };
-  pthread_t cs[C];
+  pthread_t cs[C], tr;
   atomic_store(&stop_consumers, 0);
+  pthread_create(&tr, NULL, churn_trimmer, NULL);
   for (int i = 0; i < C; i++) pthread_create(&cs[i], NULL, churn_consumer, (void *)(uintptr_t)i);
   for (int w = 0; w < waves; w++) {
     pthread_t ps[W];
@@ -773,6 +786,7 @@ static void churn_phase(int waves) {
   }
   atomic_store(&stop_consumers, 1);
   for (int i = 0; i < C; i++) pthread_join(cs[i], NULL);
+  pthread_join(tr, NULL);
   for (int i = 0; i < RING; i++) {
     void *p = atomic_exchange(&ring[i], NULL);
     if (p) check_and_free(p);
