@@ -257,9 +257,9 @@ static inline __attribute__((always_inline)) void free_small_block(jw_tls *t, jw
     ok = jw_tc_free(t, t->tc, s, p);
   } else {
     jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
-    if (tc == NULL && JW_UNLIKELY(++t->n_free_uncached == JW_UNCACHED_FOLD_EVERY)) {
-      jw_counter_add(&jw_api_counters.small_frees_no_cache, JW_UNCACHED_FOLD_EVERY);
-      t->n_free_uncached = 0;
+    if (tc == NULL) {
+      uint32_t n = ++t->n_free_uncached;
+      if (JW_UNLIKELY(n == 1 || n >= JW_UNCACHED_FOLD_EVERY)) jw_uncached_frees_step(t); /* see runtime.h */
     }
     ok = jw_tc_free_remote(tc, s, p);
   }

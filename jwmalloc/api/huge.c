@@ -143,30 +143,22 @@ void *jw_huge_resize(void *p, size_t n) {
     return NULL;
   }
   size_t size = jw_align_up(n ? n : 1, JW_PAGE);
-  slot *s = find((uintptr_t)p);
-  if (s == NULL) {
+  /* Unregistered before mremap, registered again after it: a mapping moved
+   * by mremap leaves its old range free in the kernel at once, and a mapping
+   * another thread makes there must not find p's entry still in the table
+   * (two entries with one key: its size and its free would read ours). */
+  size_t old = take_entry((uintptr_t)p); /* keeps the entry's reservation */
+  if (old == 0) {
     errno = EINVAL;
-    return NULL;
-  }
-  size_t old = (size_t)jw_load(&s->size, JW_RELAXED); /* ordered by find's acquire */
-  if (!reserve()) {
-    errno = ENOMEM;
     return NULL;
   }
   void *q = jw_os_remap(p, old, size);
   if (q == NULL) {
-    unreserve();
+    place(get_table(false), (uintptr_t)p, old); /* the entry's reservation was kept */
     errno = ENOMEM;
     return NULL;
   }
-  if (q == p) {
-    jw_store(&s->size, (uint64_t)size, JW_RELAXED); /* the block's owner alone reads it */
-    unreserve();
-  } else {
-    take_entry((uintptr_t)p);
-    unreserve();
-    place(get_table(false), (uintptr_t)q, size);
-  }
+  place(get_table(false), (uintptr_t)q, size);
   jw_fetch_sub(&jw_api_counters.huge_bytes, old, JW_RELAXED); /* statistics */
   jw_counter_add(&jw_api_counters.huge_bytes, size);
   return q;

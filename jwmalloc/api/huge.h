@@ -25,7 +25,9 @@ bool jw_huge_free(void *p);
 size_t jw_huge_usable(const void *p);
 
 /* Resizes the mapping at p (registered) to at least n bytes with mremap;
- * NULL, errno=ENOMEM, p untouched on failure. */
+ * NULL, errno=ENOMEM, p untouched on failure (EINVAL: p is not registered).
+ * p leaves the registry for the duration of the call: mremap may move it and
+ * another thread may map the range it left before the call returns. */
 void *jw_huge_resize(void *p, size_t n);
 
 #endif

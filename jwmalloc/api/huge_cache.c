@@ -42,8 +42,30 @@ static void unmap_all(const kept *v, unsigned n) {
   for (unsigned i = 0; i < n; i++) jw_os_unmap((void *)v[i].start, v[i].size);
 }
 
+/* Under the lock: removes every kept mapping into v; returns how many. */
+static unsigned take_all_locked(kept *v) {
+  unsigned n = 0;
+  while (hc.n > 0) v[n++] = remove_at(0);
+  return n;
+}
+
+/* The cache is off (HUGE_CACHE_MB=0 or reclamation turned off at run time)
+ * with mappings still kept: nothing would age them, so they go now. Try-lock
+ * (malloc and free never wait): when busy, the next call drops them. */
+static void drop_when_off(void) {
+  if (jw_load(&kept_bytes, JW_RELAXED) == 0 || !jw_lock_try(&hc.lock, JW_LK_HUGE)) return; /* a hint: the lock decides */
+  kept victims[JW_HUGE_CACHE_SLOTS];
+  unsigned nv = take_all_locked(victims);
+  jw_lock_release(&hc.lock);
+  unmap_all(victims, nv);
+}
+
 bool jw_huge_cache_put(void *p, size_t size) {
   uint64_t cap = bound();
+  if (cap == 0) {
+    drop_when_off();
+    return false;
+  }
   if (size > cap || !jw_lock_try(&hc.lock, JW_LK_HUGE)) return false;
   kept victims[JW_HUGE_CACHE_SLOTS];
   unsigned nv = 0;
@@ -59,6 +81,10 @@ bool jw_huge_cache_put(void *p, size_t size) {
 
 void *jw_huge_cache_take(size_t size, size_t align, size_t *got) {
   if (jw_load(&kept_bytes, JW_RELAXED) == 0) return NULL; /* a hint: the lock decides */
+  if (bound() == 0) {
+    drop_when_off();
+    return NULL;
+  }
   if (!jw_lock_try(&hc.lock, JW_LK_HUGE)) return NULL;
   unsigned best = hc.n;
   for (unsigned i = 0; i < hc.n; i++)
@@ -99,8 +125,7 @@ uint64_t jw_huge_cache_age(void) {
 bool jw_huge_cache_drop(void) {
   jw_lock_acquire(&hc.lock, JW_LK_HUGE); /* malloc_trim may wait: the holder never does */
   kept victims[JW_HUGE_CACHE_SLOTS];
-  unsigned nv = 0;
-  while (hc.n > 0) victims[nv++] = remove_at(0);
+  unsigned nv = take_all_locked(victims);
   jw_lock_release(&hc.lock);
   unmap_all(victims, nv);
   return nv > 0;

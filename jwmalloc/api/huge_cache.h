@@ -22,14 +22,16 @@
  * and unused by the caller from now on). Returns false, keeping nothing,
  * when the cache is off (option 0, reclamation off), the mapping is larger
  * than the bound or the lock is busy: the caller unmaps it. May unmap older
- * kept mappings to stay within the bound. */
+ * kept mappings to stay within the bound, and unmaps them all when the cache
+ * was turned off at run time (nothing would age them). */
 bool jw_huge_cache_put(void *p, size_t size);
 
 /* A kept mapping of at least `size` bytes (a multiple of 4 KiB) whose start
  * is `align`-aligned (a power of two >= 4 KiB), best fit; a tail past one
  * eighth of `size` is unmapped first. *got: its size in bytes. Its contents
- * are whatever the previous owner left (not zeroed). NULL when none fits or
- * the lock is busy. */
+ * are whatever the previous owner left (not zeroed). NULL when none fits,
+ * the lock is busy or the cache is off (then the kept ones are unmapped, as
+ * in jw_huge_cache_put). */
 void *jw_huge_cache_take(size_t size, size_t align, size_t *got);
 
 /* The reclaimer's aging pass: unmaps the mappings already kept at the

@@ -29,8 +29,35 @@ static pthread_key_t exit_key;
 
 /* ---- thread exit ---- */
 
+void jw_uncached_frees_flush(jw_tls *t) {
+  if (t->n_free_uncached == 0) return;
+  jw_counter_add(&jw_api_counters.small_frees_no_cache, t->n_free_uncached);
+  t->n_free_uncached = 0;
+}
+
+/* The exit hook's value for a thread that frees without a cache (any
+ * non-NULL value runs the hook; a cache attached later replaces it). */
+static char uncached_marker;
+
+void jw_uncached_frees_step(jw_tls *t) {
+  if (t->n_free_uncached < JW_UNCACHED_FOLD_EVERY && t->state == JW_TLS_NONE) {
+    if (pthread_getspecific(exit_key) == NULL) {
+      pthread_setspecific(exit_key, &uncached_marker);
+      /* A key past the first 32 allocates its array: a cache set up by that
+       * recursive malloc is what the hook must release. */
+      if (t->state == JW_TLS_ACTIVE) pthread_setspecific(exit_key, t->tc);
+    }
+    return;
+  }
+  jw_uncached_frees_flush(t); /* a full batch, or a thread whose exit hook already ran */
+}
+
 static void thread_exit(void *arg) {
   jw_tls *t = &jw_tls_state;
+  jw_uncached_frees_flush(t);
+  /* A thread that only freed: as after a cache's release, later frees (other
+   * keys' destructors) count at once and a malloc is served without a cache. */
+  if (t->state == JW_TLS_NONE) t->state = JW_TLS_DEAD;
   if (t->state == JW_TLS_ACTIVE && t->tc == arg) {
     jw_tc_release(t, t->tc);
     jw_counter_add(&jw_api_counters.threads_exited, 1);

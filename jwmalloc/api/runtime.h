@@ -23,6 +23,21 @@ bool jw_global_init(void);
  * memory). */
 jw_tcache *jw_thread_cache(jw_tls *t);
 
+/* Cross-thread frees by a thread without a cache are counted in its TLS
+ * (n_free_uncached) and reach the shared counter in batches. Called by the
+ * free path at the first free of a batch and when a batch is full: folds a
+ * full batch, or the count of a thread past its exit hook (or setting up its
+ * cache) at once; at the first free of a thread that never had a cache,
+ * registers the thread-exit hook, which folds what is left (otherwise the
+ * frees of a consumer thread that never allocates were never counted).
+ * Calling thread only; never allocates (pthread_setspecific of one of the
+ * first 32 keys). */
+void jw_uncached_frees_step(jw_tls *t);
+
+/* Folds the calling thread's uncounted frees into the shared counter now
+ * (thread exit, statistics). */
+void jw_uncached_frees_flush(jw_tls *t);
+
 /* Bad input: "jwmalloc: <op>(): <problem> (<p>)" on stderr, then abort(),
  * or with JWMALLOC_ABORT_ON_ERROR=0 a warning (the caller ignores the call). */
 void jw_report_bad(const char *op, const char *problem, const void *p);

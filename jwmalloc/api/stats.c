@@ -24,6 +24,7 @@ static void collect(jw_stats *s) {
   memset(s, 0, sizeof *s);
   jw_tls *t = &jw_tls_state;
   if (t->state == JW_TLS_ACTIVE) jw_tc_fold(t, t->tc);
+  jw_uncached_frees_flush(t); /* the caller's own frees without a cache, counted so far */
   jw_tc_totals tc;
   jw_tc_totals_get(&tc);
   jw_mid_totals mid;

@@ -50,7 +50,19 @@ static inline void jw_block_set_next(jw_block *b, jw_block *n) {
 
 /* The key word of a block that may be free (poisoned) or live: read
  * without touching its poisoning. */
-static inline JW_NO_ASAN uint64_t jw_block_key(const jw_block *b) { return b->key; }
+#if JW_ASAN
+/* Out of line and out of interprocedural optimization (noipa): GCC 12 turns
+ * the pointer argument into the loaded value (IPA-SRA), which moves the load
+ * into the instrumented caller, so a double free was reported as ASan's
+ * use-after-poison at this check instead of as a double free. */
+#if defined(__clang__)
+static __attribute__((noinline, unused)) JW_NO_ASAN uint64_t jw_block_key(const jw_block *b) { return b->key; }
+#else
+static __attribute__((noipa, unused)) JW_NO_ASAN uint64_t jw_block_key(const jw_block *b) { return b->key; }
+#endif
+#else
+static inline uint64_t jw_block_key(const jw_block *b) { return b->key; }
+#endif
 
 /* Marks b free: key and link in one go. */
 static inline void jw_block_set_free(jw_block *b, jw_block *n, uint64_t key) {

@@ -19,31 +19,14 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "checked_blocks.h"
 #include "jwmalloc.h"
 
 static int scale = 100;
-static atomic_int failures;
-
-#define FAIL(...)                                  \
-  do {                                             \
-    if (atomic_fetch_add(&failures, 1) < 20) {     \
-      fprintf(stderr, __VA_ARGS__);                \
-      fputc('\n', stderr);                         \
-    }                                              \
-  } while (0)
 
 static long scaled(long n) { return n * scale / 100 > 0 ? n * scale / 100 : 1; }
 
-/* ---- blocks that check themselves ---- */
-
-typedef struct hdr {
-  uint64_t size, seed;
-} hdr;
-
-static uint64_t rnd(uint64_t *s) {
-  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-  return *s;
-}
+/* ---- blocks that check themselves (checked_blocks.h) ---- */
 
 /* Mostly small sizes, some midend, a few ranges and direct mappings. */
 static size_t pick_size(uint64_t *s) {
@@ -53,29 +36,6 @@ static size_t pick_size(uint64_t *s) {
   if (r < 985) return 2017 + rnd(s) % 14000;
   if (r < 999) return 16385 + rnd(s) % 200000;
   return (4 << 20) + rnd(s) % (1 << 20);
-}
-
-static void *make(size_t size, uint64_t seed) {
-  unsigned char *p = jw_malloc(size);
-  if (p == NULL) {
-    FAIL("jw_malloc(%zu) failed: %s", size, strerror(errno));
-    return NULL;
-  }
-  hdr h = {size, seed};
-  memcpy(p, &h, sizeof h);
-  for (size_t i = sizeof h; i + 1 < size && i < 64; i++) p[i] = (unsigned char)(seed + i);
-  p[size - 1] = (unsigned char)(seed * 3);
-  return p;
-}
-
-static void check_and_free(void *v) {
-  unsigned char *p = v;
-  hdr h;
-  memcpy(&h, p, sizeof h);
-  int ok = h.size >= sizeof h && jw_malloc_usable_size(p) >= h.size && p[h.size - 1] == (unsigned char)(h.seed * 3);
-  for (size_t i = sizeof h; ok && i + 1 < h.size && i < 64; i++) ok = p[i] == (unsigned char)(h.seed + i);
-  if (!ok) FAIL("block %p (size %llu) corrupted", v, (unsigned long long)h.size);
-  jw_free(p);
 }
 
 static void stats(jw_stats *s) { jw_stats_get(s, sizeof *s); }
