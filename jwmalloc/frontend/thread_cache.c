@@ -247,9 +247,9 @@ static inline void slab_unpark(jw_tcache *tc, jw_slab *s) {
   jw_store(&s->tag, tc->key, JW_RELAXED); /* only the owner acts on its key */
 }
 
-/* A refill moves at most this many notified slabs (frontend.md, "The ready
- * stack, in batches"): the rest wait, still NOTIFIED, for the next refills. */
-#define JW_READY_BATCH 8
+/* A refill moves at most this many notified slabs (frontend.md, "Refill"):
+ * the rest wait, still NOTIFIED, for the next refills. */
+#define JW_READY_BATCH 16
 
 /* Moves up to `limit` slabs taken off the ready stack (taking the stack
  * when none is left from before). With `move`, each slab leaves the full
