@@ -404,14 +404,9 @@ static inline __attribute__((always_inline)) jw_block *refill_other(jw_tls *t, j
     tc->current[cls] = NULL;
   }
   s = jw_pool_take(tc);
-  if (s) {
+  bool pooled = s != NULL;
+  if (pooled) {
     jw_counter_add_owner(&tc->pool_hits, 1);
-    if (jw_slab_list_whole(s, cls)) { /* emptied slab of this class: its list is ready */
-      jw_slab_reuse(s, tc, tc->key);
-      tc->nslabs++;
-      tc->current[cls] = s;
-      return take_local(t, s);
-    }
   } else {
     s = jw_tier_take_pages(1, JW_KIND_SMALL_SLAB, NULL, NULL);
     if (s == NULL) {
@@ -420,7 +415,10 @@ static inline __attribute__((always_inline)) jw_block *refill_other(jw_tls *t, j
     }
     jw_counter_add_owner(&tc->pool_misses, 1);
   }
-  jw_slab_init(s, cls, tc, tc->key);
+  /* Only a pooled page's header is ours to trust: a page from the backend
+   * may have served any tier since. */
+  if (pooled && jw_slab_list_whole(s, cls)) jw_slab_reuse(s, tc, tc->key); /* an emptied slab of this class */
+  else jw_slab_init(s, cls, tc, tc->key);
   tc->nslabs++;
   tc->current[cls] = s;
   return take_local(t, s);
