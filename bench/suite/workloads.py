@@ -67,6 +67,10 @@ WORKLOADS = [
              "mstress-like: rounds of threads, migrating objects, powers of two with rare large ones",
              lambda m, t, d: _t(t) + _steps(t, 400000) + ["--rounds", "1"] + _dur(d),
              lambda t: _t(t) + ["--steps", "5000", "--rounds", "3"], paper=True),
+    Workload("mstress-long", "jwb-mstress", "throughput",
+             "mstress with long rounds (400,000 steps per thread): threads are created 20x less often at 20 "
+             "threads, so latency shows the allocator more than thread creation",
+             lambda m, t, d: _t(t) + ["--steps", "400000", "--rounds", "1"] + _dur(d)),
     Workload("mleak", "jwb-mleak", "throughput",
              "mleak-like: rounds of short-lived threads; RSS growth per round is the leak",
              lambda m, t, d: _t(t) + ["--rounds", "5"] + _steps(t, 200000) + _dur(d),
