@@ -4,7 +4,7 @@
  *   iosr info PATH
  *   iosr fg APP | --none
  *   iosr reclaim APP | --background [--bytes N]
- *   iosr stat [--json] [APP]
+ *   iosr stat [--json | APP]
  *   iosr set KEY VALUE
  *   iosr slots APP
  *   iosr idle
@@ -29,7 +29,7 @@ static void usage(FILE *f) {
           "       iosr info PATH                                   show a swap area's header\n"
           "       iosr fg APP | --none                             make APP the foreground app\n"
           "       iosr reclaim APP|--background [--bytes N]        swap out an app (all by default)\n"
-          "       iosr stat [--json] [APP]                         statistics\n"
+          "       iosr stat [--json | APP]                         statistics\n"
           "       iosr set KEY VALUE                               change an option at run time\n"
           "       iosr slots APP                                   an app's slot map (address slot)\n"
           "       iosr idle                                        wait until no swap I/O is pending\n"
@@ -194,9 +194,14 @@ int main(int argc, char **argv) {
         return 2;
       }
     }
+    if (json && app) {
+      /* The JSON is the engine's whole document; one app's figures are the table's row. */
+      fprintf(stderr, "iosr stat: --json prints every app; give either --json or APP\n");
+      return 2;
+    }
     iosr_ctl *c = open_ctl(sock);
     if (!c) return 1;
-    if (json && !app) {
+    if (json) {
       char *s = iosr_ctl_stat_json(c);
       iosr_ctl_close(c);
       if (!s) return fail("stat");

@@ -36,11 +36,20 @@ _Static_assert(JW_LOOKUP_RANGE_CLASSES == JW_NCLASSES, "lookup.h knows the class
 /* Statistics counters: relaxed, they order nothing. */
 static inline void bump(jw_atomic_u64 *c, uint64_t d) { jw_fetch_add(c, d, JW_RELAXED); }
 
-static unsigned env_uint(const char *name, unsigned dflt) {
+/* A JWMALLOC_* number of the backend, at most `max`: a bad value gets one
+ * line on stderr (unless the tiers' option table reports it: `report` 0) and
+ * the default (README, "Options"). */
+static unsigned env_uint(const char *name, unsigned dflt, unsigned max, int report) {
   const char *s = getenv(name); /* reads environ only: no allocation */
-  if (s == NULL || *s < '0' || *s > '9') return dflt;
+  if (s == NULL) return dflt;
   unsigned v = 0;
-  while (*s >= '0' && *s <= '9' && v < 100000000u) v = v * 10 + (unsigned)(*s++ - '0');
+  const char *d = s;
+  while (*d >= '0' && *d <= '9' && v <= max) v = v * 10 + (unsigned)(*d++ - '0');
+  if (d == s || *d != 0 || v > max) {
+    if (report)
+      jw_dprintf(2, "jwmalloc: %s=%s: expected a whole number from 0 to %u; default %u kept\n", name, s, max, dflt);
+    return dflt;
+  }
   return v;
 }
 
@@ -48,11 +57,11 @@ void jw_backend_init_once(void) {
   /* Acquire pairs with the release below: options are read before use. Two
    * threads may both read the environment; they store the same values. */
   if (jw_load(&jw_be.inited, JW_ACQUIRE)) return;
-  jw_store(&jw_be.check, env_uint("JWMALLOC_CHECK", JWMALLOC_CHECK_DEFAULT) ? 1u : 0u, JW_RELAXED);
-  jw_store(&jw_be.retain_roots, env_uint("JWMALLOC_RETAIN_ROOTS", 1), JW_RELAXED);
+  jw_store(&jw_be.check, env_uint("JWMALLOC_CHECK", JWMALLOC_CHECK_DEFAULT, 1, 1) ? 1u : 0u, JW_RELAXED);
+  jw_store(&jw_be.retain_roots, env_uint("JWMALLOC_RETAIN_ROOTS", 1, 1u << 20, 1), JW_RELAXED);
   /* The same variable as the tiers' (common/options.h, README "Options"):
    * read here too because the backend also runs without the tiers (tests). */
-  jw_store(&jw_be.placement, env_uint("JWMALLOC_PLACEMENT", 0) ? 1u : 0u, JW_RELAXED);
+  jw_store(&jw_be.placement, env_uint("JWMALLOC_PLACEMENT", 0, 1, 0) ? 1u : 0u, JW_RELAXED);
   jw_reclaim_init(); /* its options set the reclamation mode (jw_backend_set_reclaim_mode) */
   jw_store(&jw_be.inited, 1, JW_RELEASE);
 }

@@ -126,7 +126,7 @@ void jw_options_init(void) {
       size_t n = 0;
       for (; rest[n] && rest[n] != '=' && n < sizeof name - 1; n++) name[n] = rest[n];
       name[n] = 0;
-      jw_dprintf(2, "jwmalloc: JWMALLOC_%s: unknown option, ignored (options: README, \"Options\")\n", name);
+      jw_dprintf(2, "jwmalloc: JWMALLOC_%s: unknown option, ignored (options: README, \"Options\", \"jwmalloc backend\", \"jwmalloc reclamation\")\n", name);
     }
   }
 }
