@@ -127,7 +127,11 @@ int iosr_settings_set(iosr_settings *s, const char *key, const char *value, char
       *(int *)field = (int)v;
       return 0;
     }
-    if (iosr_parse_size(value, &v) || v < k->min || v > k->max) {
+    if (iosr_parse_size(value, &v)) {
+      set_err(err, cap, "bad value '%s' for %s (not a number)", value, key);
+      return -1;
+    }
+    if (v < k->min || v > k->max) {
       set_err(err, cap, "bad value '%s' for %s (out of range)", value, key);
       return -1;
     }

@@ -421,11 +421,17 @@ static void do_set(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_se
   if (c->role != IOSR_ROLE_CONTROL) return malformed(e, c, seq, "set on an app connection");
   int ok = 0;
   for (int i = 0; runtime_keys[i]; i++) ok |= !strcmp(runtime_keys[i], m->key);
+  iosr_settings s = e->set;
   if (!ok) {
-    iosr_srv_reply(e, c, seq, EINVAL, 0, "not a run-time option (set it when the engine starts)");
+    /* An option the engine knows, or none at all: say which. */
+    char probe[160] = "";
+    iosr_settings t = e->set;
+    if (iosr_settings_set(&t, m->key, m->value, probe, sizeof probe) && strncmp(probe, "unknown option", 14) == 0)
+      iosr_srv_reply(e, c, seq, EINVAL, 0, probe);
+    else
+      iosr_srv_reply(e, c, seq, EINVAL, 0, "not a run-time option (set it when the engine starts)");
     return;
   }
-  iosr_settings s = e->set;
   char err[160] = "";
   if (iosr_settings_set(&s, m->key, m->value, err, sizeof err)) {
     iosr_srv_reply(e, c, seq, EINVAL, 0, err);
