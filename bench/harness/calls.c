@@ -25,3 +25,6 @@ JWB_CALL void *jwb_call_memalign_legacy(size_t align, size_t n) { return memalig
 JWB_CALL void *jwb_call_valloc(size_t n) { return valloc(n); }
 JWB_CALL void *jwb_call_pvalloc(size_t n) { return pvalloc(n); }
 JWB_CALL void jwb_call_free(void *p) { free(p); }
+/* Nothing but the call and the return: the asm keeps the compiler from
+ * dropping it. */
+JWB_CALL void jwb_null_call(void) { __asm__ volatile(""); }

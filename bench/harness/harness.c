@@ -180,8 +180,9 @@ void jwb_init(int argc, char **argv, const char *summary, const jwb_opt *extra) 
   measure_timer();
   /* The allocator's one-time initialisation happens here, outside the region. */
   jwb_call_free(jwb_call_malloc(16));
-  main_ctx = jwb_meta_alloc(sizeof(jwb_thread) + sizeof(jwb_hist));
+  main_ctx = jwb_meta_alloc(sizeof(jwb_thread) + 2 * sizeof(jwb_hist));
   main_ctx->hist = (jwb_hist *)(main_ctx + 1);
+  main_ctx->floor_hist = main_ctx->hist + 1;
   main_ctx->index = MAX_CTX;
   main_ctx->rng = jwb_rng_for(jwb.seed, MAX_CTX, 0);
   main_ctx->lat_countdown = UINT32_MAX;
@@ -197,8 +198,9 @@ jwb_thread *jwb_ctx(unsigned index) {
     exit(2);
   }
   while (nctx <= index) {
-    jwb_thread *t = jwb_meta_alloc(sizeof(jwb_thread) + sizeof(jwb_hist));
+    jwb_thread *t = jwb_meta_alloc(sizeof(jwb_thread) + 2 * sizeof(jwb_hist));
     t->hist = (jwb_hist *)(t + 1);
+    t->floor_hist = t->hist + 1;
     t->index = nctx;
     t->rng = jwb_rng_for(jwb.seed, nctx, 0);
     t->lat_rng = jwb_rng_for(jwb.seed, nctx, 1);
@@ -215,6 +217,13 @@ void jwb_lat_sample(jwb_thread *t, uint64_t ns) {
     return;
   }
   jwb_hist_add(t->hist, ns);
+  /* The floor: an empty call timed the same way, at once, by the same thread
+   * (docs/design/bench.md, "Latency"). Its tail is what the machine adds to any
+   * short call (interrupts, preemption, timer reads): an allocator's percentile
+   * at its floor says nothing more about the allocator. */
+  uint64_t t0 = jwb_now_ns();
+  jwb_null_call();
+  jwb_hist_add(t->floor_hist, jwb_now_ns() - t0);
   t->lat_countdown = 1 + (uint32_t)jwb_below(&t->lat_rng, 2ull * jwb.lat_every - 1);
 }
 
@@ -346,11 +355,12 @@ void jwb_sleep_ms(double ms) {
 
 int jwb_report(const char *extra) {
   jwb_region_end();
-  static jwb_hist all;
+  static jwb_hist all, floor;
   uint64_t ops = 0, allocs = 0, frees = 0, reallocs = 0, bytes = 0, failures = main_ctx->check_failures;
   for (unsigned i = 0; i < nctx; i++) {
     jwb_thread *t = ctxs[i];
     jwb_hist_merge(&all, t->hist);
+    jwb_hist_merge(&floor, t->floor_hist);
     ops += t->ops;
     allocs += t->allocs;
     frees += t->frees;
@@ -369,6 +379,10 @@ int jwb_report(const char *extra) {
          jwb.lat_every, all.count, jwb_hist_quantile(&all, 0.5), jwb_hist_quantile(&all, 0.9),
          jwb_hist_quantile(&all, 0.99), jwb_hist_quantile(&all, 0.999), jwb_hist_quantile(&all, 0.9999), all.max,
          timer_median_ns, timer_p99_ns);
+  printf(" floor_p50_ns=%" PRIu64 " floor_p99_ns=%" PRIu64 " floor_p999_ns=%" PRIu64 " floor_p9999_ns=%" PRIu64
+         " floor_max_ns=%" PRIu64,
+         jwb_hist_quantile(&floor, 0.5), jwb_hist_quantile(&floor, 0.99), jwb_hist_quantile(&floor, 0.999),
+         jwb_hist_quantile(&floor, 0.9999), floor.max);
   if (extra && *extra) printf(" %s", extra);
   /* The allocator's own figures: levels at the region's end, counters over
    * the region (docs/design/bench.md, "Allocator figures"). */

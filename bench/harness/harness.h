@@ -91,6 +91,7 @@ typedef struct jwb_thread {
   uint64_t check_failures;
   uint64_t counter;            /* for tags */
   jwb_hist *hist;
+  jwb_hist *floor_hist;        /* an empty call timed right after each timed call (jwb_lat_sample) */
   void *user;                  /* the workload's per-thread state */
   /* harness-private: the thread now running this context, for hand-over */
   void *priv_thread;
@@ -216,6 +217,9 @@ void *jwb_call_memalign_legacy(size_t align, size_t n);
 void *jwb_call_valloc(size_t n);
 void *jwb_call_pvalloc(size_t n);
 void jwb_call_free(void *p);
+/* An empty noinline call: the latency floor (jwb_lat_sample). Not a jwb_call_*,
+ * so callgrind's allocator arcs never include it. */
+void jwb_null_call(void);
 
 void jwb_lat_sample(jwb_thread *t, uint64_t ns);
 void jwb_oom(jwb_thread *t, size_t n);
