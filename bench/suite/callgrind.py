@@ -30,6 +30,13 @@ THREAD_TEARDOWN = {"__nptl_deallocate_tsd", "__call_tls_dtors", "__libc_thread_f
 START_THREAD = re.compile(r"^start_thread('\d+)?$")
 
 
+# With --cache-sim=yes callgrind records more events per cost line; these are
+# summed beside the instructions (Ir), by the same attribution: data-cache read
+# and write misses of the simulated first level (D1mr, D1mw) and last level
+# (DLmr, DLmw).
+CACHE_EVENTS = ("D1mr", "D1mw", "DLmr", "DLmw")
+
+
 class ThreadCost:
     def __init__(self, path):
         self.path = path
@@ -37,6 +44,9 @@ class ThreadCost:
         self.thread = 0
         self.total = 0
         self.allocator = 0
+        self.events = ["Ir"]
+        self.total_ev = {}
+        self.alloc_ev = {}
         self.workload_thread = False
         self.trigger = ""
 
@@ -54,6 +64,8 @@ def parse_file(path):
                     parts = line.split()
                     if len(parts) >= 2:
                         tc.allocator += int(parts[1])
+                        for name, v in zip(tc.events[1:], parts[2:]):
+                            tc.alloc_ev[name] = tc.alloc_ev.get(name, 0) + int(v)
                 continue
             c = line[:1]
             if c.isdigit() or c in "+-*":
@@ -68,8 +80,13 @@ def parse_file(path):
                     tc.workload_thread = True
             elif line.startswith("calls="):
                 in_call = True
+            elif line.startswith("events:"):
+                tc.events = line.split()[1:]
             elif line.startswith("summary:") or line.startswith("totals:"):
-                tc.total = max(tc.total, int(line.split()[1]))
+                vals = [int(x) for x in line.split()[1:]]
+                if vals and vals[0] >= tc.total:
+                    tc.total = vals[0]
+                    tc.total_ev = dict(zip(tc.events[1:], vals[1:]))
             elif line.startswith("part:"):
                 tc.part = int(line.split()[1])
             elif line.startswith("thread:"):
@@ -98,13 +115,18 @@ def attribute(prefix):
     total = sum(c.total for c in chosen)
     alloc = 0
     bg_threads = 0
+    cache = {}
     for c in chosen:
+        own = c.alloc_ev if c.workload_thread else c.total_ev
+        for name in CACHE_EVENTS:
+            if name in c.events:
+                cache[name] = cache.get(name, 0) + own.get(name, 0)
         if c.workload_thread:
             alloc += c.allocator
         else:
             alloc += c.total
             bg_threads += 1
-    return {
+    r = {
         "ok": True,
         "total": total,
         "allocator": alloc,
@@ -112,6 +134,9 @@ def attribute(prefix):
         "threads": len(chosen),
         "allocator_threads": bg_threads,
     }
+    if cache:
+        r["allocator_cache"] = cache  # simulated misses of the allocator's calls (--cache-sim=yes)
+    return r
 
 
 def main(argv):

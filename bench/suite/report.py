@@ -662,6 +662,13 @@ def write_report(out):
             doc.p()
         plot_grid(res, doc, "instructions", "Allocator instructions per call (callgrind)", "instructions/call",
                   spec, res.main, vals, log=True)
+        if any(r.get("alloc_cache_per_op") for r in res.runs if r["kind"] == "callgrind"):
+            def d1(r):
+                c = r.get("alloc_cache_per_op")
+                return c["D1mr"] + c["D1mw"] if c and "D1mr" in c else None
+            doc.grid("Allocator first-level data-cache misses per call (callgrind's cache simulation, "
+                     "`--cache-sim`: reads and writes; one thread's view, no coherence misses)", spec, res.main,
+                     d1, "num", "callgrind", lower_better=True)
         doc.grid("Workload's own instructions per call (should not depend on the allocator)", spec, res.main,
                  lambda r: r.get("workload_instr_per_op"), "instr", "callgrind", lower_better=True)
 
