@@ -21,6 +21,12 @@
 
 /* ---- handing blocks out ---- */
 
+/* A malloc slow path pushes the thread's pending chain of cross-thread frees
+ * first (frontend.md, "Batched remote frees", flush point 2). */
+static inline void flush_chain(jw_tls *t) {
+  if (JW_UNLIKELY(t->rf_head != NULL)) jw_free_remote_flush(t);
+}
+
 /* A small block of class c for the calling thread; without a thread cache,
  * the midend's smallest class serves it. */
 static void *small_alloc(unsigned c) {
@@ -29,13 +35,17 @@ static void *small_alloc(unsigned c) {
   jw_block *b;
   if (tc) {
     b = t->bin[c];
-    if (b == NULL) return jw_tc_refill(t, tc, c); /* a tail call */
+    if (b == NULL) {
+      flush_chain(t);
+      return jw_tc_refill(t, tc, c); /* a tail call */
+    }
     t->bin[c] = jw_block_next(b);
     jw_unpoison(b, jw_class_size[c]);
     b->key = 0;
     t->n_malloc++;
     return b;
   }
+  flush_chain(t);
   bool fallback;
   b = jw_mid_alloc(0, &fallback);
   if (b) {
@@ -71,6 +81,7 @@ static inline __attribute__((always_inline)) void *bc_alloc(jw_tls *t, unsigned 
 
 /* 2017-16384 bytes, the block cache missed: the midend. */
 static void *mid_alloc(size_t n) {
+  flush_chain(&jw_tls_state);
   unsigned mc = jw_mid_class_of(n);
   bool fallback;
   jw_block *b = jw_mid_alloc(mc, &fallback);
@@ -93,6 +104,7 @@ static void *alloc_any(size_t n, bool *zeroed) {
     }
   }
   if (n <= JW_MID_MAX) return mid_alloc(n);
+  flush_chain(&jw_tls_state);
   if (n <= JW_LARGE_MAX) return jw_large_alloc(n, JW_PAGE, zeroed);
   if (n > PTRDIFF_MAX) {
     errno = ENOMEM;
@@ -104,6 +116,7 @@ static void *alloc_any(size_t n, bool *zeroed) {
 /* jw_malloc_slow's block-cache miss for n (2017 bytes-64 KiB), the cache
  * attached first if the thread has none yet. */
 static JW_NOINLINE void *cache_miss(size_t n) {
+  flush_chain(&jw_tls_state);
   void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
   if (p != NULL) return p;
   return n <= JW_MID_MAX ? mid_alloc(n) : jw_large_alloc(n, JW_PAGE, NULL);
@@ -167,6 +180,11 @@ void *jw_memalign_impl(size_t align, size_t n) {
 /* ---- taking blocks back ---- */
 
 void jw_fast_free_emptied(jw_tls *t, jw_slab *s) { jw_tc_slab_emptied(t->tc, s); }
+
+JW_NOINLINE void jw_free_remote_flush(jw_tls *t) {
+  void *bad = jw_tc_remote_flush(t, t->state == JW_TLS_ACTIVE ? t->tc : NULL);
+  if (JW_UNLIKELY(bad != NULL)) jw_report_bad("free", "double free detected", bad);
+}
 
 void jw_free_parked(jw_tls *t, jw_slab *s, void *p) {
   uint64_t fkey = t->fkey;
@@ -260,6 +278,13 @@ static inline __attribute__((always_inline)) void free_small_block(jw_tls *t, jw
     if (tc == NULL) {
       uint32_t n = ++t->n_free_uncached;
       if (JW_UNLIKELY(n == 1 || n >= JW_UNCACHED_FOLD_EVERY)) jw_uncached_frees_step(t); /* see runtime.h */
+    }
+    if (JW_LIKELY(t->rf_ok)) {
+      /* Batched (frontend.md, "Batched remote frees"): a reported block is
+       * one of an earlier chain (its slab turned out to be a pooled page). */
+      void *bad = jw_tc_free_remote_chained(t, tc, s, p);
+      if (JW_UNLIKELY(bad != NULL)) jw_report_bad("free", "double free detected", bad);
+      return;
     }
     ok = jw_tc_free_remote(tc, s, p);
   }
@@ -431,6 +456,7 @@ void *jw_realloc_impl(void *p, size_t n) {
 int jw_trim_impl(void) {
   jw_tls *t = &jw_tls_state;
   bool released = false;
+  flush_chain(t); /* the pending chain first: its slab may be this thread's to trim (an adopted page) */
   if (t->state == JW_TLS_ACTIVE) released = jw_tc_trim(t, t->tc);
   released |= jw_mid_trim();
   released |= jw_huge_cache_drop();

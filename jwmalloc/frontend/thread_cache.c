@@ -514,6 +514,17 @@ bool jw_tc_remote_outcome(jw_tcache *tc, jw_slab *s, jw_remote_result r) {
   return true;
 }
 
+void *jw_tc_remote_flush(jw_tls *t, jw_tcache *tc) {
+  jw_block *head = t->rf_head;
+  if (head == NULL) return NULL;
+  jw_slab *s = jw_slab_of(head);
+  jw_remote_result r = jw_slab_remote_push(s, head, t->rf_tail, t->rf_n);
+  t->rf_head = t->rf_tail = NULL;
+  t->rf_n = 0;
+  if (r == JW_REMOTE_PUSHED || r == JW_REMOTE_ABANDONED || jw_tc_remote_outcome(tc, s, r)) return NULL;
+  return head;
+}
+
 void jw_tc_release(jw_tls *t, jw_tcache *tc) {
   jw_tc_fold(t, tc);
   flush_block_cache(tc);

@@ -41,6 +41,14 @@ typedef struct jw_tls {
    * the reclaim thread is not created inside glibc's dynamic linker
    * (docs/design/reclamation.md, section 5). */
   const void *caller;
+  /* The pending chain of cross-thread frees (frontend.md, "Batched remote
+   * frees"): rf_n blocks of the slab of rf_head (NULL: none), linked
+   * rf_head -> ... -> rf_tail, each marked free; pushed with one CAS. */
+  jw_block *rf_head, *rf_tail;
+  uint32_t rf_n;
+  /* Chains allowed: this thread's exit hook is registered (it pushes the
+   * chain); cleared by the hook. */
+  uint32_t rf_ok;
 } jw_tls;
 
 /* The key every free block carries in its second word (process-wide,
@@ -115,6 +123,43 @@ static inline bool jw_tc_free_remote(jw_tcache *tc, jw_slab *s, jw_block *b) {
   if (tc) jw_counter_add_owner(&tc->n_remote_free, 1);
   jw_remote_result r = jw_slab_remote_free(s, b);
   return r == JW_REMOTE_PUSHED || r == JW_REMOTE_ABANDONED || jw_tc_remote_outcome(tc, s, r);
+}
+
+/* Longest pending chain: the bound's push happens at the free that makes
+ * it this long (frontend.md, "Batched remote frees": chosen by measurement). */
+#ifndef JW_RF_BOUND
+#define JW_RF_BOUND 16
+#endif
+
+/* Pushes t's pending chain (one CAS) and completes its outcome (notify the
+ * owner, adopt an abandoned slab's page into tc's pool, or give it back when
+ * tc is NULL); the chain is empty afterwards. tc: the calling thread's cache
+ * or NULL. Returns NULL, or the chain's first block when its slab is a pooled
+ * page (every block of it was already free: the caller reports a double
+ * free). Calling thread only; lock-free. */
+void *jw_tc_remote_flush(jw_tls *t, jw_tcache *tc);
+
+/* A cross-thread free batched on t's pending chain (t->rf_ok set): block b of
+ * slab s (not the caller's; validated, not free) is marked free and linked
+ * onto the chain with plain stores when the chain is s's; a chain of another
+ * slab is pushed first, and a chain that reaches JW_RF_BOUND is pushed. tc:
+ * the caller's cache or NULL. Returns NULL, or a block to report as a double
+ * free (jw_tc_remote_flush). Inline: the same-slab case is a few stores. */
+static inline void *jw_tc_free_remote_chained(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
+  uint64_t fkey = jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
+  if (tc) jw_counter_add_owner(&tc->n_remote_free, 1);
+  jw_block *h = t->rf_head;
+  if (JW_LIKELY(h != NULL && jw_slab_of(h) == s)) {
+    jw_block_set_free(b, h, fkey);
+    t->rf_head = b;
+    if (JW_LIKELY(++t->rf_n < JW_RF_BOUND)) return NULL;
+    return jw_tc_remote_flush(t, tc);
+  }
+  jw_block_set_free(b, NULL, fkey);
+  void *bad = h != NULL ? jw_tc_remote_flush(t, tc) : NULL;
+  t->rf_head = t->rf_tail = b;
+  t->rf_n = 1;
+  return bad;
 }
 
 /* Owner: slab s of tc reached live == 0 (every block free): unless it is
