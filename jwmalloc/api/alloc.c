@@ -24,7 +24,7 @@
 /* A malloc slow path pushes the thread's pending chain of cross-thread frees
  * first (frontend.md, "Batched remote frees", flush point 2). */
 static inline void flush_chain(jw_tls *t) {
-  if (JW_UNLIKELY(t->rf_head != NULL)) jw_free_remote_flush(t);
+  if (JW_UNLIKELY(t->rf_mask != 0)) jw_free_remote_flush(t);
 }
 
 /* A small block of class c for the calling thread; without a thread cache,
@@ -265,30 +265,57 @@ static ptr_kind classify(const void *p, jw_range_info *info, const char *op, boo
   return k;
 }
 
+/* free_remote's general case: counts the free, then batches it (or pushes
+ * it alone when this thread's exit hook is not known to run). */
+static JW_NOINLINE void free_remote_slow(jw_tls *t, jw_slab *s, void *p) {
+  jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
+  if (tc == NULL) {
+    uint32_t n = ++t->n_free_uncached;
+    if (JW_UNLIKELY(n == 1 || n >= JW_UNCACHED_FOLD_EVERY)) jw_uncached_frees_step(t); /* see runtime.h */
+  }
+  if (JW_LIKELY(t->rf_ok)) {
+    uint64_t fkey = jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
+    if (tc) jw_counter_add_owner(&tc->n_remote_free, 1);
+    if (jw_tc_chain_append(t, s, p, fkey)) return;
+    /* A reported block is one of an earlier chain (its slab turned out to
+     * be a pooled page). */
+    void *bad = jw_tc_chain_add(t, tc, s, p, fkey);
+    if (JW_UNLIKELY(bad != NULL)) jw_report_bad("free", "double free detected", bad);
+    return;
+  }
+  if (!jw_tc_free_remote(tc, s, p)) jw_report_bad("free", "double free detected", p);
+}
+
+/* Frees p, a validated live block of slab s that is not the caller's: the
+ * cross-thread free, batched on the thread's pending chain of its class
+ * (frontend.md, "Batched remote frees"). Out of line and reached by a tail
+ * call, so that jw_free_slow's other paths (midend blocks, ranges) keep no
+ * stack frame; the common case (the chain is p's slab's, the free counted
+ * without a fold) makes no call, so it keeps none either. */
+static JW_NOINLINE void free_remote(jw_tls *t, jw_slab *s, void *p) {
+  jw_poison(p, jw_class_size[s->cls]);
+  bool cached = t->state == JW_TLS_ACTIVE;
+  uint32_t n = t->n_free_uncached;
+  /* Uncached: the count's first free and a full batch take the slow path. */
+  if (JW_LIKELY(cached || n - 1 < JW_UNCACHED_FOLD_EVERY - 2) &&
+      jw_tc_chain_append(t, s, p, jw_load(&jw_free_key, JW_RELAXED))) { /* the key: set once at init */
+    if (cached) jw_counter_add_owner(&t->tc->n_remote_free, 1);
+    else t->n_free_uncached = n + 1;
+    return;
+  }
+  free_remote_slow(t, s, p); /* a tail call */
+}
+
 /* Frees p, a validated live block of slab s; own: s is the caller's
  * (then t has a thread cache). */
 static inline __attribute__((always_inline)) void free_small_block(jw_tls *t, jw_slab *s, void *p, bool own) {
-  jw_poison(p, jw_class_size[s->cls]);
-  bool ok;
-  if (own) {
-    t->n_free++;
-    ok = jw_tc_free(t, t->tc, s, p);
-  } else {
-    jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
-    if (tc == NULL) {
-      uint32_t n = ++t->n_free_uncached;
-      if (JW_UNLIKELY(n == 1 || n >= JW_UNCACHED_FOLD_EVERY)) jw_uncached_frees_step(t); /* see runtime.h */
-    }
-    if (JW_LIKELY(t->rf_ok)) {
-      /* Batched (frontend.md, "Batched remote frees"): a reported block is
-       * one of an earlier chain (its slab turned out to be a pooled page). */
-      void *bad = jw_tc_free_remote_chained(t, tc, s, p);
-      if (JW_UNLIKELY(bad != NULL)) jw_report_bad("free", "double free detected", bad);
-      return;
-    }
-    ok = jw_tc_free_remote(tc, s, p);
+  if (!own) {
+    free_remote(t, s, p); /* a tail call */
+    return;
   }
-  if (!ok) jw_report_bad("free", "double free detected", p);
+  jw_poison(p, jw_class_size[s->cls]);
+  t->n_free++;
+  if (!jw_tc_free(t, t->tc, s, p)) jw_report_bad("free", "double free detected", p);
 }
 
 static JW_NOINLINE void free_general(void *p);

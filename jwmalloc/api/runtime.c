@@ -62,7 +62,7 @@ static void thread_exit(void *arg) {
    * released (an adopted page joins its pool, drained below); later frees
    * (other keys' destructors) push at once. */
   t->rf_ok = 0;
-  if (t->rf_head != NULL) jw_free_remote_flush(t);
+  if (t->rf_mask != 0) jw_free_remote_flush(t);
   /* A thread that only freed: as after a cache's release, later frees (other
    * keys' destructors) count at once and a malloc is served without a cache. */
   if (t->state == JW_TLS_NONE) t->state = JW_TLS_DEAD;
