@@ -21,6 +21,12 @@
 
 /* ---- handing blocks out ---- */
 
+/* A malloc slow path pushes the thread's pending chain of cross-thread frees
+ * first (frontend.md, "Batched remote frees", flush point 2). */
+static inline void flush_chain(jw_tls *t) {
+  if (JW_UNLIKELY(t->rf_mask != 0)) jw_free_remote_flush(t);
+}
+
 /* A small block of class c for the calling thread; without a thread cache,
  * the midend's smallest class serves it. */
 static void *small_alloc(unsigned c) {
@@ -29,13 +35,17 @@ static void *small_alloc(unsigned c) {
   jw_block *b;
   if (tc) {
     b = t->bin[c];
-    if (b == NULL) return jw_tc_refill(t, tc, c); /* a tail call */
+    if (b == NULL) {
+      flush_chain(t);
+      return jw_tc_refill(t, tc, c); /* a tail call */
+    }
     t->bin[c] = jw_block_next(b);
     jw_unpoison(b, jw_class_size[c]);
     b->key = 0;
     t->n_malloc++;
     return b;
   }
+  flush_chain(t);
   bool fallback;
   b = jw_mid_alloc(0, &fallback);
   if (b) {
@@ -71,6 +81,7 @@ static inline __attribute__((always_inline)) void *bc_alloc(jw_tls *t, unsigned 
 
 /* 2017-16384 bytes, the block cache missed: the midend. */
 static void *mid_alloc(size_t n) {
+  flush_chain(&jw_tls_state);
   unsigned mc = jw_mid_class_of(n);
   bool fallback;
   jw_block *b = jw_mid_alloc(mc, &fallback);
@@ -93,6 +104,7 @@ static void *alloc_any(size_t n, bool *zeroed) {
     }
   }
   if (n <= JW_MID_MAX) return mid_alloc(n);
+  flush_chain(&jw_tls_state);
   if (n <= JW_LARGE_MAX) return jw_large_alloc(n, JW_PAGE, zeroed);
   if (n > PTRDIFF_MAX) {
     errno = ENOMEM;
@@ -104,6 +116,7 @@ static void *alloc_any(size_t n, bool *zeroed) {
 /* jw_malloc_slow's block-cache miss for n (2017 bytes-64 KiB), the cache
  * attached first if the thread has none yet. */
 static JW_NOINLINE void *cache_miss(size_t n) {
+  flush_chain(&jw_tls_state);
   void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
   if (p != NULL) return p;
   return n <= JW_MID_MAX ? mid_alloc(n) : jw_large_alloc(n, JW_PAGE, NULL);
@@ -167,6 +180,11 @@ void *jw_memalign_impl(size_t align, size_t n) {
 /* ---- taking blocks back ---- */
 
 void jw_fast_free_emptied(jw_tls *t, jw_slab *s) { jw_tc_slab_emptied(t->tc, s); }
+
+JW_NOINLINE void jw_free_remote_flush(jw_tls *t) {
+  void *bad = jw_tc_remote_flush(t, t->state == JW_TLS_ACTIVE ? t->tc : NULL);
+  if (JW_UNLIKELY(bad != NULL)) jw_report_bad("free", "double free detected", bad);
+}
 
 void jw_free_parked(jw_tls *t, jw_slab *s, void *p) {
   uint64_t fkey = t->fkey;
@@ -247,23 +265,57 @@ static ptr_kind classify(const void *p, jw_range_info *info, const char *op, boo
   return k;
 }
 
+/* free_remote's general case: counts the free, then batches it (or pushes
+ * it alone when this thread's exit hook is not known to run). */
+static JW_NOINLINE void free_remote_slow(jw_tls *t, jw_slab *s, void *p) {
+  jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
+  if (tc == NULL) {
+    uint32_t n = ++t->n_free_uncached;
+    if (JW_UNLIKELY(n == 1 || n >= JW_UNCACHED_FOLD_EVERY)) jw_uncached_frees_step(t); /* see runtime.h */
+  }
+  if (JW_LIKELY(t->rf_ok)) {
+    uint64_t fkey = jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
+    if (tc) jw_counter_add_owner(&tc->n_remote_free, 1);
+    if (jw_tc_chain_append(t, s, p, fkey)) return;
+    /* A reported block is one of an earlier chain (its slab turned out to
+     * be a pooled page). */
+    void *bad = jw_tc_chain_add(t, tc, s, p, fkey);
+    if (JW_UNLIKELY(bad != NULL)) jw_report_bad("free", "double free detected", bad);
+    return;
+  }
+  if (!jw_tc_free_remote(tc, s, p)) jw_report_bad("free", "double free detected", p);
+}
+
+/* Frees p, a validated live block of slab s that is not the caller's: the
+ * cross-thread free, batched on the thread's pending chain of its class
+ * (frontend.md, "Batched remote frees"). Out of line and reached by a tail
+ * call, so that jw_free_slow's other paths (midend blocks, ranges) keep no
+ * stack frame; the common case (the chain is p's slab's, the free counted
+ * without a fold) makes no call, so it keeps none either. */
+static JW_NOINLINE void free_remote(jw_tls *t, jw_slab *s, void *p) {
+  jw_poison(p, jw_class_size[s->cls]);
+  bool cached = t->state == JW_TLS_ACTIVE;
+  uint32_t n = t->n_free_uncached;
+  /* Uncached: the count's first free and a full batch take the slow path. */
+  if (JW_LIKELY(cached || n - 1 < JW_UNCACHED_FOLD_EVERY - 2) &&
+      jw_tc_chain_append(t, s, p, jw_load(&jw_free_key, JW_RELAXED))) { /* the key: set once at init */
+    if (cached) jw_counter_add_owner(&t->tc->n_remote_free, 1);
+    else t->n_free_uncached = n + 1;
+    return;
+  }
+  free_remote_slow(t, s, p); /* a tail call */
+}
+
 /* Frees p, a validated live block of slab s; own: s is the caller's
  * (then t has a thread cache). */
 static inline __attribute__((always_inline)) void free_small_block(jw_tls *t, jw_slab *s, void *p, bool own) {
-  jw_poison(p, jw_class_size[s->cls]);
-  bool ok;
-  if (own) {
-    t->n_free++;
-    ok = jw_tc_free(t, t->tc, s, p);
-  } else {
-    jw_tcache *tc = t->state == JW_TLS_ACTIVE ? t->tc : NULL;
-    if (tc == NULL) {
-      uint32_t n = ++t->n_free_uncached;
-      if (JW_UNLIKELY(n == 1 || n >= JW_UNCACHED_FOLD_EVERY)) jw_uncached_frees_step(t); /* see runtime.h */
-    }
-    ok = jw_tc_free_remote(tc, s, p);
+  if (!own) {
+    free_remote(t, s, p); /* a tail call */
+    return;
   }
-  if (!ok) jw_report_bad("free", "double free detected", p);
+  jw_poison(p, jw_class_size[s->cls]);
+  t->n_free++;
+  if (!jw_tc_free(t, t->tc, s, p)) jw_report_bad("free", "double free detected", p);
 }
 
 static JW_NOINLINE void free_general(void *p);
@@ -431,6 +483,7 @@ void *jw_realloc_impl(void *p, size_t n) {
 int jw_trim_impl(void) {
   jw_tls *t = &jw_tls_state;
   bool released = false;
+  flush_chain(t); /* the pending chain first: its slab may be this thread's to trim (an adopted page) */
   if (t->state == JW_TLS_ACTIVE) released = jw_tc_trim(t, t->tc);
   released |= jw_mid_trim();
   released |= jw_huge_cache_drop();

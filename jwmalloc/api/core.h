@@ -19,6 +19,10 @@ size_t jw_usable_impl(const void *p);
 int jw_trim_impl(void);
 /* The free fast path took slab s's last block back (live == 0). */
 void jw_fast_free_emptied(jw_tls *t, jw_slab *s);
+/* Pushes the calling thread's pending chain of cross-thread frees (one CAS;
+ * frontend.md, "Batched remote frees") and reports a chain whose slab was a
+ * pooled page as a double free. Calling thread only; lock-free. */
+void jw_free_remote_flush(jw_tls *t);
 /* The free fast path found p in the caller's own parked slab s: frees it
  * when it is a block start not already free, else hands it to
  * jw_free_slow (which reports it). */

@@ -16,6 +16,7 @@
 #include "../midend/midend.h"
 #include "../reclaim/reclaim.h"
 #include "huge_cache.h"
+#include "core.h"
 #include "counters.h"
 #include "stats.h"
 
@@ -42,7 +43,9 @@ static char uncached_marker;
 void jw_uncached_frees_step(jw_tls *t) {
   if (t->n_free_uncached < JW_UNCACHED_FOLD_EVERY && t->state == JW_TLS_NONE) {
     if (pthread_getspecific(exit_key) == NULL) {
-      pthread_setspecific(exit_key, &uncached_marker);
+      /* With the hook registered, its cross-thread frees may wait on a
+       * pending chain (the hook pushes it: frontend.md "Batched remote frees"). */
+      if (pthread_setspecific(exit_key, &uncached_marker) == 0) t->rf_ok = 1;
       /* A key past the first 32 allocates its array: a cache set up by that
        * recursive malloc is what the hook must release. */
       if (t->state == JW_TLS_ACTIVE) pthread_setspecific(exit_key, t->tc);
@@ -55,6 +58,11 @@ void jw_uncached_frees_step(jw_tls *t) {
 static void thread_exit(void *arg) {
   jw_tls *t = &jw_tls_state;
   jw_uncached_frees_flush(t);
+  /* The pending chain of cross-thread frees goes out before the cache is
+   * released (an adopted page joins its pool, drained below); later frees
+   * (other keys' destructors) push at once. */
+  t->rf_ok = 0;
+  if (t->rf_mask != 0) jw_free_remote_flush(t);
   /* A thread that only freed: as after a cache's release, later frees (other
    * keys' destructors) count at once and a malloc is served without a cache. */
   if (t->state == JW_TLS_NONE) t->state = JW_TLS_DEAD;
@@ -171,8 +179,9 @@ jw_tcache *jw_thread_cache(jw_tls *t) {
   }
   /* No allocation for the first 32 keys; a recursive malloc from it would
    * see JW_TLS_SETUP and be served by the midend. */
-  pthread_setspecific(exit_key, tc);
+  bool hooked = pthread_setspecific(exit_key, tc) == 0;
   jw_tc_attach(t, tc);
+  t->rf_ok = hooked; /* the hook pushes a pending chain (frontend.md "Batched remote frees") */
   jw_counter_add(&jw_api_counters.threads_started, 1);
   return tc;
 }

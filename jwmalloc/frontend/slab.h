@@ -147,10 +147,17 @@ typedef enum {
 static inline jw_block *jw_slab_list_of(uintptr_t w) { return (jw_block *)(w & JW_RS_PTR_MASK); }
 static inline unsigned jw_slab_count_of(uintptr_t w) { return (unsigned)(w >> JW_RS_COUNT_SHIFT); }
 
-/* Frees block b (already validated and marked free) of slab s from a thread
- * that is not its owner. Lock-free. Inline: it is the whole of a remote
- * free once the pointer is validated. */
-static inline jw_remote_result jw_slab_remote_free(jw_slab *s, jw_block *b) {
+/* Pushes the chain head..tail (n blocks of slab s, already validated and
+ * marked free, linked head -> ... -> tail through their first words; the
+ * tail's link is overwritten) from a thread that is not s's owner: one CAS
+ * that adds n to the list's count (frontend.md, "Batched remote frees").
+ * Every outcome is the single block's, once per chain: NOTIFY when the CAS
+ * took FULL -> NOTIFIED; on an abandoned slab abandoned_live falls by n and
+ * LAST says this chain held its last blocks (the caller owns the page);
+ * INVALID for a pooled page (every block of the chain was already free).
+ * Lock-free. Inline: with n = 1 it is the whole of an unbatched remote free
+ * once the pointer is validated. */
+static inline jw_remote_result jw_slab_remote_push(jw_slab *s, jw_block *head, jw_block *tail, unsigned n) {
   /* Acquire: an ABANDONED state comes with abandoned_live, stored before
    * the owner's release CAS. */
   uintptr_t old = jw_load(&s->remote, JW_ACQUIRE);
@@ -159,20 +166,25 @@ static inline jw_remote_result jw_slab_remote_free(jw_slab *s, jw_block *b) {
     if (st == JW_RS_ABANDONED) {
       /* Acq_rel: the freer that takes the count to zero owns the page and
        * must see every other freer's writes to it. */
-      uint32_t before = jw_fetch_sub(&s->abandoned_live, 1, JW_ACQ_REL);
-      return before == 1 ? JW_REMOTE_LAST : JW_REMOTE_ABANDONED;
+      uint32_t before = jw_fetch_sub(&s->abandoned_live, n, JW_ACQ_REL);
+      return before == n ? JW_REMOTE_LAST : JW_REMOTE_ABANDONED;
     }
     if (st == JW_RS_POOLED) return JW_REMOTE_INVALID;
-    jw_block_set_next(b, jw_slab_list_of(old));
+    jw_block_set_next(tail, jw_slab_list_of(old));
     uintptr_t next_state = st == JW_RS_FULL ? JW_RS_NOTIFIED : st;
-    uintptr_t count = (old >> JW_RS_COUNT_SHIFT) + 1; /* at most a slab's blocks: never overflows */
-    /* Release publishes the block's link and key to the collecting owner;
+    /* At most a slab's blocks in all (a chain's blocks are live for the
+     * owner, so they are not on the list yet): never overflows. */
+    uintptr_t count = (old >> JW_RS_COUNT_SHIFT) + n;
+    /* Release publishes the chain's links and keys to the collecting owner;
      * acquire (success: FULL -> read the owner field; failure: see above). */
-    if (jw_cas_weak(&s->remote, &old, count << JW_RS_COUNT_SHIFT | (uintptr_t)b | next_state, JW_ACQ_REL,
+    if (jw_cas_weak(&s->remote, &old, count << JW_RS_COUNT_SHIFT | (uintptr_t)head | next_state, JW_ACQ_REL,
                     JW_ACQUIRE))
       return st == JW_RS_FULL ? JW_REMOTE_NOTIFY : JW_REMOTE_PUSHED;
   }
 }
+
+/* One block: the chain b..b. */
+static inline jw_remote_result jw_slab_remote_free(jw_slab *s, jw_block *b) { return jw_slab_remote_push(s, b, b, 1); }
 
 typedef enum {
   JW_ABANDON_DONE,  /* state ABANDONED: later frees count down abandoned_live */

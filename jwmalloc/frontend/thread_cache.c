@@ -514,6 +514,44 @@ bool jw_tc_remote_outcome(jw_tcache *tc, jw_slab *s, jw_remote_result r) {
   return true;
 }
 
+void *jw_tc_remote_flush_class(jw_tls *t, jw_tcache *tc, unsigned c) {
+  jw_block *head = t->rf_head[c];
+  if (head == NULL) return NULL;
+  jw_slab *s = jw_slab_of(head);
+  jw_remote_result r = jw_slab_remote_push(s, head, t->rf_tail[c], t->rf_n[c]);
+  t->rf_head[c] = t->rf_tail[c] = NULL;
+  t->rf_n[c] = 0;
+  t->rf_mask &= ~(1u << c);
+  if (r == JW_REMOTE_PUSHED || r == JW_REMOTE_ABANDONED || jw_tc_remote_outcome(tc, s, r)) return NULL;
+  return head;
+}
+
+void *jw_tc_chain_add(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b, uint64_t fkey) {
+  unsigned c = s->cls;
+  jw_block *h = t->rf_head[c];
+  if (h != NULL && jw_slab_of(h) == s) { /* the bound: b is the chain's last */
+    jw_block_set_free(b, h, fkey);
+    t->rf_head[c] = b;
+    t->rf_n[c]++;
+    return jw_tc_remote_flush_class(t, tc, c);
+  }
+  jw_block_set_free(b, NULL, fkey);
+  void *bad = h != NULL ? jw_tc_remote_flush_class(t, tc, c) : NULL; /* another slab's chain */
+  t->rf_head[c] = t->rf_tail[c] = b;
+  t->rf_n[c] = 1;
+  t->rf_mask |= 1u << c;
+  return bad;
+}
+
+void *jw_tc_remote_flush(jw_tls *t, jw_tcache *tc) {
+  void *bad = NULL;
+  while (t->rf_mask != 0) {
+    void *b = jw_tc_remote_flush_class(t, tc, (unsigned)__builtin_ctz(t->rf_mask));
+    if (bad == NULL) bad = b;
+  }
+  return bad;
+}
+
 void jw_tc_release(jw_tls *t, jw_tcache *tc) {
   jw_tc_fold(t, tc);
   flush_block_cache(tc);

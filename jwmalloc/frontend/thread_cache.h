@@ -41,6 +41,16 @@ typedef struct jw_tls {
    * the reclaim thread is not created inside glibc's dynamic linker
    * (docs/design/reclamation.md, section 5). */
   const void *caller;
+  /* The pending chains of cross-thread frees (frontend.md, "Batched remote
+   * frees"), one per size class: rf_n[c] blocks of the slab of rf_head[c]
+   * (NULL: none), linked rf_head[c] -> ... -> rf_tail[c], each marked free;
+   * each pushed with one CAS. rf_mask: the classes with a chain. */
+  jw_block *rf_head[JW_NCLASSES], *rf_tail[JW_NCLASSES];
+  uint8_t rf_n[JW_NCLASSES];
+  uint32_t rf_mask;
+  /* Chains allowed: this thread's exit hook is registered (it pushes the
+   * chain); cleared by the hook. */
+  uint32_t rf_ok;
 } jw_tls;
 
 /* The key every free block carries in its second word (process-wide,
@@ -116,6 +126,50 @@ static inline bool jw_tc_free_remote(jw_tcache *tc, jw_slab *s, jw_block *b) {
   jw_remote_result r = jw_slab_remote_free(s, b);
   return r == JW_REMOTE_PUSHED || r == JW_REMOTE_ABANDONED || jw_tc_remote_outcome(tc, s, r);
 }
+
+/* Longest pending chain: the bound's push happens at the free that makes
+ * it this long (frontend.md, "Batched remote frees": chosen by measurement). */
+#ifndef JW_RF_BOUND
+#define JW_RF_BOUND 16
+#endif
+_Static_assert(JW_RF_BOUND >= 1 && JW_RF_BOUND <= 255, "rf_n is a byte");
+_Static_assert(JW_NCLASSES <= 32, "rf_mask has a bit per class");
+
+/* Pushes t's pending chain of class c (one CAS) and completes its outcome
+ * (notify the owner, adopt an abandoned slab's page into tc's pool, or give
+ * it back when tc is NULL); that chain is empty afterwards. tc: the calling
+ * thread's cache or NULL. Returns NULL, or the chain's first block when its
+ * slab is a pooled page (every block of it was already free: the caller
+ * reports a double free). Calling thread only; lock-free. */
+void *jw_tc_remote_flush_class(jw_tls *t, jw_tcache *tc, unsigned c);
+
+/* Every pending chain of t (rf_mask != 0), as above; returns the first
+ * block to report, if any (every chain is pushed either way). */
+void *jw_tc_remote_flush(jw_tls *t, jw_tcache *tc);
+
+/* The common case of a batched cross-thread free (frontend.md, "Batched
+ * remote frees"): t already has a chain of block b's slab s, below the bound
+ * after b; b (validated, not free, not the caller's) is marked free with
+ * fkey and linked on with plain stores. Returns false, having done nothing,
+ * in every other case (jw_tc_chain_add then). A non-empty chain implies
+ * t->rf_ok. Inline: a few loads and stores. */
+static inline bool jw_tc_chain_append(jw_tls *t, jw_slab *s, jw_block *b, uint64_t fkey) {
+  unsigned c = s->cls; /* owner-stable while the slab is live (validated) */
+  jw_block *h = t->rf_head[c];
+  if (h == NULL || jw_slab_of(h) != s || t->rf_n[c] >= JW_RF_BOUND - 1) return false;
+  jw_block_set_free(b, h, fkey);
+  t->rf_head[c] = b;
+  t->rf_n[c]++;
+  return true;
+}
+
+/* The rest of a batched cross-thread free (t->rf_ok set; block b of slab s
+ * as above, where jw_tc_chain_append declined): b is marked free; a chain of
+ * s that reaches JW_RF_BOUND with b is pushed, a chain of another slab of
+ * the class is pushed and b starts a new one, or b starts the class's
+ * chain. tc: the caller's cache or NULL. Returns NULL, or a block to report
+ * as a double free (jw_tc_remote_flush_class). */
+void *jw_tc_chain_add(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b, uint64_t fkey);
 
 /* Owner: slab s of tc reached live == 0 (every block free): unless it is
  * current or waiting on the ready stack, it leaves for the pool. */

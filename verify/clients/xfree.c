@@ -13,6 +13,11 @@
  * The size class is shrunk to two blocks per slab (1536 bytes, 2 x 1536 +
  * header fit a page) so a slab fills, parks and notifies within a few frees.
  *
+ * With batched remote frees (frontend.md, "Batched remote frees") T2's
+ * frees of one slab wait on its pending chain and go out with one push: at
+ * its exit (the pthread-key destructor) or, with --param 1, when its next
+ * free is of another slab; every state outcome above is then a chain's.
+ *
  * Checked: every block's contents survive until freed (no block handed out
  * twice), no race on the blocks' links and keys or the slab header's plain
  * fields, every access inside a live block or the allocator's memory, and in
@@ -26,6 +31,20 @@ static jwv_box box[3];
 
 static void t1(void *a) {
   (void)a;
+  if (vrf_param() == 1) {
+    /* Chains of two slabs: T1 hands out three blocks (slab A full and
+     * parked, the third from slab B); T2's chain of A is pushed when its
+     * free moves on to B (FULL -> NOTIFIED by a chain: one ready-stack
+     * push), its chain of B at its exit, racing T1's exit (B current, or
+     * abandoned with the chain's block outstanding). */
+    char *p[3];
+    for (int i = 0; i < 3; i++) {
+      p[i] = jwv_malloc(SZ);
+      jwv_fill(p[i], SZ, 0x10 + i);
+    }
+    for (int i = 0; i < 3; i++) jwv_send(&box[i], p[i]);
+    return;
+  }
   if (vrf_level()) {
     /* Full bound: a third block first, so the first slab parks FULL (and
      * the second comes from the backend) before T2 starts: T2's frees meet
@@ -51,7 +70,7 @@ static void t1(void *a) {
 
 static void t2(void *a) {
   (void)a;
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < (vrf_param() == 1 ? 3 : 2); i++) {
     char *p = jwv_receive(&box[i]);
     jwv_check(p, SZ, 0x10 + i);
     jwv_free(p);
@@ -69,7 +88,7 @@ static void finish(void) {
    * held are all back. T0 allocates twice the blocks T1 used and checks
    * they are distinct and usable. */
   char *p[8];
-  int n = 2;
+  int n = vrf_param() == 1 ? 3 : 2;
   for (int i = 0; i < 2 * n; i++) {
     p[i] = jwv_malloc(SZ);
     jwv_fill(p[i], SZ, 0x70 + i);
@@ -81,5 +100,5 @@ static void finish(void) {
 VRF_CLIENT(.name = "xfree", .about = "jwmalloc cross-thread free: remote list, FULL/NOTIFIED/ABANDONED slab states, "
                                      "ready stack, abandoned count, exit racing with frees",
            .bound = "T1 allocates 2 blocks of a 2-block class and exits, T2 frees them (full: T1 allocates a third "
-                    "first, so T2 frees into a parked FULL slab)",
+                    "first, so T2 frees into a parked FULL slab); param 1: T2 frees all three (chains of two slabs)",
            .setup = setup, .threads = {t1, t2}, .finish = finish);
