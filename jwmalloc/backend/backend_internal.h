@@ -13,7 +13,10 @@ typedef struct jw_backend_state {
   jw_bins bins;
   jw_atomic_u32 deferred; /* stack of ranges freed while the lock was busy (range ids) */
   jw_atomic_u32 inited, check, retain_roots;
-  jw_atomic_u32 placement; /* JWMALLOC_PLACEMENT (section 7b), read at init */
+  /* JWMALLOC_PLACEMENT (section 7b): JW_PLACE_OFF/ON/AUTO, or JW_PLACE_UNSET
+   * until the tiers' options or the backend's init set it. Whether placement
+   * is on now is jw_place_word (page_source.h). */
+  jw_atomic_u32 place_mode;
   /* Reclamation mode (jw_backend_set_reclaim_mode): entirely free roots age
    * through the buffers instead of going back at once; the filing policy. */
   jw_atomic_u32 age_roots, policy;
