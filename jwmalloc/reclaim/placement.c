@@ -5,11 +5,14 @@
 #include "reclaim_internal.h"
 
 #define MIB ((uint64_t)1 << 20)
-/* On: live at most half its peak and pinned >= 2 x live + 16 MiB, at two
- * runs in a row. Off: pinned <= 1.5 x live + 8 MiB. */
+/* On: live at most two thirds of its peak and pinned >= 2 x live + 16 MiB,
+ * at two runs in a row. Off: pinned <= 1.5 x live + 8 MiB, and either
+ * pinned fell by a quarter since the switch on (roots went back) or that
+ * held for OFF_CYCLES full cycles (live grew to a new level and stayed). */
 #define ON_SLACK (16 * MIB)
 #define OFF_SLACK (8 * MIB)
 #define ON_RUNS 2u
+#define OFF_CYCLES 8u
 
 void jw_reclaim_place_check(int due) {
   if (jw_pages_place_mode() != JW_PLACE_AUTO) return;
@@ -23,22 +26,26 @@ void jw_reclaim_place_check(int due) {
    * every access; relaxed. */
   uint64_t peak = jw_load(&jw_rc.place_peak, JW_RELAXED);
   if (live > peak) jw_store(&jw_rc.place_peak, peak = live, JW_RELAXED);
+  uint32_t runs = jw_load(&jw_rc.place_runs, JW_RELAXED);
   if (jw_place_on()) {
-    if (pinned <= live + live / 2 + OFF_SLACK) {
-      jw_pages_place_switch(false);
-      jw_store(&jw_rc.place_peak, live, JW_RELAXED); /* the next peak is measured from here */
+    if (pinned > live + live / 2 + OFF_SLACK) {
       jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
-      jw_rc_bump(&jw_rc.place_off);
-    } else if (due) {
-      jw_pages_place_trim(); /* the trough lasts: threads trim again at their next refill */
+      if (due) jw_pages_place_trim(); /* the trough lasts: threads trim again at their next refill */
+      return;
     }
+    if (due) jw_store(&jw_rc.place_runs, ++runs, JW_RELAXED);
+    if (pinned / 3 * 4 > jw_load(&jw_rc.place_on_pinned, JW_RELAXED) && runs < OFF_CYCLES) return;
+    jw_pages_place_switch(false);
+    jw_store(&jw_rc.place_peak, live, JW_RELAXED); /* the next peak is measured from here */
+    jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
+    jw_rc_bump(&jw_rc.place_off);
     return;
   }
-  if (live <= peak / 2 && pinned >= 2 * live + ON_SLACK) {
-    uint32_t runs = jw_load(&jw_rc.place_runs, JW_RELAXED) + 1;
-    jw_store(&jw_rc.place_runs, runs, JW_RELAXED);
+  if (live / 2 * 3 <= peak && pinned >= 2 * live + ON_SLACK) {
+    jw_store(&jw_rc.place_runs, ++runs, JW_RELAXED);
     if (runs >= ON_RUNS) {
       jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
+      jw_store(&jw_rc.place_on_pinned, pinned, JW_RELAXED);
       jw_pages_place_switch(true); /* raises the epoch: the trim request */
       jw_rc_bump(&jw_rc.place_on);
     }

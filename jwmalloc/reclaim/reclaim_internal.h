@@ -31,8 +31,9 @@ typedef struct jw_reclaim_state {
   jw_atomic_u32 tier_dirty;   /* a tier put pages in its cache since the last pass (jw_reclaim_kick) */
   /* Placement's trough detector (placement.c, reclamation.md 6a): the
    * highest live figure since placement last went off, the runs in a row
-   * that saw a trough. Touched only under the reclaimer token. */
-  jw_atomic_u64 place_peak;
+   * that saw a trough (off: that saw it over; on: full cycles), pinned bytes
+   * at the switch on. Touched only under the reclaimer token. */
+  jw_atomic_u64 place_peak, place_on_pinned;
   jw_atomic_u32 place_runs;
   /* Statistics: relaxed counters. */
   jw_atomic_u64 cycles, early_wakes, sync_releases, inline_cycles, held;
