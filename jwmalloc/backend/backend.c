@@ -81,6 +81,8 @@ void jw_backend_init_once(void) {
 /* Entirely free roots kept mapped (the root class's free ranges). */
 static uint32_t free_roots(void) { return jw_load(&jw_be.bins.bin[JW_ROOT_CLASS].total, JW_RELAXED); }
 
+static void note_root_mapped(void);
+
 static inline int checking(void) { return jw_load(&jw_be.check, JW_RELAXED) != 0; }
 static inline int placing(void) { return jw_place_on(); /* follows the switch (section 7b) */ }
 
@@ -316,9 +318,25 @@ static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
   }
   jw_rec *recs;
   uintptr_t base = jw_roots_map(JW_RS_BUSY, &recs);
+  if (base) note_root_mapped();
   p = base ? lf_carve(base, recs, 0, c, kind, zeroed) : NULL;
   if (p) bump(&jw_be.lf_roots, 1);
   lf_exit(c);
+  return p;
+}
+
+/* A root was just mapped: the load is at or near a peak. The live bytes
+ * now are the trough detector's peak (reclamation.md 6a), which its own
+ * samples (a few per second) would miss. Relaxed: a figure. */
+static void note_root_mapped(void) {
+  uint64_t l = jw_load(&jw_be.live_granules, JW_RELAXED), p = jw_load(&jw_be.peak_live_granules, JW_RELAXED);
+  while (l > p && !jw_cas_weak(&jw_be.peak_live_granules, &p, l, JW_RELAXED, JW_RELAXED)) {
+  }
+}
+
+uint64_t jw_backend_peak_live(int reset) {
+  uint64_t p = jw_load(&jw_be.peak_live_granules, JW_RELAXED) * JW_GRANULE;
+  if (reset) jw_store(&jw_be.peak_live_granules, jw_load(&jw_be.live_granules, JW_RELAXED), JW_RELAXED);
   return p;
 }
 
@@ -348,6 +366,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
      * released (docs/design/reclamation.md, section 2). */
     base = jw_roots_map(JW_RS_FREE_RELEASED, &recs);
     if (base == 0) return NULL;
+    note_root_mapped();
     g = 0;
     k = JW_ROOT_CLASS;
     if (placing()) set_place_root(jw_meta_rid(base, 0) >> 10);

@@ -21,6 +21,7 @@ typedef struct jw_backend_state {
    * through the buffers instead of going back at once; the filing policy. */
   jw_atomic_u32 age_roots, policy;
   /* Statistics: written under the lock (or atomically), read racily. */
+  jw_atomic_u64 peak_live_granules; /* live at the latest root mapping, highest since the detector's reset */
   jw_atomic_u64 live_granules, splits, merges, allocs, frees, deferred_frees;
   jw_atomic_u64 merges_after_release, allocs_refault;
   /* Part 4 (section 7a): bitmap hits, lock-free subdivisions and roots. */

@@ -5,8 +5,8 @@
 #include "reclaim_internal.h"
 
 #define MIB ((uint64_t)1 << 20)
-/* On: live at most two thirds of its peak and pinned >= 2 x live + 16 MiB,
- * at two runs in a row. Off: pinned <= 1.5 x live + 8 MiB, and either
+/* On: live at most two thirds of its peak and pinned >= 1.5 x live + 16 MiB,
+ * at two runs in a row. Off: pinned <= 1.25 x live + 8 MiB, and either
  * pinned fell by a quarter since the switch on (roots went back) or that
  * held for OFF_CYCLES full cycles (live grew to a new level and stayed). */
 #define ON_SLACK (16 * MIB)
@@ -24,11 +24,13 @@ void jw_reclaim_place_check(int due) {
   uint64_t pinned = bs.pages.mapped_bytes > kept ? bs.pages.mapped_bytes - kept : 0;
   /* The detector's state: the reclaimer token (held by the caller) orders
    * every access; relaxed. */
-  uint64_t peak = jw_load(&jw_rc.place_peak, JW_RELAXED);
-  if (live > peak) jw_store(&jw_rc.place_peak, peak = live, JW_RELAXED);
+  uint64_t peak = jw_load(&jw_rc.place_peak, JW_RELAXED), mapped_peak = jw_backend_peak_live(0);
+  if (mapped_peak > peak) peak = mapped_peak;
+  if (live > peak) peak = live;
+  jw_store(&jw_rc.place_peak, peak, JW_RELAXED);
   uint32_t runs = jw_load(&jw_rc.place_runs, JW_RELAXED);
   if (jw_place_on()) {
-    if (pinned > live + live / 2 + OFF_SLACK) {
+    if (pinned > live + live / 4 + OFF_SLACK) {
       jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
       if (due) jw_pages_place_trim(); /* the trough lasts: threads trim again at their next refill */
       return;
@@ -37,11 +39,12 @@ void jw_reclaim_place_check(int due) {
     if (pinned / 3 * 4 > jw_load(&jw_rc.place_on_pinned, JW_RELAXED) && runs < OFF_CYCLES) return;
     jw_pages_place_switch(false);
     jw_store(&jw_rc.place_peak, live, JW_RELAXED); /* the next peak is measured from here */
+    jw_backend_peak_live(1);
     jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
     jw_rc_bump(&jw_rc.place_off);
     return;
   }
-  if (live / 2 * 3 <= peak && pinned >= 2 * live + ON_SLACK) {
+  if (live / 2 * 3 <= peak && pinned >= live + live / 2 + ON_SLACK) {
     jw_store(&jw_rc.place_runs, ++runs, JW_RELAXED);
     if (runs >= ON_RUNS) {
       jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
