@@ -3,8 +3,6 @@
  * the run-time switch of every tier: docs/design/backend.md, section 7b. */
 #include "../backend/backend.h"
 #include "reclaim_internal.h"
-#include <stdlib.h>
-#include "../common/log.h"
 
 #define MIB ((uint64_t)1 << 20)
 /* On: live at most two thirds of its peak and pinned >= 1.5 x live + 16 MiB,
@@ -53,7 +51,6 @@ void jw_reclaim_place_check(int due) {
       jw_store(&jw_rc.place_on_pinned, pinned, JW_RELAXED);
       jw_pages_place_switch(true); /* raises the epoch: the trim request */
       jw_rc_bump(&jw_rc.place_on);
-      if (getenv("JWDBG")) jw_dprintf(2, "PLACEMENT ON live %llu pinned %llu peak %llu t %llu\n", (unsigned long long)live >> 20, (unsigned long long)pinned >> 20, (unsigned long long)peak >> 20, (unsigned long long)(jw_reclaim_now_ns() / 1000000 % 100000));
     }
   } else {
     jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
