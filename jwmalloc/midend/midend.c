@@ -164,6 +164,13 @@ static jw_block *slab_take(mid_class *k, unsigned mc) {
     s = k->spare;
     k->spare = NULL;
     partial_add(k, s);
+  } else if (s != NULL && k->rq_shift != 63 && jw_pages_above_place(s)) {
+    /* Placement: every partial slab lies above the root the backend fills
+     * (the lowest is the head): a new slab, which the backend places low,
+     * rather than blocks that keep a high root alive; the high slabs only
+     * get blocks back now, empty and go back. */
+    jw_mid_slab *n = slab_new(mc);
+    if (n != NULL) partial_add(k, s = n);
   }
   if (s == NULL) {
     s = k->spare;
