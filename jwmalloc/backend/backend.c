@@ -29,7 +29,8 @@
 #define JWMALLOC_CHECK_DEFAULT 0
 #endif
 
-jw_backend_state jw_be = {.lock = JW_LOCK_INIT};
+jw_backend_state jw_be = {.lock = JW_LOCK_INIT, .place_mode = JW_ATOMIC_INIT(JW_PLACE_UNSET)};
+jw_atomic_u32 jw_place_word = JW_ATOMIC_INIT(0);
 
 _Static_assert(JW_LOOKUP_RANGE_CLASSES == JW_NCLASSES, "lookup.h knows the class count");
 
@@ -60,8 +61,19 @@ void jw_backend_init_once(void) {
   jw_store(&jw_be.check, env_uint("JWMALLOC_CHECK", JWMALLOC_CHECK_DEFAULT, 1, 1) ? 1u : 0u, JW_RELAXED);
   jw_store(&jw_be.retain_roots, env_uint("JWMALLOC_RETAIN_ROOTS", 1, 1u << 20, 1), JW_RELAXED);
   /* The same variable as the tiers' (common/options.h, README "Options"):
-   * read here too because the backend also runs without the tiers (tests). */
-  jw_store(&jw_be.placement, env_uint("JWMALLOC_PLACEMENT", 0, 1, 0) ? 1u : 0u, JW_RELAXED);
+   * read here too because the backend also runs without the tiers (tests),
+   * where it defaults to off; the library's options set it first (default
+   * auto), and then this leaves it alone. */
+  if (jw_load(&jw_be.place_mode, JW_RELAXED) == JW_PLACE_UNSET) {
+    const char *pm = getenv("JWMALLOC_PLACEMENT"); /* reads environ only: no allocation */
+    unsigned mode = pm && pm[0] == 'a' && pm[1] == 'u' && pm[2] == 't' && pm[3] == 'o' && pm[4] == 0
+                        ? JW_PLACE_AUTO
+                        : env_uint("JWMALLOC_PLACEMENT", 0, 1, 0);
+    uint32_t unset = JW_PLACE_UNSET;
+    /* Relaxed: a setting; the CAS only keeps a value the tiers set meanwhile. */
+    if (jw_cas(&jw_be.place_mode, &unset, mode, JW_RELAXED, JW_RELAXED) && mode == JW_PLACE_ON)
+      jw_pages_place_switch(true);
+  }
   jw_reclaim_init(); /* its options set the reclamation mode (jw_backend_set_reclaim_mode) */
   jw_store(&jw_be.inited, 1, JW_RELEASE);
 }
@@ -69,8 +81,10 @@ void jw_backend_init_once(void) {
 /* Entirely free roots kept mapped (the root class's free ranges). */
 static uint32_t free_roots(void) { return jw_load(&jw_be.bins.bin[JW_ROOT_CLASS].total, JW_RELAXED); }
 
+static void note_root_mapped(void);
+
 static inline int checking(void) { return jw_load(&jw_be.check, JW_RELAXED) != 0; }
-static inline int placing(void) { return jw_load(&jw_be.placement, JW_RELAXED) != 0; /* set once at init */ }
+static inline int placing(void) { return jw_place_on(); /* follows the switch (section 7b) */ }
 
 /* ---- lock-free operations and whole-tree checks exclude each other
  * (docs/design/backend.md, section 7a, "Checks"). Dekker-style: an operation
@@ -304,9 +318,25 @@ static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
   }
   jw_rec *recs;
   uintptr_t base = jw_roots_map(JW_RS_BUSY, &recs);
+  if (base) note_root_mapped();
   p = base ? lf_carve(base, recs, 0, c, kind, zeroed) : NULL;
   if (p) bump(&jw_be.lf_roots, 1);
   lf_exit(c);
+  return p;
+}
+
+/* A root was just mapped: the load is at or near a peak. The live bytes
+ * now are the trough detector's peak (reclamation.md 6a), which its own
+ * samples (a few per second) would miss. Relaxed: a figure. */
+static void note_root_mapped(void) {
+  uint64_t l = jw_load(&jw_be.live_granules, JW_RELAXED), p = jw_load(&jw_be.peak_live_granules, JW_RELAXED);
+  while (l > p && !jw_cas_weak(&jw_be.peak_live_granules, &p, l, JW_RELAXED, JW_RELAXED)) {
+  }
+}
+
+uint64_t jw_backend_peak_live(int reset) {
+  uint64_t p = jw_load(&jw_be.peak_live_granules, JW_RELAXED) * JW_GRANULE;
+  if (reset) jw_store(&jw_be.peak_live_granules, jw_load(&jw_be.live_granules, JW_RELAXED), JW_RELAXED);
   return p;
 }
 
@@ -336,6 +366,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
      * released (docs/design/reclamation.md, section 2). */
     base = jw_roots_map(JW_RS_FREE_RELEASED, &recs);
     if (base == 0) return NULL;
+    note_root_mapped();
     g = 0;
     k = JW_ROOT_CLASS;
     if (placing()) set_place_root(jw_meta_rid(base, 0) >> 10);
@@ -760,6 +791,58 @@ const char *jw_backend_ptr_class_name(jw_ptr_class c) {
     case JW_PTR_FREE: return "inside a free range";
   }
   return "?";
+}
+
+/* ---- placement on demand (section 7b) ---- */
+
+bool jw_pages_checking(void) { return checking(); }
+
+unsigned jw_pages_place_mode(void) {
+  unsigned m = jw_load(&jw_be.place_mode, JW_RELAXED); /* a setting */
+  return m == JW_PLACE_UNSET ? JW_PLACE_OFF : m;
+}
+
+int jw_pages_set_place_mode(unsigned mode) {
+  if (mode > JW_PLACE_AUTO) {
+    errno = EINVAL;
+    return -1;
+  }
+  jw_store(&jw_be.place_mode, mode, JW_RELAXED); /* a setting */
+  if (mode != JW_PLACE_AUTO && placing() != (mode == JW_PLACE_ON)) jw_pages_place_switch(mode == JW_PLACE_ON);
+  return 0;
+}
+
+/* Raises the epoch (bits 1..) and sets bit 0 to `on`. Relaxed: the word is
+ * a setting; what a tier does on seeing it is ordered by that tier's own
+ * guard (owner, class lock, backend lock). */
+static void place_word_set(bool on) {
+  uint32_t w = jw_load(&jw_place_word, JW_RELAXED);
+  while (!jw_cas_weak(&jw_place_word, &w, ((w + 2u) & ~1u) | (on ? 1u : 0u), JW_RELAXED, JW_RELAXED)) {
+  }
+}
+
+void jw_pages_place_trim(void) { place_word_set(placing()); }
+
+void jw_pages_place_switch(bool on) {
+  if (!on) {
+    place_word_set(false);
+    return;
+  }
+  /* Until the lock holder knows better, nothing is "above": a stale hint
+   * must not send every pooled page away. Relaxed: a hint (see fast_free). */
+  jw_store(&jw_be.place_root, UINT32_MAX, JW_RELAXED);
+  place_word_set(true);
+  if (!jw_lock_try(&jw_be.lock, JW_LK_BACKEND)) return; /* the next locked allocation sets place_root */
+  unsigned drained = jw_backend_drain_deferred();
+  /* The bitmaps' ranges into the lists, where the lowest-root choice sees
+   * them (a bitmap hands a range out in place). */
+  if (jw_fast_granules() != 0) jw_backend_flush_fast();
+  unsigned k = 0;
+  jw_rid r = jw_bins_lowest(&jw_be.bins, 0, JW_NCLASSES, &k);
+  if (r) set_place_root(r >> 10);
+  drained += jw_backend_drain_deferred();
+  jw_lock_release(&jw_be.lock);
+  if (drained) jw_reclaim_after_free(); /* frees filed here age like any */
 }
 
 bool jw_pages_above_place(const void *p) {

@@ -102,6 +102,12 @@ void jw_backend_get_stats(jw_backend_stats *out);
  * one to finish its system calls). For checks and reports. */
 void jw_backend_get_stats_quiet(jw_backend_stats *out);
 
+/* The trough detector's peak (docs/design/reclamation.md 6a): the highest
+ * live bytes seen when a root was mapped since the last reset; `reset`
+ * starts it again from the live bytes now. Any thread (the detector, under
+ * the reclaimer token); relaxed figures. */
+uint64_t jw_backend_peak_live(int reset);
+
 /* Invariant checks on (1) or off (0) from now on (overrides JWMALLOC_CHECK). */
 void jw_backend_set_check(int on);
 

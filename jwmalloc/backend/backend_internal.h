@@ -13,11 +13,15 @@ typedef struct jw_backend_state {
   jw_bins bins;
   jw_atomic_u32 deferred; /* stack of ranges freed while the lock was busy (range ids) */
   jw_atomic_u32 inited, check, retain_roots;
-  jw_atomic_u32 placement; /* JWMALLOC_PLACEMENT (section 7b), read at init */
+  /* JWMALLOC_PLACEMENT (section 7b): JW_PLACE_OFF/ON/AUTO, or JW_PLACE_UNSET
+   * until the tiers' options or the backend's init set it. Whether placement
+   * is on now is jw_place_word (page_source.h). */
+  jw_atomic_u32 place_mode;
   /* Reclamation mode (jw_backend_set_reclaim_mode): entirely free roots age
    * through the buffers instead of going back at once; the filing policy. */
   jw_atomic_u32 age_roots, policy;
   /* Statistics: written under the lock (or atomically), read racily. */
+  jw_atomic_u64 peak_live_granules; /* live at the latest root mapping, highest since the detector's reset */
   jw_atomic_u64 live_granules, splits, merges, allocs, frees, deferred_frees;
   jw_atomic_u64 merges_after_release, allocs_refault;
   /* Part 4 (section 7a): bitmap hits, lock-free subdivisions and roots. */

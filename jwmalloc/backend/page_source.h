@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/atomic.h"
+
 #define JW_GRANULE_SHIFT 12
 #define JW_GRANULE ((size_t)1 << JW_GRANULE_SHIFT)   /* 4 KiB */
 #define JW_ROOT_SHIFT 22
@@ -89,6 +91,38 @@ void jw_pages_mark_interior(void *start, const void *p);
  * Always false with placement off. Thread-safe, lock-free: a hint read
  * racily (a stale answer keeps or gives back one page too many). */
 bool jw_pages_above_place(const void *p);
+
+/* Placement on demand (backend.md 7b, "Placement on demand"). The word:
+ * bit 0 = placement on now; the bits above, an epoch raised at every switch
+ * and every trim request. Read by every tier with a relaxed load (a setting:
+ * each reader acts on the value it saw; every queue keeps its own mode until
+ * its guard converts it, root_queue.h). Written only through the calls
+ * below. */
+extern jw_atomic_u32 jw_place_word;
+static inline bool jw_place_on(void) { return (jw_load(&jw_place_word, JW_RELAXED) & 1u) != 0; /* a setting */ }
+
+/* Modes (JWMALLOC_PLACEMENT=0|1|auto; jw_option_set("PLACEMENT", 0|1|2)). */
+enum { JW_PLACE_OFF = 0, JW_PLACE_ON = 1, JW_PLACE_AUTO = 2, JW_PLACE_UNSET = 0xff };
+
+/* Sets the mode from now on (0 and 1 switch at once; auto leaves the state
+ * to the reclaimer's trough detector, reclamation.md section 6a). Any
+ * thread; never waits. Returns 0, or -1 with errno = EINVAL (bad mode). */
+int jw_pages_set_place_mode(unsigned mode);
+unsigned jw_pages_place_mode(void);
+
+/* Switches placement on or off now, raising the epoch (any thread, never
+ * waits; the reclaimer's detector and jw_pages_set_place_mode). Switching on
+ * files the bitmaps' ranges into the lists and sets the root the backend
+ * fills (when the backend lock is free: a try-lock). */
+void jw_pages_place_switch(bool on);
+
+/* Whether the backend's invariant checks are on (JWMALLOC_CHECK=1): the
+ * tiers check their queues when they convert them. A relaxed read. */
+bool jw_pages_checking(void);
+
+/* Raises the epoch without a switch: every thread trims what pins high roots
+ * at its next slow refill (backend.md 7b, "trim epoch"). Any thread. */
+void jw_pages_place_trim(void);
 
 /* Backend figures, in bytes unless named otherwise. Read racily (a snapshot
  * that may be slightly inconsistent across fields). */

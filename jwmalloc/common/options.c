@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <sys/auxv.h>
 
+#include "../backend/page_source.h"
 #include "config.h"
 #include "log.h"
 
@@ -19,7 +20,7 @@ static const struct {
     [JW_OPT_POOL_PERCENT] = {"POOL_PERCENT", 25, 1000, "a percentage, 0 to 1000"},
     [JW_OPT_POOL_MIN] = {"POOL_MIN", 4, 1 << 20, "pages, 0 to 1048576"},
     [JW_OPT_HUGE_CACHE_MB] = {"HUGE_CACHE_MB", 32, 65536, "MiB, 0 to 65536"},
-    [JW_OPT_PLACEMENT] = {"PLACEMENT", 0, 1, "0 or 1"},
+    [JW_OPT_PLACEMENT] = {"PLACEMENT", 2, 2, "0, 1 or auto"},
 };
 
 /* JWMALLOC_* names read elsewhere (each reader checks its own values), so
@@ -39,7 +40,7 @@ jw_atomic_u64 jw_options[JW_OPT_COUNT] = {
     [JW_OPT_POOL_PERCENT] = JW_ATOMIC_INIT(25),
     [JW_OPT_POOL_MIN] = JW_ATOMIC_INIT(4),
     [JW_OPT_HUGE_CACHE_MB] = JW_ATOMIC_INIT(32),
-    [JW_OPT_PLACEMENT] = JW_ATOMIC_INIT(0),
+    [JW_OPT_PLACEMENT] = JW_ATOMIC_INIT(2), /* auto */
 };
 
 static jw_atomic_ptr stats_file;
@@ -87,12 +88,14 @@ static int known_elsewhere(const char *rest) {
 }
 
 void jw_options_init(void) {
-  if (environ == NULL) return;
   /* A setuid or setgid program (AT_SECURE): its environment comes from a less
    * privileged user, who must not choose where it writes (STATS_FILE) or
    * what it prints. Every JWMALLOC_* variable is ignored there, as glibc
    * ignores its MALLOC_* tunables. */
-  if (getauxval(AT_SECURE)) return;
+  if (environ == NULL || getauxval(AT_SECURE)) {
+    jw_pages_set_place_mode(JW_PLACE_AUTO); /* the default (see the end) */
+    return;
+  }
   for (char **e = environ; *e; e++) {
     const char *rest = after(*e, "JWMALLOC_");
     if (rest == NULL) continue;
@@ -114,9 +117,11 @@ void jw_options_init(void) {
       v = after(rest, table[i].name);
       if (v == NULL || *v != '=') continue;
       matched = 1;
-      int64_t x = parse(v + 1);
+      int64_t x = i == JW_OPT_PLACEMENT && str_eq(v + 1, "auto") ? JW_PLACE_AUTO : parse(v + 1);
       if (x >= 0 && (uint64_t)x <= table[i].max)
         jw_store(&jw_options[i], (uint64_t)x, JW_RELAXED); /* independent setting */
+      else if (i == JW_OPT_PLACEMENT)
+        jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default auto kept\n", rest, table[i].want);
       else
         jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default %llu kept\n", rest, table[i].want,
                    (unsigned long long)table[i].def);
@@ -129,6 +134,8 @@ void jw_options_init(void) {
       jw_dprintf(2, "jwmalloc: JWMALLOC_%s: unknown option, ignored (options: README, \"Options\", \"jwmalloc backend\", \"jwmalloc reclamation\")\n", name);
     }
   }
+  /* The backend keeps the placement mode (it also runs without the tiers). */
+  jw_pages_set_place_mode((unsigned)jw_opt(JW_OPT_PLACEMENT));
 }
 
 const char *jw_options_stats_file(void) { return jw_load(&stats_file, JW_RELAXED); }
@@ -164,5 +171,6 @@ JW_EXPORT int jw_option_set(const char *name, long value) {
     return -1;
   }
   jw_store(&jw_options[id], (uint64_t)value, JW_RELAXED); /* independent setting */
+  if (id == JW_OPT_PLACEMENT) jw_pages_set_place_mode((unsigned)value); /* switches at once for 0 and 1 */
   return 0;
 }

@@ -24,14 +24,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "options.h"
+#include "../backend/page_source.h"
 
-/* The shift a queue that becomes non-empty now uses: JWMALLOC_PLACEMENT=1
- * groups by root (root_shift); 0 gives 63, which the tiers take to mean a
- * plain first-in first-out queue (jw_fifo_*, below). A queue keeps its mode
- * while it holds nodes (the option may change at run time; a queue's
- * structure must not). */
-static inline unsigned jw_rq_shift(unsigned root_shift) { return jw_opt(JW_OPT_PLACEMENT) ? root_shift : 63; }
+/* The shift a queue takes now: placement on (jw_place_on: the option, or the
+ * reclaimer's switch under JWMALLOC_PLACEMENT=auto) groups by root
+ * (root_shift); off gives 63, which the tiers take to mean their plain queue
+ * (the frontend's first-in first-out jw_fifo_*, below; the midend's stack).
+ * A queue's structure changes only when its guard converts it
+ * (jw_rq_requeue): the switch may come at any time, a queue keeps the mode it
+ * was built in until then (backend.md 7b, "Placement on demand"). */
+static inline unsigned jw_rq_shift(unsigned root_shift) { return jw_place_on() ? root_shift : 63; }
 
 typedef struct jw_rq_node {
   struct jw_rq_node *next, *prev;
@@ -112,6 +114,50 @@ static inline void jw_fifo_remove(jw_rq_node **q, jw_rq_node *n) {
     else head->prev = n->prev; /* n was the tail */
   }
   n->next = n->prev = NULL;
+}
+
+/* Converts a queue to another mode: every node of *q is taken out (in each
+ * mode the next links run from the head to the last node, NULL-terminated)
+ * and added again, head first, with add(q, node, shift) (jw_rq_add, or the
+ * tier's plain add, which ignores shift). O(nodes x runs); once per switch
+ * per queue, by its guard. */
+typedef void (*jw_rq_add_fn)(jw_rq_node **q, jw_rq_node *n, unsigned shift);
+static inline void jw_rq_requeue(jw_rq_node **q, jw_rq_add_fn add, unsigned shift) {
+  jw_rq_node *n = *q;
+  *q = NULL;
+  while (n) {
+    jw_rq_node *next = n->next;
+    n->next = n->prev = n->group = NULL;
+    add(q, n, shift);
+    n = next;
+  }
+}
+
+/* Checks (JWMALLOC_CHECK=1, and tests): the queue's links agree and, in
+ * root-grouped mode, runs are in increasing root order with their first
+ * and last nodes pointing at each other; in plain mode (shift 63) the
+ * head's prev is NULL (`fifo` 0: the midend's stack) or the last node
+ * (`fifo` 1). Returns the node count, or -1 when broken. Never allocates. */
+static inline long jw_rq_check(jw_rq_node *const *q, unsigned shift, int fifo) {
+  const jw_rq_node *h = *q, *prev = NULL, *first = NULL;
+  long n = 0;
+  if (h == NULL) return 0;
+  if (shift == 63 ? (fifo ? h->prev == NULL : h->prev != NULL) : h->prev != NULL) return -1;
+  for (const jw_rq_node *x = h; x; prev = x, x = x->next, n++) {
+    if (x != h && x->prev != prev) return -1;
+    if (n > (1L << 30)) return -1; /* a cycle */
+    if (shift == 63) continue;
+    uintptr_t k = jw_rq_key(x, shift);
+    if (first == NULL || jw_rq_key(first, shift) != k) { /* x starts a run */
+      if (first && jw_rq_key(first, shift) > k) return -1;
+      if (prev && prev != first->group) return -1; /* the run before ended at its last */
+      first = x;
+    }
+    if (x->next == NULL || jw_rq_key(x->next, shift) != k) /* x ends its run */
+      if (first->group != x || x->group != first) return -1;
+  }
+  if (shift == 63 && fifo && h->prev != prev) return -1;
+  return n;
 }
 
 #endif

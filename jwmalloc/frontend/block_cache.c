@@ -103,6 +103,36 @@ void jw_bc_put_evicting(jw_bcache *bc, jw_lock *lk, unsigned i, void *p) {
   if (!kicked) jw_bc_kick();
 }
 
+size_t jw_bc_take_above_locked(jw_bcache *bc, void **out, uint8_t *out_bin) {
+  size_t n = 0;
+  if (!JW_BC_ENABLED || bc->bytes == 0) return 0;
+  for (unsigned i = 0; i < JW_BC_BINS; i++) {
+    jw_bc_bin *b = &bc->bin[i];
+    jw_block *prev = NULL, *x = b->top;
+    unsigned pos = 0, len = b->n;
+    while (x) {
+      jw_block *next = jw_block_next(x); /* blocks are poisoned: through the helpers */
+      if (!jw_pages_above_place(x)) {
+        prev = x;
+        x = next;
+        pos++;
+        continue;
+      }
+      if (prev) jw_block_set_next(prev, next);
+      else b->top = next;
+      out[n] = x;
+      out_bin[n++] = (uint8_t)i;
+      /* One of the `stale` bottom entries (positions len - stale .. len - 1) leaves. */
+      if (pos >= len - b->stale) b->stale--;
+      b->n--;
+      bc->bytes -= jw_bc_bytes[i];
+      len--;
+      x = next;
+    }
+  }
+  return n;
+}
+
 size_t jw_bc_take_all_locked(jw_bcache *bc, void **out, uint8_t *out_bin) {
   size_t n = 0;
   if (JW_BC_ENABLED && bc->bytes != 0)

@@ -169,6 +169,11 @@ static inline bool jw_bc_put(jw_bcache *bc, jw_lock *lk, unsigned i, void *p, ui
  * bytes still cached. */
 size_t jw_bc_age_locked(jw_bcache *bc, void **out, uint8_t *out_bin, uint64_t *left);
 
+/* Pool lock held (placement's trim, backend.md 7b): moves the entries whose
+ * root lies above the one the backend fills (jw_pages_above_place) to
+ * out[]/out_bin[] (room for JW_BC_BINS * JW_BC_SLOTS). Returns how many. */
+size_t jw_bc_take_above_locked(jw_bcache *bc, void **out, uint8_t *out_bin);
+
 /* Pool lock held (thread exit, malloc_trim): moves every entry out. */
 size_t jw_bc_take_all_locked(jw_bcache *bc, void **out, uint8_t *out_bin);
 

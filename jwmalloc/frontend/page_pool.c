@@ -102,6 +102,24 @@ size_t jw_pool_drain(jw_tcache *tc) {
   return n;
 }
 
+size_t jw_pool_take_above_locked(jw_tcache *tc, jw_slab **out, size_t cap) {
+  size_t n = 0;
+  for (jw_slab *s = tc->pool_head, *next; s && n < cap; s = next) {
+    next = s->next;
+    if (!jw_pages_above_place(s)) continue;
+    if (s->prev) s->prev->next = s->next;
+    else tc->pool_head = s->next;
+    if (s->next) s->next->prev = s->prev;
+    else tc->pool_tail = s->prev;
+    tc->pool_len--;
+    out[n++] = s;
+  }
+  /* Pages left from anywhere in the list: the stale count stays a count of
+   * LRU-end pages (at worst one of them ages a pass early). */
+  if (tc->pool_stale > tc->pool_len) tc->pool_stale = tc->pool_len;
+  return n;
+}
+
 size_t jw_pool_age(jw_tcache *tc, jw_slab **out, size_t cap, size_t *left, int *more) {
   *more = 0;
   if (!jw_lock_try(&tc->pool_lock, JW_LK_POOL)) {

@@ -47,6 +47,12 @@ jw_slab *jw_pool_take(jw_tcache *tc);
  * malloc or free). Returns how many pages went back. */
 size_t jw_pool_drain(jw_tcache *tc);
 
+/* Pool lock held (placement's trim, backend.md 7b; owner or reclaimer):
+ * unlinks up to `cap` pooled pages whose root lies above the one the backend
+ * fills (jw_pages_above_place) into out[], for the caller to give back with
+ * jw_tier_release_pages. Returns how many. */
+size_t jw_pool_take_above_locked(jw_tcache *tc, jw_slab **out, size_t cap);
+
 /* Reclaimer (any thread, one at a time: the reclaimer token): unlinks up to
  * `cap` pages that stayed in tc's pool, unused, since the previous pass (the
  * `stale` count: one to two reclaim intervals) into out[], for the caller to

@@ -8,6 +8,7 @@
 
 #include "../common/config.h"
 #include "../common/counter.h"
+#include "../common/log.h"
 #include "../common/meta.h"
 #include "../common/random.h"
 #include "../common/tier_pages.h"
@@ -96,7 +97,9 @@ jw_tcache *jw_tc_acquire(void) {
     } while (!jw_cas_weak(&registry, &head, tc, JW_RELEASE, JW_RELAXED));
   }
   tc->key = jw_random_key();
-  tc->rq_shift = jw_rq_shift(JW_ROOT_SHIFT); /* its queues are empty */
+  uint32_t w = jw_load(&jw_place_word, JW_RELAXED); /* a setting (page_source.h) */
+  tc->rq_shift = (w & 1u) ? JW_ROOT_SHIFT : 63; /* its queues are empty: any mode */
+  tc->place_word = w;
   return tc;
 }
 
@@ -181,6 +184,61 @@ static size_t flush_block_cache(jw_tcache *tc) {
   return n;
 }
 
+/* ---- placement on demand (backend.md 7b, "Placement on demand") ---- */
+
+/* Gives back what pins roots above the one the backend fills, among what
+ * the pool lock guards: block-cache entries and pooled pages of such roots.
+ * Owner (at a new epoch) or reclaimer (aging pass while placement is on);
+ * tries the pool lock only. False when it was busy (nothing done). */
+static bool trim_high_roots(jw_tcache *tc) {
+  enum { CAP = 64 };
+  bc_out o;
+  jw_slab *pg[CAP];
+  if (!jw_lock_try(&tc->pool_lock, JW_LK_POOL)) return false;
+  size_t n = jw_bc_take_above_locked(&tc->bc, o.blk, o.bin);
+  size_t np = jw_pool_take_above_locked(tc, pg, CAP);
+  for (;;) {
+    jw_lock_release(&tc->pool_lock);
+    /* Given back after the lock (never waits: backend frees defer). */
+    for (size_t i = 0; i < np; i++) jw_tier_release_pages(pg[i], 1);
+    if (np < CAP || !jw_lock_try(&tc->pool_lock, JW_LK_POOL)) break;
+    np = jw_pool_take_above_locked(tc, pg, CAP);
+  }
+  jw_bc_give_back(o.blk, o.bin, n, false);
+  return true;
+}
+
+static void fifo_add(jw_rq_node **q, jw_rq_node *n, unsigned shift) {
+  (void)shift;
+  jw_fifo_add(q, n);
+}
+
+/* Every partial queue of tc converted to `shift`; with checks on, each is
+ * verified before and after (a broken queue stops the process). */
+static void convert_queues(jw_tcache *tc, unsigned shift) {
+  bool check = jw_pages_checking();
+  for (unsigned c = 0; c < JW_NCLASSES; c++) {
+    long before = check ? jw_rq_check(&tc->partial[c], tc->rq_shift, 1) : 0;
+    jw_rq_requeue(&tc->partial[c], shift == 63 ? fifo_add : jw_rq_add, shift);
+    if (check && (before < 0 || jw_rq_check(&tc->partial[c], shift, 1) != before))
+      jw_fatal("thread cache %p class %u: partial queue broken converting %u -> %u (%ld slabs before)", (void *)tc,
+               c, tc->rq_shift, shift, before);
+  }
+  tc->rq_shift = shift;
+}
+
+/* The owner saw a new placement word at a slow refill: converts its queues
+ * to the mode in force and, with placement on, trims (the trim epoch). The
+ * word is recorded only when both are done (a busy pool lock: the next
+ * refill tries again). */
+static JW_NOINLINE __attribute__((cold)) void place_resync(jw_tcache *tc) {
+  uint32_t w = jw_load(&jw_place_word, JW_RELAXED); /* a setting */
+  unsigned shift = (w & 1u) ? JW_ROOT_SHIFT : 63;
+  if (shift != tc->rq_shift) convert_queues(tc, shift);
+  if ((w & 1u) && !trim_high_roots(tc)) return;
+  tc->place_word = w;
+}
+
 uint64_t jw_tc_age_pools(void) {
   enum { CAP = 64 };
   jw_slab *out[CAP];
@@ -205,6 +263,8 @@ uint64_t jw_tc_age_pools(void) {
       if (!more) held += (uint64_t)left * JW_SLAB_SIZE;
     } while (more);
     held += age_block_cache(tc);
+    /* Placement on: what pins high roots goes back now, not when stale. */
+    if (jw_place_on()) trim_high_roots(tc);
   }
   return held;
 }
@@ -360,6 +420,9 @@ static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls)
   /* The fast paths' counts reach the statistics here, in batches (a reader
    * folds its own thread's, jw_stats_get). */
   if (t->n_malloc >= JW_TC_FOLD_EVERY) jw_tc_fold(t, tc);
+  /* Placement switched or a trim asked for (backend.md 7b). Relaxed: a
+   * setting, re-read by place_resync. */
+  if (JW_UNLIKELY(tc->place_word != jw_load(&jw_place_word, JW_RELAXED))) place_resync(tc);
   jw_slab *s = tc->current[cls];
   if (s) {
     /* Placement: a partial slab in a lower root displaces the current slab

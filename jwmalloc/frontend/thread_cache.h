@@ -65,7 +65,8 @@ typedef struct jw_tcache {
   struct jw_tcache *all_next; /* registry link; immutable once published */
   jw_atomic_u32 state;        /* JW_TC_* */
   uint32_t nslabs;            /* owner: pages used as slabs (not pooled) */
-  uint32_t rq_shift;          /* owner: key shift of the partial queues (root_queue.h), set while they are empty */
+  uint32_t rq_shift;          /* owner: key shift of the partial queues (root_queue.h), changed by converting them */
+  uint32_t place_word;        /* owner: jw_place_word as of the last conversion/trim (backend.md 7b) */
   uint32_t pool_len;          /* pool lock */
   uint32_t pool_stale;        /* pool lock: LRU-end pages pooled since the last aging pass (page_pool.h) */
   uint32_t pool_peak;         /* pool lock: most slabs held since the last aging pass (returned pages' watermark) */

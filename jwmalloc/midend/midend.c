@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/lock.h"
+#include "../common/log.h"
 #include "../common/tier_pages.h"
 
 /* The free-block key (frontend/thread_cache.h), set once at init. */
@@ -53,6 +55,7 @@ static jw_atomic_u64 slabs_aged; /* statistics: slabs the aging passes gave back
 
 static mid_class classes[JW_MID_NCLASSES];
 
+
 static uint64_t cache_mask(unsigned mc) {
   size_t slots = CACHE_BYTES / jw_mid_class_size[mc];
   if (slots >= JW_PTR_CACHE_SLOTS) return ~(uint64_t)0;
@@ -79,18 +82,47 @@ static void publish_low_root(mid_class *k) {
   jw_store(&k->low_root, h && k->rq_shift != 63 ? root_of(h) + 1 : 0, JW_RELAXED);
 }
 
+/* The stack's push (jw_rq_add_fn's shape: the shift is unused). */
+static void stack_push(jw_rq_node **q, jw_rq_node *n, unsigned shift) {
+  (void)shift;
+  n->prev = NULL;
+  n->next = *q;
+  if (*q) (*q)->prev = n;
+  *q = n;
+}
+
 static void partial_add(mid_class *k, jw_mid_slab *s) {
   if (k->partial == NULL) k->rq_shift = jw_rq_shift(JW_ROOT_SHIFT);
   if (k->rq_shift == 63) {
-    s->node.prev = NULL;
-    s->node.next = k->partial;
-    if (k->partial) k->partial->prev = &s->node;
-    k->partial = &s->node;
+    stack_push(&k->partial, &s->node, 63);
   } else {
     jw_rq_add(&k->partial, &s->node, k->rq_shift);
     publish_low_root(k);
   }
   s->on_partial = 1;
+}
+
+/* Placement on demand (backend.md 7b): the partial list converted to the
+ * mode in force, under the class lock; with checks on, verified before and
+ * after. */
+static JW_NOINLINE void convert_partial(mid_class *k, unsigned shift) {
+  bool check = jw_pages_checking();
+  long before = check ? jw_rq_check(&k->partial, k->rq_shift, 0) : 0;
+  jw_rq_requeue(&k->partial, shift == 63 ? stack_push : jw_rq_add, shift);
+  if (check && (before < 0 || jw_rq_check(&k->partial, shift, 0) != before))
+    jw_fatal("midend class %u: partial list broken converting %u -> %u (%ld slabs before)",
+             (unsigned)(k - classes), k->rq_shift, shift, before);
+  k->rq_shift = shift;
+  publish_low_root(k);
+}
+
+/* Every taker of the class lock: deferred frees first, then the partial
+ * list in the mode in force (one relaxed load and a compare). */
+static void drain_deferred(mid_class *k);
+static inline void class_locked(mid_class *k) {
+  drain_deferred(k);
+  unsigned shift = jw_rq_shift(JW_ROOT_SHIFT);
+  if (JW_UNLIKELY(shift != k->rq_shift)) convert_partial(k, shift);
 }
 
 static void partial_remove(mid_class *k, jw_mid_slab *s) {
@@ -132,6 +164,13 @@ static jw_block *slab_take(mid_class *k, unsigned mc) {
     s = k->spare;
     k->spare = NULL;
     partial_add(k, s);
+  } else if (s != NULL && k->rq_shift != 63 && jw_pages_above_place(s)) {
+    /* Placement: every partial slab lies above the root the backend fills
+     * (the lowest is the head): a new slab, which the backend places low,
+     * rather than blocks that keep a high root alive; the high slabs only
+     * get blocks back now, empty and go back. */
+    jw_mid_slab *n = slab_new(mc);
+    if (n != NULL) partial_add(k, s = n);
   }
   if (s == NULL) {
     s = k->spare;
@@ -210,7 +249,7 @@ jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
   jw_block *b = jw_ptr_cache_take(&k->cache);
   if (b == NULL) {
     if (jw_lock_try(&k->lock, JW_LK_MIDEND)) {
-      drain_deferred(k);
+      class_locked(k);
       b = slab_take(k, mc);
       uint64_t mask = cache_mask(mc);
       for (int i = 0; b && i < BATCH; i++) {
@@ -268,7 +307,7 @@ static void mid_free(mid_class *k, jw_mid_slab *s, jw_block *b) {
    * under the lock's try: when it is busy, the cache as before. */
   uintptr_t low = jw_load(&k->low_root, JW_RELAXED);
   if (low != 0 && root_of(s) >= low && jw_lock_try(&k->lock, JW_LK_MIDEND)) {
-    drain_deferred(k);
+    class_locked(k);
     jw_mid_slab *spare = k->spare;
     slab_put_release(k, s, b);
     bool kick = k->spare != spare;
@@ -280,7 +319,7 @@ static void mid_free(mid_class *k, jw_mid_slab *s, jw_block *b) {
   bool kick = r == JW_PTR_CACHE_PUT_FIRST;
   if (r) {
   } else if (jw_lock_try(&k->lock, JW_LK_MIDEND)) {
-    drain_deferred(k);
+    class_locked(k);
     jw_mid_slab *spare = k->spare;
     slab_put_release(k, s, b);
     kick = k->spare != spare;
@@ -311,7 +350,7 @@ void jw_mid_give_back(jw_block *b, bool aged) {
     deferred_push(k, b);
     return;
   }
-  drain_deferred(k);
+  class_locked(k);
   jw_mid_slab *e = slab_put(k, s, b);
   jw_lock_release(&k->lock);
   if (e) {
@@ -329,7 +368,7 @@ bool jw_mid_trim(void) {
   for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) {
     mid_class *k = &classes[mc];
     if (!jw_lock_try(&k->lock, JW_LK_MIDEND)) continue;
-    drain_deferred(k);
+    class_locked(k);
     jw_block *b;
     while ((b = jw_ptr_cache_take(&k->cache)) != NULL) {
       jw_mid_slab *e = slab_put(k, slab_of(b), b);
@@ -371,7 +410,7 @@ uint64_t jw_mid_age(void) {
      * slabs left empty and the spare go back as aged ranges. */
     jw_mid_slab *out[JW_PTR_CACHE_SLOTS + 2];
     unsigned n = 0;
-    drain_deferred(k);
+    class_locked(k);
     jw_block *b;
     while (n < JW_PTR_CACHE_SLOTS && (b = jw_ptr_cache_take(&k->cache)) != NULL) {
       jw_mid_slab *e = slab_put(k, slab_of(b), b);

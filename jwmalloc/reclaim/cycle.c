@@ -92,6 +92,7 @@ uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait) {
     maybe_hold(HOLD_BATCH);
     released += jw_release_run(); /* filed by the next lock holder */
   }
+  jw_reclaim_place_check(mode == JW_RELEASE_DUE);
   token_give();
   return released;
 }
@@ -126,6 +127,9 @@ void jw_reclaim_get_stats(jw_reclaim_stats *o) {
   o->tier_passes = jw_load(&jw_rc.tier_passes, JW_RELAXED);
   o->tier_held_bytes = jw_load(&jw_rc.tier_held, JW_RELAXED);
   o->last_thread_checks = jw_load(&jw_rc.last_thread_checks, JW_RELAXED);
+  o->placement_on = jw_load(&jw_rc.place_on, JW_RELAXED);
+  o->placement_off = jw_load(&jw_rc.place_off, JW_RELAXED);
+  o->placement_active = jw_place_on();
 }
 
 static void set_hold(uint32_t v) {

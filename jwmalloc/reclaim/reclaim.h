@@ -127,6 +127,8 @@ typedef struct jw_reclaim_stats {
   uint64_t tier_passes;           /* aging passes over the tiers' caches */
   uint64_t tier_held_bytes;       /* after the last pass: bytes the tiers' caches still hold */
   uint64_t last_thread_checks;    /* wake-ups by jw_reclaim_last_thread_hint */
+  uint64_t placement_on, placement_off; /* switches by the trough detector (JWMALLOC_PLACEMENT=auto) */
+  int placement_active;           /* now: lowest-root-first placement on (backend.md 7b) */
   int thread_running;             /* now */
 } jw_reclaim_stats;
 void jw_reclaim_get_stats(jw_reclaim_stats *out);

@@ -29,10 +29,16 @@ typedef struct jw_reclaim_state {
   jw_lock aging;              /* the aging lock: held by the reclaimer during a tier pass, by fork */
   jw_atomic_u64 tier_held;    /* bytes the tiers' caches held after the last pass */
   jw_atomic_u32 tier_dirty;   /* a tier put pages in its cache since the last pass (jw_reclaim_kick) */
+  /* Placement's trough detector (placement.c, reclamation.md 6a): the
+   * highest live figure since placement last went off, the runs in a row
+   * that saw a trough (off: that saw it over; on: full cycles), pinned bytes
+   * at the switch on. Touched only under the reclaimer token. */
+  jw_atomic_u64 place_peak, place_on_pinned;
+  jw_atomic_u32 place_runs;
   /* Statistics: relaxed counters. */
   jw_atomic_u64 cycles, early_wakes, sync_releases, inline_cycles, held;
   jw_atomic_u64 thread_starts, thread_exits, thread_start_failures;
-  jw_atomic_u64 tier_passes, last_thread_checks;
+  jw_atomic_u64 tier_passes, last_thread_checks, place_on, place_off;
 } jw_reclaim_state;
 
 extern jw_reclaim_state jw_rc;
@@ -44,6 +50,10 @@ static inline void jw_rc_bump(jw_atomic_u64 *c) { jw_fetch_add(c, 1, JW_RELAXED)
  * wait != 0 waits for the token and the lock; 0 only tries them. Returns the
  * bytes released. */
 uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait);
+
+/* placement.c: the trough detector, at the end of every reclaimer run
+ * (token held, backend lock not held); `due`: a full cycle. */
+void jw_reclaim_place_check(int due);
 
 /* thread.c */
 void jw_reclaim_thread_ensure(void); /* start it, or run a due cycle without it */

@@ -1,0 +1,58 @@
+/* Placement on demand: the reclaimer's trough detector
+ * (JWMALLOC_PLACEMENT=auto). docs/design/reclamation.md, section 6a;
+ * the run-time switch of every tier: docs/design/backend.md, section 7b. */
+#include "../backend/backend.h"
+#include "reclaim_internal.h"
+
+#define MIB ((uint64_t)1 << 20)
+/* On: live at most two thirds of its peak and pinned >= 1.5 x live + 16 MiB,
+ * at two runs in a row. Off: pinned <= 1.25 x live + 8 MiB, and either
+ * pinned fell by a quarter since the switch on (roots went back) or that
+ * held for OFF_CYCLES full cycles (live grew to a new level and stayed). */
+#define ON_SLACK (16 * MIB)
+#define OFF_SLACK (8 * MIB)
+#define ON_RUNS 2u
+#define OFF_CYCLES 8u
+
+void jw_reclaim_place_check(int due) {
+  if (jw_pages_place_mode() != JW_PLACE_AUTO) return;
+  jw_backend_stats bs;
+  jw_backend_get_stats(&bs);
+  uint64_t live = bs.pages.live_bytes;
+  /* Entirely free roots waiting to age go back anyway: not pinned. */
+  uint64_t kept = bs.free_roots * (uint64_t)JW_ROOT;
+  uint64_t pinned = bs.pages.mapped_bytes > kept ? bs.pages.mapped_bytes - kept : 0;
+  /* The detector's state: the reclaimer token (held by the caller) orders
+   * every access; relaxed. */
+  uint64_t peak = jw_load(&jw_rc.place_peak, JW_RELAXED), mapped_peak = jw_backend_peak_live(0);
+  if (mapped_peak > peak) peak = mapped_peak;
+  if (live > peak) peak = live;
+  jw_store(&jw_rc.place_peak, peak, JW_RELAXED);
+  uint32_t runs = jw_load(&jw_rc.place_runs, JW_RELAXED);
+  if (jw_place_on()) {
+    if (pinned > live + live / 4 + OFF_SLACK) {
+      jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
+      if (due) jw_pages_place_trim(); /* the trough lasts: threads trim again at their next refill */
+      return;
+    }
+    if (due) jw_store(&jw_rc.place_runs, ++runs, JW_RELAXED);
+    if (pinned / 3 * 4 > jw_load(&jw_rc.place_on_pinned, JW_RELAXED) && runs < OFF_CYCLES) return;
+    jw_pages_place_switch(false);
+    jw_store(&jw_rc.place_peak, live, JW_RELAXED); /* the next peak is measured from here */
+    jw_backend_peak_live(1);
+    jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
+    jw_rc_bump(&jw_rc.place_off);
+    return;
+  }
+  if (live / 2 * 3 <= peak && pinned >= live + live / 2 + ON_SLACK) {
+    jw_store(&jw_rc.place_runs, ++runs, JW_RELAXED);
+    if (runs >= ON_RUNS) {
+      jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
+      jw_store(&jw_rc.place_on_pinned, pinned, JW_RELAXED);
+      jw_pages_place_switch(true); /* raises the epoch: the trim request */
+      jw_rc_bump(&jw_rc.place_on);
+    }
+  } else {
+    jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
+  }
+}

@@ -1,0 +1,128 @@
+/* Placement on demand, the trough detector (docs/design/reclamation.md 6a,
+ * JWMALLOC_PLACEMENT=auto, the default), through the library: one thread
+ * keeps a steady population of small and midend blocks (16 MiB), churning,
+ * for many reclaim cycles: placement must stay off (a steady load never
+ * meets the trough condition, whatever its fragmentation). Then it grows to
+ * 5x, churns, falls back to the steady count (the trough): the detector
+ * must switch placement on, and with it on the survivors move to the low
+ * roots, so that after the trough's churn the slabs in use (the backend's
+ * live bytes) are back within 1.15x the steady level and mapped memory below
+ * the peak's. Growing to the peak again switches it off.
+ *
+ * The reclaim interval is short (JWMALLOC_RECLAIM_INTERVAL_MS, set by CTest)
+ * so that cycles come often; every wait for a switch is bounded (a hang is a
+ * failure, not a duration). Usage: test_placement_auto
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "backend/page_source.h"
+#include "jwmalloc.h"
+#include "reclaim/reclaim.h"
+
+#include "check.h"
+
+#define STEADY ((size_t)16 << 20)
+#define CAP 200000
+
+static void *blk[CAP];
+static size_t sz[CAP], n, bytes;
+static uint64_t s = 88172645463325252ull;
+
+static uint64_t rnd(void) {
+  s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+  return s;
+}
+
+static size_t pick(void) { return rnd() % 100 < 75 ? 16 + rnd() % 1000 : 1024 + rnd() % 7000; }
+
+static void put(size_t i) {
+  sz[i] = pick();
+  blk[i] = jw_malloc(sz[i]);
+  CHECK(blk[i] != NULL, "jw_malloc");
+  *(size_t *)blk[i] = i;
+  bytes += sz[i];
+}
+
+static void drop(size_t i) {
+  CHECK(*(size_t *)blk[i] == i, "block %zu overwritten", i);
+  jw_free(blk[i]);
+  bytes -= sz[i];
+}
+
+static void churn(long ops) {
+  for (long k = 0; k < ops; k++) {
+    size_t i = rnd() % n;
+    drop(i);
+    put(i);
+  }
+}
+
+static void stats(jw_reclaim_stats *r, jw_pages_stats *p) {
+  jw_reclaim_get_stats(r);
+  jw_pages_get_stats(p);
+}
+
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+int main(void) {
+  long mode = -1;
+  CHECK(jw_option_get("PLACEMENT", &mode) == 0 && mode == 2, "PLACEMENT default %ld, want 2 (auto)", mode);
+  jw_reclaim_stats r;
+  jw_pages_stats p;
+  while (bytes < STEADY) put(n++);
+  size_t steady_n = n;
+  /* Steady: many reclaim cycles of churn, placement stays off. */
+  stats(&r, &p);
+  uint64_t c0 = r.cycles;
+  for (int i = 0; i < 400 && r.cycles < c0 + 20; i++) {
+    churn(20000);
+    nap_ms(2);
+    stats(&r, &p);
+  }
+  CHECK(r.cycles >= c0 + 20, "only %llu reclaim cycles in the steady phase", (unsigned long long)(r.cycles - c0));
+  CHECK(r.placement_on == 0 && !r.placement_active, "placement switched on in a steady load (%llu switches)",
+        (unsigned long long)r.placement_on);
+  uint64_t steady_live = p.live_bytes, steady_mapped = p.mapped_bytes;
+  /* Peak, then the trough. */
+  while (bytes < 5 * STEADY && n < CAP) put(n++);
+  churn(200000);
+  stats(&r, &p);
+  uint64_t peak_mapped = p.mapped_bytes;
+  while (n > steady_n) drop(--n);
+  for (int i = 0; i < 500 && !r.placement_active; i++) {
+    churn(2000);
+    nap_ms(2);
+    stats(&r, &p);
+  }
+  CHECK(r.placement_active && r.placement_on == 1, "placement not switched on after the peak (on %llu, active %d)",
+        (unsigned long long)r.placement_on, r.placement_active);
+  for (int round = 0; round < 10; round++) churn(200000);
+  stats(&r, &p);
+  printf("placement auto: steady live %.1f MiB mapped %.1f; peak mapped %.1f; after the trough live %.1f MiB (%.2fx) "
+         "mapped %.1f (%.2fx); switches on %llu off %llu\n",
+         steady_live / 1048576.0, steady_mapped / 1048576.0, peak_mapped / 1048576.0, p.live_bytes / 1048576.0,
+         (double)p.live_bytes / (double)steady_live, p.mapped_bytes / 1048576.0,
+         (double)p.mapped_bytes / (double)steady_mapped, (unsigned long long)r.placement_on,
+         (unsigned long long)r.placement_off);
+  CHECK(p.live_bytes * 100 <= steady_live * 115, "slabs in use after the trough %.2fx the steady level",
+        (double)p.live_bytes / (double)steady_live);
+  CHECK(p.mapped_bytes < peak_mapped, "mapped after the trough %llu not below the peak's %llu",
+        (unsigned long long)p.mapped_bytes, (unsigned long long)peak_mapped);
+  /* Back to the peak: mapped is in use again, placement goes off. */
+  while (bytes < 5 * STEADY && n < CAP) put(n++);
+  for (int i = 0; i < 500 && r.placement_active; i++) {
+    churn(2000);
+    nap_ms(2);
+    stats(&r, &p);
+  }
+  CHECK(!r.placement_active && r.placement_off >= 1, "placement still on at the second peak (off %llu)",
+        (unsigned long long)r.placement_off);
+  while (n) drop(--n);
+  return failures ? 1 : 0;
+}
