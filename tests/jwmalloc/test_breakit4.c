@@ -1,0 +1,439 @@
+/* breakit4: hostile cases for batched cross-thread frees (docs/design/
+ * frontend.md, "Batched remote frees") and placement on demand (backend.md
+ * 7b, reclamation.md 6a). Each case asserts what a user relies on.
+ *
+ * Usage: test_breakit4 CASE [SCALE]
+ *   keys       every pthread key taken before jwmalloc's constructor
+ *              (BREAKIT4_EXHAUST_KEYS=1 in the environment: a constructor of
+ *              priority 101 takes them): jwmalloc has no exit hook, so it
+ *              must not touch the program's keys, and a thread's
+ *              cross-thread frees must still reach their slab when it exits
+ *   lastround  a thread's first cross-thread frees come from a key's
+ *              destructor in glibc's last destructor round (after
+ *              PTHREAD_DESTRUCTOR_ITERATIONS - 1 rounds of re-setting it):
+ *              jwmalloc's exit hook registered then never runs; the frees
+ *              must still reach their slab (its page comes back)
+ *   placerace  jw_option_set("PLACEMENT", 0/1) from two threads at once,
+ *              many rounds: afterwards the option, the backend's mode and
+ *              the switch in force agree
+ *   flipexit   threads that allocate in every tier, free across threads
+ *              (chains pending), trim and exit, while three threads flip
+ *              PLACEMENT and raise the trim epoch (run with JWMALLOC_CHECK=1:
+ *              queues checked at every conversion, the backend's trees on
+ *              every operation): every block's pattern intact, nothing live
+ *              at the end, backend check clean
+ *   fork       a thread forks with a chain pending on another thread's slab:
+ *              in the child, a second free of a chained block is reported
+ *              (abort off), the chain is pushed by malloc_trim, allocation
+ *              works; in the parent the chain still reaches its slab
+ * SCALE: percent of the full size (sanitizer builds).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "backend/page_source.h"
+#include "checked_blocks.h"
+#include "jwmalloc.h"
+
+static int scale = 100;
+static long scaled(long n) { return n * scale / 100 > 0 ? n * scale / 100 : 1; }
+
+#define CHECK(c, ...)            \
+  do {                           \
+    if (!(c)) FAIL(__VA_ARGS__); \
+  } while (0)
+
+static jw_stats st(void) {
+  jw_stats s;
+  jw_stats_get(&s, sizeof s);
+  return s;
+}
+
+static long pages_live(void) { return (long)st().page_source_live_bytes; }
+
+/* ---- step handshake between the threads of one case ---- */
+
+static pthread_mutex_t step_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t step_cv = PTHREAD_COND_INITIALIZER;
+static int step;
+
+static void wait_step(int want) {
+  pthread_mutex_lock(&step_mu);
+  while (step < want) pthread_cond_wait(&step_cv, &step_mu);
+  pthread_mutex_unlock(&step_mu);
+}
+
+static void set_step(int s) {
+  pthread_mutex_lock(&step_mu);
+  step = s;
+  pthread_cond_broadcast(&step_cv);
+  pthread_mutex_unlock(&step_mu);
+}
+
+/* One slab's worth of blocks of one class, handed out by an owner thread
+ * (32 bytes: 126 blocks a slab; 60 stay in its current slab). */
+#define NB 60
+#define BSIZE 32
+static void *blocks[NB];
+
+/* The owner of `blocks`: allocates them (step 1), waits until the
+ * consumer is done (step 3), frees the rest itself, trims, and measures
+ * whether its slab went back (step 4 reports). */
+static long owner_before, owner_after;
+static int owner_first_free = 10; /* blocks [0, first) are the consumer's */
+static void *owner_thread(void *arg) {
+  (void)arg;
+  jw_free(jw_malloc(BSIZE)); /* a cache, and a slab of the class */
+  jw_malloc_trim(0);
+  owner_before = pages_live();
+  for (int i = 0; i < NB; i++) blocks[i] = make(BSIZE, (uint64_t)i + 11);
+  set_step(1);
+  wait_step(3);
+  for (int i = owner_first_free; i < NB; i++) check_and_free(blocks[i]);
+  jw_malloc_trim(0);
+  owner_after = pages_live();
+  set_step(4);
+  wait_step(5);
+  return NULL;
+}
+
+/* ---- keys: no exit hook ---- */
+
+static pthread_key_t prog_keys[PTHREAD_KEYS_MAX + 1];
+static int prog_nkeys;
+static atomic_int dtor_bad, dtor_calls;
+static char sentinel[4];
+
+static void prog_dtor(void *v) {
+  atomic_fetch_add(&dtor_calls, 1);
+  if (v != &sentinel[0] && v != &sentinel[1]) atomic_fetch_add(&dtor_bad, 1);
+}
+
+/* Before jwmalloc's own constructor (priority 101 runs before the default),
+ * when asked: every key the process can have. */
+__attribute__((constructor(101))) static void exhaust_keys(void) {
+  if (getenv("BREAKIT4_EXHAUST_KEYS") == NULL) return;
+  while (prog_nkeys < PTHREAD_KEYS_MAX + 1 && pthread_key_create(&prog_keys[prog_nkeys], prog_dtor) == 0)
+    prog_nkeys++;
+}
+
+static atomic_int consumer_ready;
+static void *keys_consumer(void *arg) {
+  (void)arg;
+  for (int i = 0; i < prog_nkeys; i++) pthread_setspecific(prog_keys[i], &sentinel[0]);
+  /* A thread cache first (without an exit hook it is never recycled: its
+   * pages stay, so they are taken before the owner measures). */
+  jw_free(jw_malloc(24));
+  jw_free(jw_malloc(3000));
+  atomic_store(&consumer_ready, 1);
+  wait_step(1);
+  for (int i = 0; i < owner_first_free; i++) check_and_free(blocks[i]); /* cross-thread: a chain if hooked */
+  for (int i = 0; i < prog_nkeys; i++)
+    if (pthread_getspecific(prog_keys[i]) != &sentinel[0]) {
+      FAIL("keys: jwmalloc changed the program's key %u (value %p)", (unsigned)prog_keys[i],
+           pthread_getspecific(prog_keys[i]));
+      break;
+    }
+  return NULL;
+}
+
+static int case_keys(void) {
+  if (getenv("BREAKIT4_EXHAUST_KEYS") == NULL) {
+    fprintf(stderr, "keys: run with BREAKIT4_EXHAUST_KEYS=1\n");
+    return 2;
+  }
+  pthread_key_t extra;
+  if (pthread_key_create(&extra, NULL) == 0) {
+    printf("keys: SKIP: the keys could not all be taken (%d)\n", prog_nkeys);
+    return 77;
+  }
+  step = 0;
+  pthread_t to, tc;
+  pthread_create(&tc, NULL, keys_consumer, NULL);
+  while (!atomic_load(&consumer_ready)) sched_yield();
+  pthread_create(&to, NULL, owner_thread, NULL);
+  pthread_join(tc, NULL);
+  set_step(3);
+  wait_step(4);
+  set_step(5);
+  pthread_join(to, NULL);
+  CHECK(atomic_load(&dtor_bad) == 0, "keys: a program key's destructor got %d values it never set",
+        atomic_load(&dtor_bad));
+  CHECK(owner_after <= owner_before,
+        "keys: the consumer's cross-thread frees never reached the slab: %ld bytes still live after the owner "
+        "freed the rest and trimmed",
+        owner_after - owner_before);
+  if (!failures) printf("keys: %d keys taken before jwmalloc; program keys untouched, %d destructor calls, frees reached the "
+         "slab\n",
+         prog_nkeys, atomic_load(&dtor_calls));
+  return failures ? 1 : 0;
+}
+
+/* ---- lastround: first frees in the last destructor round ---- */
+
+static pthread_key_t late_key;
+static int late_rounds;
+
+static void late_dtor(void *v) {
+  (void)v;
+  if (++late_rounds < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    pthread_setspecific(late_key, &sentinel[1]); /* run again next round */
+    return;
+  }
+  for (int i = 0; i < owner_first_free; i++) check_and_free(blocks[i]);
+}
+
+static void *late_consumer(void *arg) {
+  (void)arg;
+  wait_step(1);
+  pthread_setspecific(late_key, &sentinel[1]);
+  return NULL; /* its first frees come from late_dtor */
+}
+
+static int case_lastround(void) {
+  pthread_key_create(&late_key, late_dtor);
+  step = 0;
+  pthread_t to, tc;
+  pthread_create(&to, NULL, owner_thread, NULL);
+  pthread_create(&tc, NULL, late_consumer, NULL);
+  pthread_join(tc, NULL);
+  CHECK(late_rounds == PTHREAD_DESTRUCTOR_ITERATIONS, "lastround: the destructor ran %d rounds", late_rounds);
+  set_step(3);
+  wait_step(4);
+  set_step(5);
+  pthread_join(to, NULL);
+  CHECK(owner_after <= owner_before,
+        "lastround: frees made in the last destructor round never reached the slab: %ld bytes still live after "
+        "the owner freed the rest and trimmed",
+        owner_after - owner_before);
+  if (!failures) printf("lastround: frees from the last destructor round reached the slab\n");
+  return failures ? 1 : 0;
+}
+
+/* ---- placerace: concurrent switches agree at the end ---- */
+
+static pthread_barrier_t bar;
+static long race_rounds;
+static atomic_int race_stop;
+
+static void *racer(void *arg) {
+  long me = (long)arg;
+  for (long r = 0; r < race_rounds; r++) {
+    pthread_barrier_wait(&bar);
+    /* Both threads set, one 0 and one 1 (which one alternates). */
+    CHECK(jw_option_set("PLACEMENT", (me + r) & 1) == 0, "placerace: jw_option_set failed");
+    pthread_barrier_wait(&bar);
+    pthread_barrier_wait(&bar); /* main checks in between */
+  }
+  return NULL;
+}
+
+static int case_placerace(void) {
+  race_rounds = scaled(20000);
+  pthread_barrier_init(&bar, NULL, 3);
+  pthread_t t[2];
+  for (long i = 0; i < 2; i++) pthread_create(&t[i], NULL, racer, (void *)i);
+  long bad = 0, first_bad = -1, opt_mode_differ = 0;
+  for (long r = 0; r < race_rounds; r++) {
+    pthread_barrier_wait(&bar);
+    pthread_barrier_wait(&bar);
+    long opt = -1;
+    jw_option_get("PLACEMENT", &opt);
+    unsigned mode = jw_pages_place_mode();
+    bool on = jw_place_on();
+    if ((long)mode != opt) opt_mode_differ++;
+    if ((mode == JW_PLACE_ON) != on) {
+      if (bad++ == 0) first_bad = r;
+    }
+    pthread_barrier_wait(&bar);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  CHECK(bad == 0, "placerace: %ld of %ld rounds ended with the mode and the switch in force disagreeing (first at "
+        "round %ld): PLACEMENT reads one thing, the tiers do the other",
+        bad, race_rounds, first_bad);
+  CHECK(opt_mode_differ == 0, "placerace: %ld of %ld rounds ended with jw_option_get(PLACEMENT) and the backend's "
+        "mode disagreeing", opt_mode_differ, race_rounds);
+  printf("placerace: %ld rounds of two concurrent switches; %ld disagreements (switch), %ld (option vs mode)\n",
+         race_rounds, bad, opt_mode_differ);
+  return failures ? 1 : 0;
+}
+
+/* ---- flipexit: flips during trims, chains and thread exits ---- */
+
+#define MBOX 512
+static pthread_mutex_t mbox_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *mbox[MBOX];
+static int mbox_n;
+static atomic_long flips, exits_done, checked_blocks;
+
+static size_t pick(uint64_t *s) {
+  unsigned r = (unsigned)(rnd(s) % 100);
+  if (r < 70) return 16 + rnd(s) % 1500;
+  if (r < 90) return 2100 + rnd(s) % 12000;
+  return 16384 + rnd(s) % (60 * 1024);
+}
+
+/* Trades blocks with the others: puts `p` in, takes one out to free. */
+static void *trade(void *p) {
+  pthread_mutex_lock(&mbox_mu);
+  void *out = NULL;
+  if (mbox_n == MBOX || (p == NULL && mbox_n > 0)) out = mbox[--mbox_n];
+  else if (mbox_n > 0 && (((uintptr_t)p >> 4) & 1)) out = mbox[--mbox_n];
+  if (p) mbox[mbox_n++] = p;
+  pthread_mutex_unlock(&mbox_mu);
+  return out;
+}
+
+static void *churner(void *arg) {
+  uint64_t s = (uint64_t)(uintptr_t)arg * 0x9e3779b97f4a7c15ULL + 1;
+  enum { K = 200 };
+  void *mine[K] = {0};
+  long ops = scaled(15000);
+  for (long i = 0; i < ops; i++) {
+    unsigned k = (unsigned)(rnd(&s) % K);
+    if (mine[k]) {
+      if (rnd(&s) % 3 == 0) {
+        void *o = trade(mine[k]); /* someone else frees it */
+        if (o) check_and_free(o), atomic_fetch_add(&checked_blocks, 1);
+      } else {
+        check_and_free(mine[k]), atomic_fetch_add(&checked_blocks, 1);
+      }
+      mine[k] = NULL;
+    } else {
+      mine[k] = make(pick(&s), rnd(&s));
+    }
+    if (i % 1500 == 1499) jw_malloc_trim(0);
+  }
+  /* Exit with a chain likely pending and blocks of ours in others' hands. */
+  for (unsigned k = 0; k < K; k++)
+    if (mine[k]) {
+      if (k & 1) {
+        void *o = trade(mine[k]);
+        if (o) check_and_free(o), atomic_fetch_add(&checked_blocks, 1);
+      } else {
+        check_and_free(mine[k]), atomic_fetch_add(&checked_blocks, 1);
+      }
+    }
+  atomic_fetch_add(&exits_done, 1);
+  return NULL;
+}
+
+static void *flipper(void *arg) {
+  long me = (long)arg;
+  uint64_t s = (uint64_t)me + 99;
+  static const long modes[] = {1, 0, 2};
+  while (!atomic_load(&race_stop)) {
+    long m = modes[rnd(&s) % 3];
+    CHECK(jw_option_set("PLACEMENT", m) == 0, "flipexit: jw_option_set(%ld)", m);
+    if (rnd(&s) & 1) jw_pages_place_trim();
+    atomic_fetch_add(&flips, 1);
+    if (me == 0 && rnd(&s) % 64 == 0) jw_malloc_trim(0);
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+static int case_flipexit(void) {
+  pthread_t fl[3];
+  for (long i = 0; i < 3; i++) pthread_create(&fl[i], NULL, flipper, (void *)i);
+  long gens = scaled(12);
+  for (long g = 0; g < gens; g++) {
+    pthread_t w[3];
+    for (long i = 0; i < 3; i++) pthread_create(&w[i], NULL, churner, (void *)(g * 3 + i + 1));
+    for (int i = 0; i < 3; i++) pthread_join(w[i], NULL);
+    char err[256];
+    CHECK(jw_backend_check_all(err, sizeof err) == 0, "flipexit: backend check after generation %ld: %s", g, err);
+  }
+  atomic_store(&race_stop, 1);
+  for (int i = 0; i < 3; i++) pthread_join(fl[i], NULL);
+  void *o;
+  while ((o = trade(NULL)) != NULL) check_and_free(o), atomic_fetch_add(&checked_blocks, 1);
+  jw_option_set("PLACEMENT", 0);
+  jw_malloc_trim(0);
+  char err[256];
+  CHECK(jw_backend_check_all(err, sizeof err) == 0, "flipexit: backend check at the end: %s", err);
+  jw_stats e = st();
+  CHECK(e.small_mallocs == e.small_frees, "flipexit: small mallocs %llu != frees %llu with every block freed",
+        (unsigned long long)e.small_mallocs, (unsigned long long)e.small_frees);
+  CHECK(e.page_source_live_bytes == 0 || e.page_source_live_bytes <= 64 * 4096,
+        "flipexit: %llu bytes of pages live with every block freed and every thread gone",
+        (unsigned long long)e.page_source_live_bytes);
+  printf("flipexit: %ld generations of 3 threads, %ld flips, %ld blocks checked, %llu bytes live at the end\n",
+         gens, atomic_load(&flips), atomic_load(&checked_blocks), (unsigned long long)e.page_source_live_bytes);
+  return failures ? 1 : 0;
+}
+
+/* ---- fork with a chain pending ---- */
+
+static void *fork_consumer(void *arg) {
+  (void)arg;
+  wait_step(1);
+  for (int i = 0; i < owner_first_free; i++) check_and_free(blocks[i]); /* a chain of 10, pending */
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* The child: a second free of a chained block is a double free. */
+    jw_option_set("ABORT_ON_ERROR", 0);
+    long inv0 = (long)st().invalid_frees;
+    jw_free(blocks[3]);
+    long inv1 = (long)st().invalid_frees;
+    jw_malloc_trim(0); /* pushes the chain */
+    for (int i = 0; i < 1000; i++) {
+      void *p = make(16 + (size_t)i % 500, (uint64_t)i);
+      if (p == NULL) _exit(3);
+      check_and_free(p);
+    }
+    _exit(inv1 == inv0 + 1 && failures == 0 ? 0 : 4);
+  }
+  int status = 0;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork: fork/waitpid failed");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "fork: the child failed (status %#x: 4 = double free of a chained block not reported)", status);
+  return NULL; /* the chain is pushed at exit */
+}
+
+static int case_fork(void) {
+  step = 0;
+  pthread_t to, tc;
+  pthread_create(&to, NULL, owner_thread, NULL);
+  pthread_create(&tc, NULL, fork_consumer, NULL);
+  pthread_join(tc, NULL);
+  set_step(3);
+  wait_step(4);
+  set_step(5);
+  pthread_join(to, NULL);
+  CHECK(owner_after <= owner_before, "fork: the forking thread's chain never reached the slab (%ld bytes live)",
+        owner_after - owner_before);
+  if (!failures) printf("fork: chained block's second free reported in the child, chain pushed in both\n");
+  return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s keys|lastround|placerace|flipexit|fork [SCALE]\n", argv[0]);
+    return 2;
+  }
+  if (argc > 2) scale = atoi(argv[2]);
+  if (scale <= 0) scale = 100;
+  setvbuf(stdout, NULL, _IONBF, 0);
+  if (!strcmp(argv[1], "keys")) return case_keys();
+  if (!strcmp(argv[1], "lastround")) return case_lastround();
+  if (!strcmp(argv[1], "placerace")) return case_placerace();
+  if (!strcmp(argv[1], "flipexit")) return case_flipexit();
+  if (!strcmp(argv[1], "fork")) return case_fork();
+  fprintf(stderr, "%s: unknown case %s\n", argv[0], argv[1]);
+  return 2;
+}
