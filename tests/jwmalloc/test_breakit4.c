@@ -26,6 +26,18 @@
  *              in the child, a second free of a chained block is reported
  *              (abort off), the chain is pushed by malloc_trim, allocation
  *              works; in the parent the chain still reaches its slab
+ *   dtorchain  a key's destructor that runs before jwmalloc's (its key made
+ *              first) frees blocks of another thread's slab (a chain): the
+ *              chain reaches its slab (jwmalloc's hook, later, pushes it)
+ *   dtorexit   the same destructor then calls pthread_exit (undefined by
+ *              POSIX): the chain should still reach its slab (not in the
+ *              default run: glibc 2.36 runs no further destructor, so it does
+ *              not; see the report)
+ *   sigfree    cross-thread frees from a signal handler (SIGPROF at a high
+ *              rate) while the interrupted thread makes cross-thread frees of
+ *              the same class: async-signal frees are not allowed by POSIX;
+ *              this shows whether they corrupt silently (not in the default
+ *              run: see the report)
  * SCALE: percent of the full size (sanitizer builds).
  */
 #define _GNU_SOURCE
@@ -38,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -123,8 +136,13 @@ static void prog_dtor(void *v) {
 
 /* Before jwmalloc's own constructor (priority 101 runs before the default),
  * when asked: every key the process can have. */
+static pthread_key_t early_key;
+static void early_dtor(void *v);
 __attribute__((constructor(101))) static void exhaust_keys(void) {
-  if (getenv("BREAKIT4_EXHAUST_KEYS") == NULL) return;
+  if (getenv("BREAKIT4_EXHAUST_KEYS") == NULL) {
+    pthread_key_create(&early_key, early_dtor); /* before jwmalloc's exit key: its destructor runs first */
+    return;
+  }
   while (prog_nkeys < PTHREAD_KEYS_MAX + 1 && pthread_key_create(&prog_keys[prog_nkeys], prog_dtor) == 0)
     prog_nkeys++;
 }
@@ -421,9 +439,131 @@ static int case_fork(void) {
   return failures ? 1 : 0;
 }
 
+
+/* ---- dtorexit: pthread_exit inside a destructor, chain pending ---- */
+
+static int dtor_do_exit;
+static void early_dtor(void *v) {
+  (void)v;
+  for (int i = 1; i < owner_first_free; i++) check_and_free(blocks[i]); /* joins the chain of blocks[0] */
+  if (dtor_do_exit) pthread_exit(NULL);
+}
+
+static void *dtorexit_consumer(void *arg) {
+  (void)arg;
+  wait_step(1);
+  check_and_free(blocks[0]); /* registers the exit hook (uncached), starts a chain */
+  pthread_setspecific(early_key, &sentinel[2]);
+  return NULL;
+}
+
+static int case_dtorexit(int do_exit) {
+  dtor_do_exit = do_exit;
+  step = 0;
+  pthread_t to, tc;
+  pthread_create(&to, NULL, owner_thread, NULL);
+  pthread_create(&tc, NULL, dtorexit_consumer, NULL);
+  pthread_join(tc, NULL);
+  set_step(3);
+  wait_step(4);
+  set_step(5);
+  pthread_join(to, NULL);
+  CHECK(owner_after <= owner_before,
+        "%s: the chain of a thread that freed in a destructor run before jwmalloc's%s never reached the slab "
+        "(%ld bytes live)",
+        do_exit ? "dtorexit" : "dtorchain", do_exit ? " and called pthread_exit there" : "",
+        owner_after - owner_before);
+  if (!failures)
+    printf("%s: frees in a destructor run before jwmalloc's%s: the chain reached its slab\n",
+           do_exit ? "dtorexit" : "dtorchain", do_exit ? ", then pthread_exit" : "");
+  return failures ? 1 : 0;
+}
+
+/* ---- sigfree: frees from a signal handler ---- */
+
+#define SIG_NB 4096
+static void *sig_blocks[SIG_NB];
+static volatile sig_atomic_t sig_next, sig_count;
+static void **main_blocks;
+static long main_nb;
+
+static void on_prof(int sig) {
+  (void)sig;
+  int i = sig_next;
+  if (i < SIG_NB) {
+    sig_next = i + 1;
+    jw_free(sig_blocks[i]); /* another thread's block, the class the main thread frees */
+    sig_count++;
+  }
+}
+
+static pthread_t main_thread;
+static atomic_int sig_stop;
+/* Signals the main thread as fast as it can (a timer's rate is too low to
+ * land inside a chain's few instructions often). */
+static void *sig_killer(void *arg) {
+  (void)arg;
+  while (!atomic_load(&sig_stop) && sig_next < SIG_NB) {
+    pthread_kill(main_thread, SIGPROF);
+    for (volatile int i = 0; i < 200; i++) {
+    }
+  }
+  return NULL;
+}
+
+static void *sig_owner(void *arg) {
+  (void)arg;
+  for (int i = 0; i < SIG_NB; i++) sig_blocks[i] = jw_malloc(BSIZE);
+  for (long i = 0; i < main_nb; i++) main_blocks[i] = jw_malloc(BSIZE);
+  set_step(1);
+  wait_step(3);
+  jw_malloc_trim(0);
+  owner_after = pages_live();
+  set_step(4);
+  wait_step(5);
+  return NULL;
+}
+
+static int case_sigfree(void) {
+  main_nb = scaled(2000000);
+  main_blocks = calloc((size_t)main_nb, sizeof *main_blocks);
+  step = 0;
+  long before = pages_live();
+  jw_stats a = st();
+  pthread_t to;
+  pthread_create(&to, NULL, sig_owner, NULL);
+  wait_step(1);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_prof;
+  sigaction(SIGPROF, &sa, NULL);
+  main_thread = pthread_self();
+  pthread_t killer;
+  pthread_create(&killer, NULL, sig_killer, NULL);
+  for (long i = 0; i < main_nb; i++) jw_free(main_blocks[i]);
+  atomic_store(&sig_stop, 1);
+  pthread_join(killer, NULL);
+  for (int i = sig_next; i < SIG_NB; i++) jw_free(sig_blocks[i]);
+  jw_malloc_trim(0); /* pushes the main thread's chains */
+  set_step(3);
+  wait_step(4);
+  set_step(5);
+  pthread_join(to, NULL);
+  jw_stats e = st();
+  CHECK(e.small_mallocs - a.small_mallocs == e.small_frees - a.small_frees,
+        "sigfree: %llu small mallocs, %llu frees", (unsigned long long)(e.small_mallocs - a.small_mallocs),
+        (unsigned long long)(e.small_frees - a.small_frees));
+  CHECK(owner_after <= before, "sigfree: %ld bytes of pages still live with every block freed (%d frees from the "
+        "handler): blocks lost from a chain", owner_after - before, (int)sig_count);
+  printf("sigfree: %ld frees, %d of them from the signal handler; %ld bytes live at the end\n", main_nb,
+         (int)sig_count, owner_after - before);
+  free(main_blocks);
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s keys|lastround|placerace|flipexit|fork [SCALE]\n", argv[0]);
+    fprintf(stderr, "usage: %s keys|lastround|placerace|flipexit|fork|dtorchain|dtorexit|sigfree [SCALE]\n", argv[0]);
     return 2;
   }
   if (argc > 2) scale = atoi(argv[2]);
@@ -434,6 +574,9 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "placerace")) return case_placerace();
   if (!strcmp(argv[1], "flipexit")) return case_flipexit();
   if (!strcmp(argv[1], "fork")) return case_fork();
+  if (!strcmp(argv[1], "dtorchain")) return case_dtorexit(0);
+  if (!strcmp(argv[1], "dtorexit")) return case_dtorexit(1);
+  if (!strcmp(argv[1], "sigfree")) return case_sigfree();
   fprintf(stderr, "%s: unknown case %s\n", argv[0], argv[1]);
   return 2;
 }
