@@ -26,6 +26,16 @@
  *              in the child, a second free of a chained block is reported
  *              (abort off), the chain is pushed by malloc_trim, allocation
  *              works; in the parent the chain still reaches its slab
+ *   dblabandon a block on a pending chain freed again (abort off) after its
+ *              slab's owner exited: reported once, the abandoned slab's count
+ *              not lowered by it (the other blocks' frees are valid, none
+ *              reported), and the page comes back after the last block
+ *   keys40     (the drop-in build, BREAKIT4_KEYS40=1: 40 keys taken before
+ *              jwmalloc's, so its exit key needs glibc's second-level array,
+ *              allocated by calloc, i.e. by jwmalloc itself, on each thread's
+ *              first pthread_setspecific) a thread whose first call is a
+ *              cross-thread free, and one whose first call is a malloc, each
+ *              leave a chain at exit: both chains reach the slab
  *   dtorchain  a key's destructor that runs before jwmalloc's (its key made
  *              first) frees blocks of another thread's slab (a chain): the
  *              chain reaches its slab (jwmalloc's hook, later, pushes it)
@@ -141,6 +151,8 @@ static void early_dtor(void *v);
 __attribute__((constructor(101))) static void exhaust_keys(void) {
   if (getenv("BREAKIT4_EXHAUST_KEYS") == NULL) {
     pthread_key_create(&early_key, early_dtor); /* before jwmalloc's exit key: its destructor runs first */
+    if (getenv("BREAKIT4_KEYS40"))
+      while (prog_nkeys < 40 && pthread_key_create(&prog_keys[prog_nkeys], prog_dtor) == 0) prog_nkeys++;
     return;
   }
   while (prog_nkeys < PTHREAD_KEYS_MAX + 1 && pthread_key_create(&prog_keys[prog_nkeys], prog_dtor) == 0)
@@ -440,6 +452,93 @@ static int case_fork(void) {
 }
 
 
+/* ---- dblabandon: a chained block freed again after its owner exited ---- */
+
+static void *exiting_owner(void *arg) {
+  (void)arg;
+  for (int i = 0; i < NB; i++) blocks[i] = make(BSIZE, (uint64_t)i + 5);
+  set_step(1);
+  wait_step(2);
+  return NULL; /* exits: its slab is abandoned with every block out */
+}
+
+static void *dbl_consumer(void *arg) {
+  (void)arg;
+  wait_step(1);
+  for (int i = 0; i < 10; i++) check_and_free(blocks[i]); /* a chain of 10, pending */
+  set_step(2);
+  wait_step(3);
+  jw_free(blocks[3]); /* again: on our own pending chain, owner gone */
+  set_step(4);
+  wait_step(5);
+  for (int i = 10; i < NB; i++) check_and_free(blocks[i]);
+  return NULL; /* its exit pushes the chain: the slab's last blocks */
+}
+
+static int case_dblabandon(void) {
+  jw_option_set("ABORT_ON_ERROR", 0);
+  jw_malloc_trim(0);
+  long before = pages_live();
+  jw_stats a = st();
+  step = 0;
+  pthread_t to, tc;
+  pthread_create(&to, NULL, exiting_owner, NULL);
+  pthread_create(&tc, NULL, dbl_consumer, NULL);
+  pthread_join(to, NULL);
+  set_step(3);
+  wait_step(4);
+  jw_free(blocks[5]); /* and from a third thread */
+  jw_stats m = st();
+  CHECK(m.invalid_frees == a.invalid_frees + 2, "dblabandon: %llu of 2 double frees of chained blocks reported",
+        (unsigned long long)(m.invalid_frees - a.invalid_frees));
+  set_step(5);
+  pthread_join(tc, NULL);
+  jw_malloc_trim(0);
+  jw_stats e = st();
+  CHECK(e.invalid_frees == m.invalid_frees, "dblabandon: %llu valid frees reported as bad after the double frees",
+        (unsigned long long)(e.invalid_frees - m.invalid_frees));
+  CHECK(e.abandoned_slabs >= a.abandoned_slabs + 1, "dblabandon: the owner's slab was not abandoned");
+  CHECK((long)e.page_source_live_bytes <= before, "dblabandon: %ld bytes live after every block was freed",
+        (long)e.page_source_live_bytes - before);
+  jw_option_set("ABORT_ON_ERROR", 1);
+  if (!failures) printf("dblabandon: double frees of a chained block of an abandoned slab reported, page back\n");
+  return failures ? 1 : 0;
+}
+
+/* ---- keys40: jwmalloc's exit key beyond glibc's first 32 ---- */
+
+static int k40_malloc_first;
+static void *k40_consumer(void *arg) {
+  (void)arg;
+  wait_step(1);
+  if (k40_malloc_first) free(malloc(40));
+  for (int i = 0; i < owner_first_free; i++) check_and_free(blocks[i]);
+  return NULL; /* its exit pushes the chain */
+}
+
+static int case_keys40(void) {
+  if (prog_nkeys < 40) {
+    fprintf(stderr, "keys40: run with BREAKIT4_KEYS40=1\n");
+    return 2;
+  }
+  for (k40_malloc_first = 0; k40_malloc_first < 2; k40_malloc_first++) {
+    step = 0;
+    pthread_t to, tc;
+    pthread_create(&to, NULL, owner_thread, NULL);
+    pthread_create(&tc, NULL, k40_consumer, NULL);
+    pthread_join(tc, NULL);
+    set_step(3);
+    wait_step(4);
+    set_step(5);
+    pthread_join(to, NULL);
+    CHECK(owner_after <= owner_before,
+          "keys40 (first call %s): the consumer's chain never reached the slab (%ld bytes live)",
+          k40_malloc_first ? "malloc" : "a cross-thread free", owner_after - owner_before);
+  }
+  if (!failures) printf("keys40: exit key past glibc's first 32: chains of both threads reached the slab\n");
+  return failures ? 1 : 0;
+}
+
 /* ---- dtorexit: pthread_exit inside a destructor, chain pending ---- */
 
 static int dtor_do_exit;
@@ -563,7 +662,7 @@ static int case_sigfree(void) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s keys|lastround|placerace|flipexit|fork|dtorchain|dtorexit|sigfree [SCALE]\n", argv[0]);
+    fprintf(stderr, "usage: %s keys|keys40|lastround|placerace|flipexit|fork|dblabandon|dtorchain|dtorexit|sigfree [SCALE]\n", argv[0]);
     return 2;
   }
   if (argc > 2) scale = atoi(argv[2]);
@@ -574,6 +673,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "placerace")) return case_placerace();
   if (!strcmp(argv[1], "flipexit")) return case_flipexit();
   if (!strcmp(argv[1], "fork")) return case_fork();
+  if (!strcmp(argv[1], "dblabandon")) return case_dblabandon();
+  if (!strcmp(argv[1], "keys40")) return case_keys40();
   if (!strcmp(argv[1], "dtorchain")) return case_dtorexit(0);
   if (!strcmp(argv[1], "dtorexit")) return case_dtorexit(1);
   if (!strcmp(argv[1], "sigfree")) return case_sigfree();
