@@ -132,6 +132,24 @@ static void *owner_thread(void *arg) {
   return NULL;
 }
 
+/* Runs owner_thread against `consumer` (which waits for step 1, frees
+ * blocks [0, owner_first_free) and exits; `ready`, when not NULL, is
+ * awaited before the owner starts); then the owner frees the rest, trims and
+ * measures. Returns with owner_before/owner_after set. */
+static void run_owner_consumer(void *(*consumer)(void *), atomic_int *ready) {
+  step = 0;
+  pthread_t to, tc;
+  pthread_create(&tc, NULL, consumer, NULL);
+  if (ready)
+    while (!atomic_load(ready)) sched_yield();
+  pthread_create(&to, NULL, owner_thread, NULL);
+  pthread_join(tc, NULL);
+  set_step(3);
+  wait_step(4);
+  set_step(5);
+  pthread_join(to, NULL);
+}
+
 /* ---- keys: no exit hook ---- */
 
 static pthread_key_t prog_keys[PTHREAD_KEYS_MAX + 1];
@@ -189,16 +207,7 @@ static int case_keys(void) {
     printf("keys: SKIP: the keys could not all be taken (%d)\n", prog_nkeys);
     return 77;
   }
-  step = 0;
-  pthread_t to, tc;
-  pthread_create(&tc, NULL, keys_consumer, NULL);
-  while (!atomic_load(&consumer_ready)) sched_yield();
-  pthread_create(&to, NULL, owner_thread, NULL);
-  pthread_join(tc, NULL);
-  set_step(3);
-  wait_step(4);
-  set_step(5);
-  pthread_join(to, NULL);
+  run_owner_consumer(keys_consumer, &consumer_ready);
   CHECK(atomic_load(&dtor_bad) == 0, "keys: a program key's destructor got %d values it never set",
         atomic_load(&dtor_bad));
   CHECK(owner_after <= owner_before,
@@ -234,16 +243,8 @@ static void *late_consumer(void *arg) {
 
 static int case_lastround(void) {
   pthread_key_create(&late_key, late_dtor);
-  step = 0;
-  pthread_t to, tc;
-  pthread_create(&to, NULL, owner_thread, NULL);
-  pthread_create(&tc, NULL, late_consumer, NULL);
-  pthread_join(tc, NULL);
+  run_owner_consumer(late_consumer, NULL);
   CHECK(late_rounds == PTHREAD_DESTRUCTOR_ITERATIONS, "lastround: the destructor ran %d rounds", late_rounds);
-  set_step(3);
-  wait_step(4);
-  set_step(5);
-  pthread_join(to, NULL);
   CHECK(owner_after <= owner_before,
         "lastround: frees made in the last destructor round never reached the slab: %ld bytes still live after "
         "the owner freed the rest and trimmed",
@@ -436,15 +437,7 @@ static void *fork_consumer(void *arg) {
 }
 
 static int case_fork(void) {
-  step = 0;
-  pthread_t to, tc;
-  pthread_create(&to, NULL, owner_thread, NULL);
-  pthread_create(&tc, NULL, fork_consumer, NULL);
-  pthread_join(tc, NULL);
-  set_step(3);
-  wait_step(4);
-  set_step(5);
-  pthread_join(to, NULL);
+  run_owner_consumer(fork_consumer, NULL);
   CHECK(owner_after <= owner_before, "fork: the forking thread's chain never reached the slab (%ld bytes live)",
         owner_after - owner_before);
   if (!failures) printf("fork: chained block's second free reported in the child, chain pushed in both\n");
@@ -522,15 +515,7 @@ static int case_keys40(void) {
     return 2;
   }
   for (k40_malloc_first = 0; k40_malloc_first < 2; k40_malloc_first++) {
-    step = 0;
-    pthread_t to, tc;
-    pthread_create(&to, NULL, owner_thread, NULL);
-    pthread_create(&tc, NULL, k40_consumer, NULL);
-    pthread_join(tc, NULL);
-    set_step(3);
-    wait_step(4);
-    set_step(5);
-    pthread_join(to, NULL);
+    run_owner_consumer(k40_consumer, NULL);
     CHECK(owner_after <= owner_before,
           "keys40 (first call %s): the consumer's chain never reached the slab (%ld bytes live)",
           k40_malloc_first ? "malloc" : "a cross-thread free", owner_after - owner_before);
@@ -558,15 +543,7 @@ static void *dtorexit_consumer(void *arg) {
 
 static int case_dtorexit(int do_exit) {
   dtor_do_exit = do_exit;
-  step = 0;
-  pthread_t to, tc;
-  pthread_create(&to, NULL, owner_thread, NULL);
-  pthread_create(&tc, NULL, dtorexit_consumer, NULL);
-  pthread_join(tc, NULL);
-  set_step(3);
-  wait_step(4);
-  set_step(5);
-  pthread_join(to, NULL);
+  run_owner_consumer(dtorexit_consumer, NULL);
   CHECK(owner_after <= owner_before,
         "%s: the chain of a thread that freed in a destructor run before jwmalloc's%s never reached the slab "
         "(%ld bytes live)",
