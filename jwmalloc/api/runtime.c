@@ -27,6 +27,10 @@ jw_api_counter_set jw_api_counters;
 enum { INIT_NONE, INIT_RUNNING, INIT_DONE };
 static jw_atomic_u32 init_state;
 static pthread_key_t exit_key;
+/* 1 when exit_key was created: without it exit_key is no key of ours (0,
+ * which may be the program's), so it is never set or read. Stored before the
+ * release store of INIT_DONE, read after it was seen: relaxed. */
+static jw_atomic_u32 exit_hooked;
 
 /* ---- thread exit ---- */
 
@@ -42,7 +46,8 @@ static char uncached_marker;
 
 void jw_uncached_frees_step(jw_tls *t) {
   if (t->n_free_uncached < JW_UNCACHED_FOLD_EVERY && t->state == JW_TLS_NONE) {
-    if (pthread_getspecific(exit_key) == NULL) {
+    /* Relaxed: see exit_hooked. */
+    if (jw_load(&exit_hooked, JW_RELAXED) && pthread_getspecific(exit_key) == NULL) {
       /* With the hook registered, its cross-thread frees may wait on a
        * pending chain (the hook pushes it: frontend.md "Batched remote frees"). */
       if (pthread_setspecific(exit_key, &uncached_marker) == 0) t->rf_ok = 1;
@@ -148,7 +153,9 @@ bool jw_global_init(void) {
   /* Relaxed: published by the release store of INIT_DONE, and no block was
    * freed through a thread cache yet. */
   jw_store(&jw_free_key, jw_random_key(), JW_RELAXED);
-  if (pthread_key_create(&exit_key, thread_exit) != 0)
+  if (pthread_key_create(&exit_key, thread_exit) == 0)
+    jw_store(&exit_hooked, 1, JW_RELAXED); /* published by the release store of INIT_DONE */
+  else
     jw_dprintf(2, "jwmalloc: warning: no thread-exit hook; thread caches will not be recycled\n");
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   jw_reclaim_set_tier_hook(age_tier_caches);
@@ -179,7 +186,7 @@ jw_tcache *jw_thread_cache(jw_tls *t) {
   }
   /* No allocation for the first 32 keys; a recursive malloc from it would
    * see JW_TLS_SETUP and be served by the midend. */
-  bool hooked = pthread_setspecific(exit_key, tc) == 0;
+  bool hooked = jw_load(&exit_hooked, JW_RELAXED) && pthread_setspecific(exit_key, tc) == 0; /* see exit_hooked */
   jw_tc_attach(t, tc);
   t->rf_ok = hooked; /* the hook pushes a pending chain (frontend.md "Batched remote frees") */
   jw_counter_add(&jw_api_counters.threads_started, 1);

@@ -807,17 +807,44 @@ int jw_pages_set_place_mode(unsigned mode) {
     errno = EINVAL;
     return -1;
   }
-  jw_store(&jw_be.place_mode, mode, JW_RELAXED); /* a setting */
-  if (mode != JW_PLACE_AUTO && placing() != (mode == JW_PLACE_ON)) jw_pages_place_switch(mode == JW_PLACE_ON);
+  /* Seq_cst store, and seq_cst loads in jw_pages_place_sync; the switch's
+   * write of the word is seq_cst too (place_word_set): a setter and the
+   * detector (switch, then jw_pages_place_sync) each store and then load
+   * the other's variable, so one of the two sees the other (Dekker). */
+  jw_store(&jw_be.place_mode, mode, JW_SEQ_CST);
+  jw_pages_place_sync();
   return 0;
 }
 
-/* Raises the epoch (bits 1..) and sets bit 0 to `on`. Relaxed: the word is
- * a setting; what a tier does on seeing it is ordered by that tier's own
- * guard (owner, class lock, backend lock). */
+/* Concurrent setters (and the detector) each loop until a mode read after
+ * the switch in force agrees with it still asks for it: whoever switched
+ * last against the mode in force sees the newer mode and switches back, so
+ * once they are done the mode and the switch agree. Two threads setting 0
+ * and 1 at once could otherwise each look before the other switched and
+ * leave mode 0 with placement on (or 1 with it off) for good. */
+void jw_pages_place_sync(void) {
+  for (;;) {
+    /* Seq_cst loads: see jw_pages_set_place_mode. */
+    unsigned m = jw_load(&jw_be.place_mode, JW_SEQ_CST);
+    if (m == JW_PLACE_UNSET) m = JW_PLACE_OFF;
+    if (m == JW_PLACE_AUTO) return;
+    bool want = m == JW_PLACE_ON;
+    if (((jw_load(&jw_place_word, JW_SEQ_CST) & 1u) != 0) != want) {
+      jw_pages_place_switch(want);
+      continue;
+    }
+    if (jw_load(&jw_be.place_mode, JW_SEQ_CST) == m) return;
+  }
+}
+
+/* Raises the epoch (bits 1..) and sets bit 0 to `on`. The word is a
+ * setting: what a tier does on seeing it is ordered by that tier's own guard
+ * (owner, class lock, backend lock); the CAS is seq_cst only for the mode's
+ * agreement (jw_pages_set_place_mode). */
 static void place_word_set(bool on) {
   uint32_t w = jw_load(&jw_place_word, JW_RELAXED);
-  while (!jw_cas_weak(&jw_place_word, &w, ((w + 2u) & ~1u) | (on ? 1u : 0u), JW_RELAXED, JW_RELAXED)) {
+  /* Seq_cst: see jw_pages_set_place_mode (a switch is rare). */
+  while (!jw_cas_weak(&jw_place_word, &w, ((w + 2u) & ~1u) | (on ? 1u : 0u), JW_SEQ_CST, JW_RELAXED)) {
   }
 }
 

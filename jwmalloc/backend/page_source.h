@@ -116,6 +116,12 @@ unsigned jw_pages_place_mode(void);
  * fills (when the backend lock is free: a try-lock). */
 void jw_pages_place_switch(bool on);
 
+/* After a switch by the reclaimer's detector (which read mode auto before
+ * it): when the mode was set to 0 or 1 meanwhile, the switch in force is
+ * brought back in line with it (a concurrent jw_pages_set_place_mode may
+ * have looked before the detector switched). Any thread; never waits. */
+void jw_pages_place_sync(void);
+
 /* Whether the backend's invariant checks are on (JWMALLOC_CHECK=1): the
  * tiers check their queues when they convert them. A relaxed read. */
 bool jw_pages_checking(void);

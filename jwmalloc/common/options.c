@@ -156,7 +156,9 @@ JW_EXPORT int jw_option_get(const char *name, long *value) {
     errno = EINVAL;
     return -1;
   }
-  *value = jw_opt((jw_option_id)id);
+  /* PLACEMENT: the backend's mode, the one in force (two concurrent sets
+   * may store the table and the mode in opposite orders). */
+  *value = id == JW_OPT_PLACEMENT ? (long)jw_pages_place_mode() : (long)jw_opt((jw_option_id)id);
   return 0;
 }
 

@@ -38,6 +38,7 @@ void jw_reclaim_place_check(int due) {
     if (due) jw_store(&jw_rc.place_runs, ++runs, JW_RELAXED);
     if (pinned / 3 * 4 > jw_load(&jw_rc.place_on_pinned, JW_RELAXED) && runs < OFF_CYCLES) return;
     jw_pages_place_switch(false);
+    jw_pages_place_sync(); /* PLACEMENT set to 1 since the mode was read above */
     jw_store(&jw_rc.place_peak, live, JW_RELAXED); /* the next peak is measured from here */
     jw_backend_peak_live(1);
     jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
@@ -50,6 +51,7 @@ void jw_reclaim_place_check(int due) {
       jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
       jw_store(&jw_rc.place_on_pinned, pinned, JW_RELAXED);
       jw_pages_place_switch(true); /* raises the epoch: the trim request */
+      jw_pages_place_sync();       /* PLACEMENT set to 0 since the mode was read above */
       jw_rc_bump(&jw_rc.place_on);
     }
   } else {
