@@ -69,6 +69,7 @@
 #include "backend/page_source.h"
 #include "checked_blocks.h"
 #include "jwmalloc.h"
+#include "step.h"
 
 static int scale = 100;
 static long scaled(long n) { return n * scale / 100 > 0 ? n * scale / 100 : 1; }
@@ -86,24 +87,6 @@ static jw_stats st(void) {
 
 static long pages_live(void) { return (long)st().page_source_live_bytes; }
 
-/* ---- step handshake between the threads of one case ---- */
-
-static pthread_mutex_t step_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t step_cv = PTHREAD_COND_INITIALIZER;
-static int step;
-
-static void wait_step(int want) {
-  pthread_mutex_lock(&step_mu);
-  while (step < want) pthread_cond_wait(&step_cv, &step_mu);
-  pthread_mutex_unlock(&step_mu);
-}
-
-static void set_step(int s) {
-  pthread_mutex_lock(&step_mu);
-  step = s;
-  pthread_cond_broadcast(&step_cv);
-  pthread_mutex_unlock(&step_mu);
-}
 
 /* One slab's worth of blocks of one class, handed out by an owner thread
  * (32 bytes: 126 blocks a slab; 60 stay in its current slab). */

@@ -33,6 +33,7 @@
 
 #include "checked_blocks.h"
 #include "jwmalloc.h"
+#include "step.h"
 
 static int scale = 100;
 static long scaled(long n) { return n * scale / 100 > 0 ? n * scale / 100 : 1; }
@@ -260,22 +261,6 @@ static int case_stress(void) {
 
 #define NB 60 /* blocks of 32 bytes: one slab (126 blocks) */
 static void *blocks[NB];
-static pthread_mutex_t step_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t step_cv = PTHREAD_COND_INITIALIZER;
-static int step;
-
-static void wait_step(int want) {
-  pthread_mutex_lock(&step_mu);
-  while (step < want) pthread_cond_wait(&step_cv, &step_mu);
-  pthread_mutex_unlock(&step_mu);
-}
-
-static void set_step(int s) {
-  pthread_mutex_lock(&step_mu);
-  step = s;
-  pthread_cond_broadcast(&step_cv);
-  pthread_mutex_unlock(&step_mu);
-}
 
 /* The owner: one slab's worth of blocks handed out, then it waits until
  * step 2 and exits. */
