@@ -33,21 +33,8 @@
 
 #include "checked_blocks.h"
 #include "jwmalloc.h"
-#include "step.h"
+#include "thread_test.h"
 
-static int scale = 100;
-static long scaled(long n) { return n * scale / 100 > 0 ? n * scale / 100 : 1; }
-
-#define CHECK(c, ...)            \
-  do {                           \
-    if (!(c)) FAIL(__VA_ARGS__); \
-  } while (0)
-
-static jw_stats st(void) {
-  jw_stats s;
-  jw_stats_get(&s, sizeof s);
-  return s;
-}
 
 static void sleep_us(long us) {
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000};

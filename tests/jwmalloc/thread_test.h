@@ -1,0 +1,48 @@
+/* What the cross-thread tests share (test_xbatch.c, test_breakit4.c): a step
+ * handshake (a thread waits until another has reached a given step, for
+ * deterministic orderings), a scale for their iteration counts, CHECK on top
+ * of checked_blocks.h's FAIL, and the statistics. Header-only: each test
+ * program has its own copy of the state. */
+#ifndef JW_TEST_THREAD_TEST_H
+#define JW_TEST_THREAD_TEST_H
+
+#include <pthread.h>
+
+#include "checked_blocks.h"
+#include "jwmalloc.h"
+
+/* Percent of each case's default iteration counts (argument of the TSan runs). */
+static int scale = 100;
+static inline long scaled(long n) { return n * scale / 100 > 0 ? n * scale / 100 : 1; }
+
+#define CHECK(c, ...)            \
+  do {                           \
+    if (!(c)) FAIL(__VA_ARGS__); \
+  } while (0)
+
+static inline jw_stats st(void) {
+  jw_stats s;
+  jw_stats_get(&s, sizeof s);
+  return s;
+}
+
+static pthread_mutex_t step_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t step_cv = PTHREAD_COND_INITIALIZER;
+static int step;
+
+/* Blocks until the step is at least `want`. */
+static inline void wait_step(int want) {
+  pthread_mutex_lock(&step_mu);
+  while (step < want) pthread_cond_wait(&step_cv, &step_mu);
+  pthread_mutex_unlock(&step_mu);
+}
+
+/* Sets the step to s and wakes every waiter. */
+static inline void set_step(int s) {
+  pthread_mutex_lock(&step_mu);
+  step = s;
+  pthread_cond_broadcast(&step_cv);
+  pthread_mutex_unlock(&step_mu);
+}
+
+#endif
