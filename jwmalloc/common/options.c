@@ -20,7 +20,7 @@ static const struct {
     [JW_OPT_POOL_PERCENT] = {"POOL_PERCENT", 25, 1000, "a percentage, 0 to 1000"},
     [JW_OPT_POOL_MIN] = {"POOL_MIN", 4, 1 << 20, "pages, 0 to 1048576"},
     [JW_OPT_HUGE_CACHE_MB] = {"HUGE_CACHE_MB", 32, 65536, "MiB, 0 to 65536"},
-    [JW_OPT_PLACEMENT] = {"PLACEMENT", 2, 2, "0, 1 or auto"},
+    [JW_OPT_PLACEMENT] = {"PLACEMENT", 0, 2, "0, 1 or auto"},
 };
 
 /* JWMALLOC_* names read elsewhere (each reader checks its own values), so
@@ -40,7 +40,7 @@ jw_atomic_u64 jw_options[JW_OPT_COUNT] = {
     [JW_OPT_POOL_PERCENT] = JW_ATOMIC_INIT(25),
     [JW_OPT_POOL_MIN] = JW_ATOMIC_INIT(4),
     [JW_OPT_HUGE_CACHE_MB] = JW_ATOMIC_INIT(32),
-    [JW_OPT_PLACEMENT] = JW_ATOMIC_INIT(2), /* auto */
+    [JW_OPT_PLACEMENT] = JW_ATOMIC_INIT(0), /* off: see docs/design/backend.md 7b, "Placement on demand" */
 };
 
 static jw_atomic_ptr stats_file;

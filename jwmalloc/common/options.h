@@ -17,7 +17,7 @@ typedef enum jw_option_id {
   JW_OPT_POOL_PERCENT,   /* POOL_PERCENT: pool watermark, % of the thread's slabs (default 25) */
   JW_OPT_POOL_MIN,       /* POOL_MIN: pool watermark floor, pages (default 4) */
   JW_OPT_HUGE_CACHE_MB,  /* HUGE_CACHE_MB: freed direct mappings kept for reuse, MiB (default 32) */
-  JW_OPT_PLACEMENT,      /* PLACEMENT: 0 never, 1 always, 2 ("auto", the default) when the reclaimer sees a trough (backend.md 7b) */
+  JW_OPT_PLACEMENT,      /* PLACEMENT: 0 never, 1 always, 2 ("auto") when the reclaimer sees a trough; default 0 (backend.md 7b) */
   JW_OPT_COUNT
 } jw_option_id;
 

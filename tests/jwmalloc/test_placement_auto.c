@@ -1,5 +1,5 @@
 /* Placement on demand, the trough detector (docs/design/reclamation.md 6a,
- * JWMALLOC_PLACEMENT=auto, the default), through the library: one thread
+ * JWMALLOC_PLACEMENT=auto, set by the test), through the library: one thread
  * keeps a steady population of small and midend blocks (16 MiB), churning,
  * for many reclaim cycles: placement must stay off (a steady load never
  * meets the trough condition, whatever its fragmentation). Then it grows to
@@ -72,7 +72,7 @@ static void nap_ms(long ms) {
 
 int main(void) {
   long mode = -1;
-  CHECK(jw_option_get("PLACEMENT", &mode) == 0 && mode == 2, "PLACEMENT default %ld, want 2 (auto)", mode);
+  CHECK(jw_option_get("PLACEMENT", &mode) == 0 && mode == 2, "PLACEMENT %ld, want 2 (auto: JWMALLOC_PLACEMENT=auto)", mode);
   jw_reclaim_stats r;
   jw_pages_stats p;
   while (bytes < STEADY) put(n++);
