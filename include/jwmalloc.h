@@ -103,6 +103,12 @@ typedef struct jw_stats {
   uint64_t mid_slabs_aged;               /* idle midend slabs given back by the reclaimer */
   uint64_t huge_kept_bytes;              /* freed direct mappings kept for reuse (JWMALLOC_HUGE_CACHE_MB) */
   uint64_t huge_reuses;                  /* direct mappings served from the kept ones */
+  /* the backend's non-blocking paths (docs/design/backend.md, section 7a) */
+  uint64_t backend_roots_mapped;         /* 4 MiB roots mapped since start (with or without the lock) */
+  uint64_t backend_fast_allocs;          /* ranges taken from a per-class bitmap, no lock */
+  uint64_t backend_lf_splits;            /* lock busy: a larger bitmap range subdivided without it */
+  uint64_t backend_lf_recycled;          /* lock busy, bitmaps empty: a deferred free reused without it */
+  uint64_t backend_lf_roots;             /* lock busy, nothing to reuse: a root mapped without the lock */
 } jw_stats;
 
 /* Fills *out with the first `size` bytes of the statistics (size: the

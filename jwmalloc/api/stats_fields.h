@@ -17,6 +17,8 @@
   X(backend_free_root_bytes, SUM) X(backend_allocs, SUM) X(backend_frees, SUM) X(backend_splits, SUM)    \
   X(backend_merges, SUM) X(reclaim_cycles, SUM) X(reclaim_released_bytes, SUM)                          \
   X(merges_before_release, SUM) X(merges_after_release, SUM) X(refaulted_allocs, SUM)                    \
-  X(pool_pages_aged, SUM) X(mid_slabs_aged, SUM) X(huge_kept_bytes, SUM) X(huge_reuses, SUM)
+  X(pool_pages_aged, SUM) X(mid_slabs_aged, SUM) X(huge_kept_bytes, SUM) X(huge_reuses, SUM)                    \
+  X(backend_roots_mapped, SUM) X(backend_fast_allocs, SUM) X(backend_lf_splits, SUM)                    \
+  X(backend_lf_recycled, SUM) X(backend_lf_roots, SUM)
 
 #endif
