@@ -202,6 +202,7 @@ static void *fast_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
     jw_rec_update(&recs[g], JW_REC_STATE_MASK | JW_REC_FREE_FLAGS, kind_state(kind));
     made_live(recs, g, jw_class_granules[c], kind);
     bump(&jw_be.fast_allocs, 1);
+    if (c == JW_ROOT_CLASS) bump(&jw_be.roots_reused, 1); /* a reserved root (section 7c) */
     p = range_addr(jw_meta_rid_base(r), g);
   }
   lf_exit(c);
