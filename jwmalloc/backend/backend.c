@@ -1014,6 +1014,8 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->roots_reused = jw_load(&jw_be.roots_reused, JW_RELAXED);
 }
 
+uint64_t jw_backend_live_bytes(void) { return jw_load(&jw_be.live_granules, JW_RELAXED) * JW_GRANULE; /* a figure */ }
+
 void jw_pages_get_stats(jw_pages_stats *out) {
   jw_backend_stats s;
   jw_backend_get_stats(&s);

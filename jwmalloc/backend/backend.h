@@ -101,6 +101,10 @@ typedef struct jw_backend_stats {
 } jw_backend_stats;
 void jw_backend_get_stats(jw_backend_stats *out);
 
+/* Bytes in live ranges now (a relaxed load: a figure). Any thread; for the
+ * watermark's adaptation (docs/design/reclamation.md 4a). */
+uint64_t jw_backend_live_bytes(void);
+
 /* The same figures at a quiet point, consistent with each other: under the
  * backend lock, deferred frees done, no release batch in flight (waits for
  * one to finish its system calls). For checks and reports. */

@@ -27,6 +27,7 @@ typedef struct jw_reclaim_state {
    * figures then: bytes re-obtained from the OS (roots mapped, in bytes, plus
    * refaulted bytes) and live bytes. */
   jw_atomic_u64 sync_ns, sync_bytes, sync_reobtained, sync_live;
+  jw_atomic_u64 raise_live; /* live bytes at the last raise: the level the raise was for */
   jw_lock token;              /* the reclaimer token: one batch sequence at a time */
   jw_atomic_u32 thread_state; /* JW_THREAD_* */
   jw_atomic_u32 wake;         /* futex word: 1 = wake the thread early */

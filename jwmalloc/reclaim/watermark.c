@@ -24,11 +24,14 @@ uint64_t jw_reclaim_watermark_now(void) {
   return w < floor ? floor : w > top ? top : w;
 }
 
-/* Bytes the backend took from the OS again, and live bytes, now. */
+/* Bytes of roots the backend has mapped so far, and live bytes, now. Only
+ * roots count as taken back: a refaulted released range may be a class
+ * mismatch while backed memory of other classes is cached (a trough's churn
+ * does that), a root is mapped only when nothing free fits. */
 static void backend_figures(uint64_t *reobtained, uint64_t *live) {
   jw_backend_stats bs;
   jw_backend_get_stats(&bs);
-  *reobtained = bs.roots_mapped_total * ROOT_BYTES + bs.refault_bytes;
+  *reobtained = bs.roots_mapped_total * ROOT_BYTES;
   *live = bs.pages.live_bytes;
 }
 
@@ -42,9 +45,9 @@ void jw_reclaim_note_sync_release(uint64_t released) {
 }
 
 /* The cached bytes crossed the watermark w. If the previous synchronous
- * release was refaulted within an interval (section 4a: half its bytes
- * mapped or faulted back in since, while live bytes grew by less than half
- * of that), the working set is above w: double it (up to the ceiling) and
+ * release was taken back within an interval (section 4a: roots of at least
+ * half its bytes mapped since, while live bytes grew by less than half of
+ * that), the working set is above w: double it (up to the ceiling) and
  * return 1 (nothing to release now). */
 static int raise_if_refaulted(uint64_t w) {
   uint64_t floor = jw_load(&jw_rc.watermark, JW_RELAXED), top = ceiling(floor);
@@ -61,6 +64,7 @@ static int raise_if_refaulted(uint64_t w) {
   /* One doubling per refaulted release: whoever clears its record doubles
    * (relaxed: the record is a heuristic; nothing else is published). */
   if (jw_cas(&jw_rc.sync_bytes, &released, 0, JW_RELAXED, JW_RELAXED)) {
+    jw_store(&jw_rc.raise_live, live, JW_RELAXED);
     jw_store(&jw_rc.wm_now, next, JW_RELAXED);
     jw_rc_bump(&jw_rc.wm_raises);
   }
@@ -86,7 +90,18 @@ void jw_reclaim_after_free(void) {
    * new one. No free is left unaged. */
   if (jw_fetch_or(&jw_rc.thread_state, 0, JW_ACQ_REL) != JW_THREAD_RUNNING) jw_reclaim_thread_ensure();
   uint64_t wm = jw_reclaim_watermark_now();
-  if (wm != 0 && jw_release_cached_bytes() > wm) {
+  if (wm == 0) return;
+  uint64_t cached = jw_release_cached_bytes();
+  uint64_t floor = jw_load(&jw_rc.watermark, JW_RELAXED);
+  /* Raised, and the live bytes it was raised for have fallen to a quarter (a
+   * ramp-down after a peak; a steady churn's live bytes move less): the
+   * working set shrank, back to the floor at once. */
+  if (wm > floor && cached > floor && jw_backend_live_bytes() < jw_load(&jw_rc.raise_live, JW_RELAXED) / 4) {
+    jw_store(&jw_rc.wm_now, floor, JW_RELAXED);
+    jw_rc_bump(&jw_rc.wm_lowers);
+    wm = floor;
+  }
+  if (cached > wm) {
     /* The working set is above the watermark: it rose instead (4a). */
     if (raise_if_refaulted(wm)) return;
     /* Down to three quarters (at least a quarter of the watermark per

@@ -210,16 +210,21 @@ static void t_watermark(void) {
   rt_check_all("watermark");
 }
 
-/* The watermark adapts to refaults (reclamation.md 4a). An rptest-like churn
- * (32 slots replaced at random by 64 KiB-1 MiB ranges, live bytes steady)
- * whose free working set is above a 1 MiB watermark: with the adaptation
- * off (ceiling = floor) its synchronous releases are faulted back in; with it
- * on the watermark rises, at most to its ceiling, and the same churn gives
- * back and takes back less. Counts, one thread, cycles by hand. */
+/* The watermark adapts to re-mapping (reclamation.md 4a). An rptest-like
+ * churn (32 slots replaced at random by 64 KiB-1 MiB ranges, live bytes
+ * steady) whose free working set is above a 1 MiB watermark: with the
+ * adaptation off (ceiling = floor) its synchronous releases unmap roots that
+ * it maps again; with it on the watermark rises, at most to its ceiling, and
+ * the same churn gives back and takes back less. Counts, one thread, cycles
+ * by hand. */
 typedef struct churn_counts {
   uint64_t released, reobtained, syncs, raises, wm, most_cached;
 } churn_counts;
 
+enum { K = 32, STEPS = 6000 };
+static char *slot[K];
+
+/* The churn; its slots stay live (churn_end frees them). */
 static churn_counts churn(uint64_t floor, uint64_t ceiling) {
   fresh(JW_POLICY_LIFETIME);
   jw_reclaim_config c;
@@ -227,8 +232,6 @@ static churn_counts churn(uint64_t floor, uint64_t ceiling) {
   c.watermark = floor, c.watermark_max = ceiling;
   TB_REQUIRE(jw_reclaim_set_config(&c) == 0, "watermark %llu..%llu", (unsigned long long)floor,
              (unsigned long long)ceiling);
-  enum { K = 32, STEPS = 6000 };
-  static char *slot[K];
   tb_rng r = {12345};
   static const uint32_t sizes[] = {16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256};
   jw_reclaim_stats s0 = rt_stats();
@@ -242,7 +245,6 @@ static churn_counts churn(uint64_t floor, uint64_t ceiling) {
     if (cached > most) most = cached;
     (slot[k] = rt_alloc(sizes[tb_below(&r, 13)]))[0] = 1;
   }
-  for (unsigned i = 0; i < K; i++) jw_pages_free(slot[i]);
   jw_reclaim_stats s1 = rt_stats();
   jw_backend_stats b1 = rt_bstats();
   churn_counts o = {s1.bytes_released - s0.bytes_released,
@@ -253,9 +255,19 @@ static churn_counts churn(uint64_t floor, uint64_t ceiling) {
   return o;
 }
 
+static void churn_end(void) {
+  for (unsigned i = 0; i < K; i++) jw_pages_free(slot[i]);
+}
+
 static void t_watermark_adapts(void) {
   const uint64_t floor = 1u << 20, ceiling = 4u << 20;
-  churn_counts fixed = churn(floor, floor), adapt = churn(floor, ceiling);
+  churn_counts fixed = churn(floor, floor);
+  churn_end();
+  churn_counts adapt = churn(floor, ceiling);
+  /* The live bytes it rose for are gone (a ramp-down): back to the floor. */
+  churn_end();
+  TB_CHECK(rt_stats().watermark_now == floor, "ramp-down left the watermark at %llu",
+           (unsigned long long)rt_stats().watermark_now);
   printf("watermark: fixed %llu KiB given back, %llu KiB taken back, %llu sync releases; adaptive %llu KiB, "
          "%llu KiB, %llu sync releases, %llu raises to %llu KiB\n",
          (unsigned long long)fixed.released >> 10, (unsigned long long)fixed.reobtained >> 10,
@@ -300,6 +312,7 @@ static void t_watermark_adapts(void) {
            "decay: %llu -> %llu", (unsigned long long)w, (unsigned long long)rt_stats().watermark_now);
   for (int i = 0; i < 4; i++) jw_reclaim_cycle();
   TB_CHECK(rt_stats().watermark_now == floor, "not back at the floor: %llu", (unsigned long long)rt_stats().watermark_now);
+  churn_end();
   rt_config(1, 600000, 0, JW_POLICY_LIFETIME, 0);
 }
 
