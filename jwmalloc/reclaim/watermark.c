@@ -24,14 +24,16 @@ uint64_t jw_reclaim_watermark_now(void) {
   return w < floor ? floor : w > top ? top : w;
 }
 
-/* Bytes of roots the backend has mapped so far, and live bytes, now. Only
- * roots count as taken back: a refaulted released range may be a class
- * mismatch while backed memory of other classes is cached (a trough's churn
- * does that), a root is mapped only when nothing free fits. */
+/* Bytes of roots the backend has mapped under its lock so far, and live
+ * bytes, now. Only those roots count as taken back: the locked path maps one
+ * only when no free range of the class or larger exists, while a refaulted
+ * released range may be a class mismatch with backed memory of other classes
+ * cached (a trough's churn does that), and a root mapped without the lock
+ * says that a lock holder was preempted (20 threads on 2 cores do that). */
 static void backend_figures(uint64_t *reobtained, uint64_t *live) {
   jw_backend_stats bs;
   jw_backend_get_stats(&bs);
-  *reobtained = bs.roots_mapped_total * ROOT_BYTES;
+  *reobtained = (bs.roots_mapped_total - bs.lf_roots) * ROOT_BYTES;
   *live = bs.pages.live_bytes;
 }
 
@@ -93,10 +95,9 @@ void jw_reclaim_after_free(void) {
   if (wm == 0) return;
   uint64_t cached = jw_release_cached_bytes();
   uint64_t floor = jw_load(&jw_rc.watermark, JW_RELAXED);
-  /* Raised, and the live bytes it was raised for have fallen to a quarter (a
-   * ramp-down after a peak; a steady churn's live bytes move less): the
-   * working set shrank, back to the floor at once. */
-  if (wm > floor && cached > floor && jw_backend_live_bytes() < jw_load(&jw_rc.raise_live, JW_RELAXED) / 4) {
+  /* Raised, and the live bytes it was raised for have halved (a ramp-down
+   * after a peak): the working set shrank, back to the floor at once. */
+  if (wm > floor && cached > floor && jw_backend_live_bytes() < jw_load(&jw_rc.raise_live, JW_RELAXED) / 2) {
     jw_store(&jw_rc.wm_now, floor, JW_RELAXED);
     jw_rc_bump(&jw_rc.wm_lowers);
     wm = floor;
