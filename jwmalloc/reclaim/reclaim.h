@@ -14,8 +14,8 @@
  *                                     64M; 0: none); the floor of the
  *                                     watermark in force, which doubles when
  *                                     a release is refaulted (reclamation.md 4a)
- *   JWMALLOC_RECLAIM_WATERMARK_MAX=N[KMG] its ceiling (default 4 x the
- *                                     watermark; at most the watermark: fixed)
+ *   JWMALLOC_RECLAIM_WATERMARK_MAX=N[KMG] its ceiling (default 0: the
+ *                                     watermark, fixed; opt-in, see 4a)
  *   JWMALLOC_RECLAIM_POLICY=lifetime|fixed-delay (default lifetime)
  *   JWMALLOC_RECLAIM_THREAD=0|1       background thread (default 1); 0: freeing
  *                                     threads run due cycles themselves
@@ -38,7 +38,7 @@ typedef struct jw_reclaim_config {
   uint64_t watermark;    /* JWMALLOC_RECLAIM_WATERMARK, bytes; 0: none */
   unsigned policy;       /* jw_reclaim_policy */
   int thread;            /* JWMALLOC_RECLAIM_THREAD */
-  uint64_t watermark_max; /* JWMALLOC_RECLAIM_WATERMARK_MAX, bytes; 0: 4 x watermark */
+  uint64_t watermark_max; /* JWMALLOC_RECLAIM_WATERMARK_MAX, bytes; 0 (default): fixed at watermark */
 } jw_reclaim_config;
 
 /* Reads the options (once; called by the backend's initialization). */

@@ -19,7 +19,7 @@ typedef struct jw_reclaim_state {
    * every field is an independent setting (relaxed). */
   jw_atomic_u32 inited, enabled, interval_ms, policy, thread_on;
   jw_atomic_u64 watermark;     /* JWMALLOC_RECLAIM_WATERMARK: the floor of the effective one */
-  jw_atomic_u64 watermark_max; /* JWMALLOC_RECLAIM_WATERMARK_MAX: its ceiling (0: 4 x watermark) */
+  jw_atomic_u64 watermark_max; /* JWMALLOC_RECLAIM_WATERMARK_MAX: its ceiling (0: the watermark, fixed) */
   /* The watermark in force (reclamation.md 4a), between the two above. */
   jw_atomic_u64 wm_now;
   /* The last synchronous release (written under the reclaimer token, read

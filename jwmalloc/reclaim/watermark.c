@@ -13,7 +13,7 @@
  * doubling, which the ceiling bounds. */
 static uint64_t ceiling(uint64_t floor) {
   uint64_t m = jw_load(&jw_rc.watermark_max, JW_RELAXED);
-  if (m == 0) m = floor * 4; /* the default: 4 x the watermark */
+  if (m == 0) m = floor; /* the default: fixed (section 4a, why opt-in) */
   return m < floor ? floor : m;
 }
 

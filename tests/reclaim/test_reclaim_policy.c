@@ -287,7 +287,10 @@ static void t_watermark_adapts(void) {
   /* A burst repeated (live bytes grow as the memory comes back, as in a
    * peak-trough load) does not raise it: its refaults served growth. */
   fresh(JW_POLICY_LIFETIME);
-  rt_config(1, 600000, floor, JW_POLICY_LIFETIME, 0);
+  jw_reclaim_config bc;
+  jw_reclaim_get_config(&bc);
+  bc.watermark = floor, bc.watermark_max = ceiling;
+  TB_REQUIRE(jw_reclaim_set_config(&bc) == 0, "bursts: watermark");
   enum { N = 64 };
   static char *b[N];
   uint64_t raises = rt_stats().watermark_raises;
@@ -314,6 +317,10 @@ static void t_watermark_adapts(void) {
   TB_CHECK(rt_stats().watermark_now == floor, "not back at the floor: %llu", (unsigned long long)rt_stats().watermark_now);
   churn_end();
   rt_config(1, 600000, 0, JW_POLICY_LIFETIME, 0);
+  /* The default (ceiling 0): fixed, the same churn never moves it. */
+  churn(floor, 0);
+  TB_CHECK(rt_stats().watermark_now == floor, "default ceiling: the watermark moved");
+  churn_end();
 }
 
 /* Reclamation off: frees never release, no thread starts, a whole free root
