@@ -393,25 +393,24 @@ static __attribute__((noinline, cold)) void current_step_aside(jw_tcache *tc, jw
 jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
   /* The common case, with no call (so no stack frame): the current slab is
    * used up with no remote frees pending, no slab waits on the ready stack,
-   * and a partial slab is queued; the current slab is parked, the partial
-   * one becomes current. Anything else, or a remote free racing the park:
-   * the general path, which starts from the state left here. */
+   * and the head of the partial queue has local blocks; it becomes current,
+   * and the used-up slab goes to the queue's tail unparked (a lazy park:
+   * frontend.md, "Refill"), so the owner's frees into it stay on the fast
+   * path and it is parked only if a refill finds it at the head with
+   * nothing free. No atomic. Anything else: the general path. */
   /* With placement on (rq_shift < 63) always the general path: its queue
    * operations are calls, and a call here would cost this path a frame. */
   jw_slab *s = tc->current[cls], *h = partial_min(tc, cls);
   if (JW_LIKELY(s != NULL && h != NULL && s->local == NULL && t->n_malloc < JW_TC_FOLD_EVERY &&
                 tc->rq_shift == 63 && tc->ready_todo == NULL &&
                 jw_load(&tc->ready, JW_RELAXED) == NULL) && /* relaxed peeks, as in drain_ready */
-      (jw_load(&s->remote, JW_RELAXED) & ~JW_RS_MASK) == 0 && jw_slab_park(s, tc->key)) {
-    s->where = JW_WHERE_FULL;
-    list_push(&tc->full, s);
-    tc->current[cls] = NULL;
-    if (h->local != NULL) {
-      jw_fifo_remove(&tc->partial[cls], &h->qnode);
-      h->where = JW_WHERE_CURRENT;
-      tc->current[cls] = h;
-      return take_local(t, h);
-    }
+      (jw_load(&s->remote, JW_RELAXED) & ~JW_RS_MASK) == 0 && h->local != NULL) {
+    jw_fifo_remove(&tc->partial[cls], &h->qnode);
+    s->where = JW_WHERE_PARTIAL;
+    jw_fifo_add(&tc->partial[cls], &s->qnode);
+    h->where = JW_WHERE_CURRENT;
+    tc->current[cls] = h;
+    return take_local(t, h);
   }
   return refill_slow(t, tc, cls);
 }
@@ -665,6 +664,35 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc) {
   jw_store(&tc->state, JW_TC_FREE, JW_RELEASE);
 }
 
+/* malloc_trim: slab s, on no list now, has no live block: back to the page
+ * source (no valid free can reach it any more). */
+static void trim_release(jw_tcache *tc, jw_slab *s) {
+  tc->nslabs--;
+  jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* owner-only now: relaxed */
+  jw_store(&s->tag, 0, JW_RELAXED);
+  jw_tier_release_pages(s, 1);
+}
+
+/* malloc_trim's look at the partial queues: a queued slab is not notified of
+ * remote frees (the lazy park, frontend.md "Refill"), so its remote list is
+ * collected here, and a slab left with no live block goes back to the page
+ * source. Returns how many pages went back. */
+static size_t trim_partial(jw_tcache *tc) {
+  size_t n = 0;
+  for (unsigned c = 0; c < JW_NCLASSES; c++) {
+    for (jw_rq_node *q = tc->partial[c], *next; q != NULL; q = next) {
+      next = q->next; /* read first: removal clears the node */
+      jw_slab *s = (jw_slab *)((char *)q - offsetof(jw_slab, qnode));
+      jw_slab_collect(s);
+      if (s->live != 0) continue;
+      partial_remove(tc, s);
+      trim_release(tc, s);
+      n++;
+    }
+  }
+  return n;
+}
+
 bool jw_tc_trim(jw_tls *t, jw_tcache *tc) {
   jw_tc_fold(t, tc);
   drain_ready(tc, true);
@@ -676,10 +704,7 @@ bool jw_tc_trim(jw_tls *t, jw_tcache *tc) {
     jw_slab_collect(s);
     tc->current[c] = NULL;
     if (s->live == 0) {
-      tc->nslabs--;
-      jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* no live block */
-      jw_store(&s->tag, 0, JW_RELAXED);
-      jw_tier_release_pages(s, 1);
+      trim_release(tc, s);
       n++;
     } else if (s->local == NULL && jw_slab_park(s, tc->key)) {
       s->where = JW_WHERE_FULL;
@@ -690,6 +715,7 @@ bool jw_tc_trim(jw_tls *t, jw_tcache *tc) {
       partial_append(tc, s);
     }
   }
+  n += trim_partial(tc);
   n += jw_pool_drain(tc);
   return n > 0;
 }
