@@ -78,8 +78,12 @@ void jw_backend_init_once(void) {
   jw_store(&jw_be.inited, 1, JW_RELEASE);
 }
 
-/* Entirely free roots kept mapped (the root class's free ranges). */
-static uint32_t free_roots(void) { return jw_load(&jw_be.bins.bin[JW_ROOT_CLASS].total, JW_RELAXED); }
+/* Entirely free roots kept mapped: the root class's free ranges in the lists
+ * and in the root reserve (section 7c). */
+static uint32_t free_roots(void) {
+  uint32_t n = jw_load(&jw_be.bins.bin[JW_ROOT_CLASS].total, JW_RELAXED);
+  return n + (uint32_t)jw_fast_count(JW_ROOT_CLASS);
+}
 
 static void note_root_mapped(void);
 
@@ -166,6 +170,13 @@ static void made_live(jw_rec *recs, uint32_t g, uint32_t n, jw_range_kind kind) 
   bump(&jw_be.allocs, 1);
 }
 
+/* An allocation of n granules of memory given back (madvise): its pages
+ * fault in again (the refault figures; reclamation.md 4a reads the bytes). */
+static inline void note_refault(uint32_t n) {
+  bump(&jw_be.allocs_refault, 1);
+  bump(&jw_be.refault_granules, n);
+}
+
 static inline void *range_addr(uintptr_t base, uint32_t g) { return (void *)(base + ((uintptr_t)g << JW_GRANULE_SHIFT)); }
 
 /* Records of range id r's root. */
@@ -187,10 +198,11 @@ static void *fast_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
     uint32_t g = jw_meta_rid_granule(r);
     uint32_t tag = jw_load(&recs[g].tag, JW_RELAXED); /* its flags are ours: the take's acquire ordered them */
     *zeroed = jw_tag_zeroed(tag);
-    if (jw_tag_given_back(tag)) bump(&jw_be.allocs_refault, 1);
+    if (jw_tag_given_back(tag)) note_refault(jw_class_granules[c]);
     jw_rec_update(&recs[g], JW_REC_STATE_MASK | JW_REC_FREE_FLAGS, kind_state(kind));
     made_live(recs, g, jw_class_granules[c], kind);
     bump(&jw_be.fast_allocs, 1);
+    if (c == JW_ROOT_CLASS) bump(&jw_be.roots_reused, 1); /* a reserved root (section 7c) */
     p = range_addr(jw_meta_rid_base(r), g);
   }
   lf_exit(c);
@@ -220,7 +232,7 @@ static void *lf_carve(uintptr_t base, jw_rec *recs, uint32_t g, unsigned c, jw_r
   jw_tree t = {recs, JW_ROOT_GRANULES};
   uint32_t tag = jw_tree_tag(&t, g), n = jw_class_granules[c];
   *zeroed = jw_tag_zeroed(tag);
-  if (jw_tag_given_back(tag)) bump(&jw_be.allocs_refault, 1);
+  if (jw_tag_given_back(tag)) note_refault(n);
   jw_tree_piece pieces[JW_TREE_MAX_PIECES];
   unsigned np = 0;
   if (jw_class_granules[jw_tag_class(tag)] != n)
@@ -250,6 +262,7 @@ static void *lf_split_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
     jw_rec_update(&recs[g], JW_REC_STATE_MASK, JW_RS_BUSY);
     p = lf_carve(jw_meta_rid_base(r), recs, g, c, kind, zeroed);
     bump(&jw_be.lf_splits, 1);
+    if (k == JW_ROOT_CLASS) bump(&jw_be.roots_reused, 1);
     break;
   }
   if (entered) lf_exit(c);
@@ -316,6 +329,11 @@ static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
     lf_exit(c);
     return p;
   }
+  lf_exit(c);
+  /* A root may have entered the reserve (or a larger range a bitmap)
+   * during the grace. */
+  if ((p = lf_split_alloc(c, kind, zeroed)) != NULL) return p;
+  while (!lf_enter(c)) jw_cpu_relax();
   jw_rec *recs;
   uintptr_t base = jw_roots_map(JW_RS_BUSY, &recs);
   if (base) note_root_mapped();
@@ -359,13 +377,25 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
   uintptr_t base;
   jw_rec *recs;
   uint32_t g;
-  if (k < 0 && jw_fast_granules() != 0) {
+  jw_rid r0 = 0;
+  if (k < 0 && (r0 = jw_fast_take(JW_ROOT_CLASS)) != 0) {
+    /* A reserved root (section 7c): ours now; its head becomes a free
+     * range of the active buffer for the split below. */
+    jw_rec_update(jw_bins_rec(r0), JW_REC_STATE_MASK, JW_RS_FREE_BUF0 + jw_bins_active(&jw_be.bins));
+    bump(&jw_be.roots_reused, 1);
+  } else if (k < 0 && jw_fast_granules() != 0) {
     /* Free ranges wait in the bitmaps: file them (they merge) before
      * mapping a root. */
     jw_backend_flush_fast();
     k = jw_bins_find(&jw_be.bins, c);
   }
-  if (k < 0) {
+  if (r0 != 0) {
+    base = jw_meta_rid_base(r0);
+    recs = rid_recs(r0);
+    g = 0;
+    k = JW_ROOT_CLASS;
+    if (placing()) set_place_root(r0 >> 10);
+  } else if (k < 0) {
     /* A fresh root has no physical pages: its remainders are filed as
      * released (docs/design/reclamation.md, section 2). */
     base = jw_roots_map(JW_RS_FREE_RELEASED, &recs);
@@ -398,7 +428,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
   uint32_t tag = jw_tree_tag(&t, g);
   unsigned st = kind_state(kind);
   *zeroed = jw_tag_zeroed(tag);
-  if (jw_tag_given_back(tag)) bump(&jw_be.allocs_refault, 1); /* its pages fault back in */
+  if (jw_tag_given_back(tag)) note_refault(n); /* its pages fault back in */
   if ((unsigned)k != c) {
     unsigned buf = jw_tag_state(tag) - JW_RS_FREE_BUF0; /* remainders stay in the range's buffer */
     jw_tree_piece pieces[JW_TREE_MAX_PIECES];
@@ -501,6 +531,8 @@ void jw_backend_set_reclaim_mode(int age_roots, unsigned policy) {
  * in active; a merge restarts or keeps it by policy), or, with reclamation
  * off, gives the root back when it became entirely free beyond the retained
  * count. */
+static int reserve_root(uintptr_t base, jw_rec *recs);
+
 void jw_backend_put_free(uintptr_t base, jw_rec *recs, uint32_t g, uint32_t n, unsigned pieces) {
   jw_tree t = {recs, JW_ROOT_GRANULES};
   uint64_t merges = 0;
@@ -516,11 +548,26 @@ void jw_backend_put_free(uintptr_t base, jw_rec *recs, uint32_t g, uint32_t n, u
   }
   unsigned active = jw_bins_active(&jw_be.bins);
   jw_filing f = jw_reclaim_filing(m.pieces, jw_load(&jw_be.policy, JW_RELAXED));
+  if (n == t.granules && (m.pieces & JW_PIECE_FRESH) && f != JW_FILE_RELEASED && reserve_root(base, recs))
+    return;
   unsigned buf = f == JW_FILE_RELEASED ? JW_BUF_RELEASED : f == JW_FILE_STANDBY ? active ^ 1u : active;
   jw_rid r = jw_meta_rid(base, g);
   jw_bins_push(&jw_be.bins, r, c, buf);
   if (placing() && (r >> 10) < jw_load(&jw_be.place_root, JW_RELAXED)) set_place_root(r >> 10);
   if (checking() && jw_root_map_get((const void *)base) != NULL) check_root(recs, base, "filing");
+}
+
+/* Lock held: an entirely free, backed root that a free just emptied goes
+ * into the root reserve (section 7c) when it has room, where allocations
+ * that find the lock held reach it. Its countdown starts at the next flush
+ * (filed as an active piece, not a fresh one: it does not come back here). */
+static int reserve_root(uintptr_t base, jw_rec *recs) {
+  int i = jw_fast_reserve(JW_ROOT_CLASS);
+  if (i < 0) return 0;
+  jw_rec_update(&recs[0], JW_REC_STATE_MASK, JW_RS_FREE_FAST);
+  jw_fast_publish(JW_ROOT_CLASS, i, jw_meta_rid(base, 0));
+  bump(&jw_be.roots_reserved, 1);
+  return 1;
 }
 
 /* How free_locked finds the range: live (a plain or an aged free), or on the
@@ -596,8 +643,10 @@ void jw_backend_flush_fast(void) {
       jw_rid r = jw_fast_flush_slot(c, i);
       if (r == 0) continue;
       uint32_t tag = jw_load(&jw_bins_rec(r)->tag, JW_RELAXED); /* ours now */
-      jw_backend_put_free(jw_meta_rid_base(r), rid_recs(r), jw_meta_rid_granule(r), jw_class_granules[c],
-                          jw_tag_zeroed(tag) ? JW_PIECE_RELEASED : JW_PIECE_FRESH);
+      /* A reserved root is filed as an active piece: its countdown starts
+       * here, and it does not go straight back into the reserve. */
+      unsigned piece = jw_tag_zeroed(tag) ? JW_PIECE_RELEASED : c == JW_ROOT_CLASS ? JW_PIECE_ACTIVE : JW_PIECE_FRESH;
+      jw_backend_put_free(jw_meta_rid_base(r), rid_recs(r), jw_meta_rid_granule(r), jw_class_granules[c], piece);
     }
 }
 
@@ -945,6 +994,7 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->pages.merges = jw_load(&jw_be.merges, JW_RELAXED);
   o->free_ranges = 0;
   for (unsigned c = 0; c < JW_NCLASSES; c++) o->free_ranges += jw_load(&b->bin[c].total, JW_RELAXED);
+  o->free_ranges += jw_fast_count(JW_ROOT_CLASS); /* the root reserve's (section 7c) */
   o->free_roots = free_roots();
   o->peak_roots = rs.peak_roots;
   o->roots_mapped_total = rs.mapped_total;
@@ -954,12 +1004,17 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->deferred_frees = jw_load(&jw_be.deferred_frees, JW_RELAXED);
   o->merges_after_release = jw_load(&jw_be.merges_after_release, JW_RELAXED);
   o->allocs_refault = jw_load(&jw_be.allocs_refault, JW_RELAXED);
+  o->refault_bytes = jw_load(&jw_be.refault_granules, JW_RELAXED) * JW_GRANULE;
   o->fast_allocs = jw_load(&jw_be.fast_allocs, JW_RELAXED);
   o->fast_frees = jw_load(&jw_be.fast_frees, JW_RELAXED);
   o->lf_splits = jw_load(&jw_be.lf_splits, JW_RELAXED);
   o->lf_roots = jw_load(&jw_be.lf_roots, JW_RELAXED);
   o->lf_recycled = jw_load(&jw_be.lf_recycled, JW_RELAXED);
+  o->roots_reserved = jw_load(&jw_be.roots_reserved, JW_RELAXED);
+  o->roots_reused = jw_load(&jw_be.roots_reused, JW_RELAXED);
 }
+
+uint64_t jw_backend_live_bytes(void) { return jw_load(&jw_be.live_granules, JW_RELAXED) * JW_GRANULE; /* a figure */ }
 
 void jw_pages_get_stats(jw_pages_stats *out) {
   jw_backend_stats s;

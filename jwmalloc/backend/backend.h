@@ -82,20 +82,28 @@ typedef struct jw_backend_stats {
   uint64_t metadata_arena_bytes;/* address space of the record arena (pages released with roots) */
   uint64_t released_bytes;      /* free ranges with no physical pages (given back with madvise, or
                                    never touched since mapped), still mapped */
-  uint64_t free_ranges;         /* in all buffers */
-  uint64_t free_roots;          /* entirely free roots kept mapped */
+  uint64_t free_ranges;         /* in all buffers, and the root reserve's roots (section 7c) */
+  uint64_t free_roots;          /* entirely free roots kept mapped (lists and root reserve) */
   uint64_t peak_roots, roots_mapped_total, roots_unmapped_total;
   uint64_t allocs, frees, deferred_frees;
   uint64_t merges_after_release; /* merges that joined memory already given back (madvise) */
   uint64_t allocs_refault;       /* allocations of ranges whose pages were given back: they fault in again */
+  uint64_t refault_bytes;        /* the bytes of those allocations */
   /* Part 4 (docs/design/backend.md, section 7a). */
   uint64_t fast_bytes;           /* free ranges in the per-class bitmaps (counted in pages.cached_bytes) */
   uint64_t fast_allocs, fast_frees; /* served by a bitmap, no lock */
   uint64_t lf_splits;            /* lock held: a larger bitmap range subdivided without it */
   uint64_t lf_recycled;          /* lock held, bitmaps empty: a deferred range reused without the lock */
   uint64_t lf_roots;             /* lock held, nothing to reuse: a root mapped without the lock */
+  /* The root reserve (section 7c). */
+  uint64_t roots_reserved;       /* entirely free roots a free put into the reserve */
+  uint64_t roots_reused;         /* allocations that took a reserved root instead of mapping one */
 } jw_backend_stats;
 void jw_backend_get_stats(jw_backend_stats *out);
+
+/* Bytes in live ranges now (a relaxed load: a figure). Any thread; for the
+ * watermark's adaptation (docs/design/reclamation.md 4a). */
+uint64_t jw_backend_live_bytes(void);
 
 /* The same figures at a quiet point, consistent with each other: under the
  * backend lock, deferred frees done, no release batch in flight (waits for

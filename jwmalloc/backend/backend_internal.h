@@ -23,9 +23,11 @@ typedef struct jw_backend_state {
   /* Statistics: written under the lock (or atomically), read racily. */
   jw_atomic_u64 peak_live_granules; /* live at the latest root mapping, highest since the detector's reset */
   jw_atomic_u64 live_granules, splits, merges, allocs, frees, deferred_frees;
-  jw_atomic_u64 merges_after_release, allocs_refault;
+  jw_atomic_u64 merges_after_release, allocs_refault, refault_granules;
   /* Part 4 (section 7a): bitmap hits, lock-free subdivisions and roots. */
   jw_atomic_u64 fast_allocs, fast_frees, lf_splits, lf_roots, lf_recycled;
+  /* Section 7c: roots put into the reserve, and taken from it instead of mapped. */
+  jw_atomic_u64 roots_reserved, roots_reused;
   /* Raised while the lock holder checks whole trees (lock-free operations
    * back off; their in-flight counts are in fast.h). */
   jw_atomic_u32 lf_checking;

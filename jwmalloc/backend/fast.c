@@ -17,7 +17,7 @@ static inline void count(unsigned c, int sign) {
 const uint8_t jw_fast_nslots[JW_NCLASSES] = {[0 ... JW_NCLASSES - 1] = JW_VERIFY_FAST_SLOTS};
 #else
 const uint8_t jw_fast_nslots[JW_NCLASSES] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 6, 5, 4, 4, 3, 2, 2, 2,
-                                             1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+                                             2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, JW_FAST_ROOT_SLOTS};
 #endif
 
 static inline int holds_range(uint32_t v) { return v != 0 && v != JW_FAST_RESERVED; }
@@ -52,6 +52,13 @@ int jw_fast_nonempty(unsigned c) {
   for (unsigned i = 0; i < jw_fast_nslots[c]; i++)
     if (holds_range(jw_load(&jw_fast[c].slot[i], JW_RELAXED))) return 1; /* a hint: relaxed */
   return 0;
+}
+
+unsigned jw_fast_count(unsigned c) {
+  unsigned n = 0;
+  for (unsigned i = 0; i < jw_fast_nslots[c]; i++)
+    n += holds_range(jw_load(&jw_fast[c].slot[i], JW_RELAXED)) != 0; /* a figure: relaxed */
+  return n;
 }
 
 int jw_fast_reserve(unsigned c) {

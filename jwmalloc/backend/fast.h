@@ -20,8 +20,12 @@
 #include "size_class.h"
 
 #define JW_FAST_SLOTS 8
-#define JW_FAST_MAX_GRANULES 64u
+#define JW_FAST_MAX_GRANULES 256u
 #define JW_FAST_RESERVED 0xffffffffu
+/* The root class's bitmap is the root reserve (docs/design/backend.md,
+ * section 7c): entirely free, backed roots that a free just emptied, where
+ * an allocation that finds the backend lock held can reach them. */
+#define JW_FAST_ROOT_SLOTS 4u
 
 typedef struct jw_fast_class {
   jw_atomic_u32 slot[JW_FAST_SLOTS];
@@ -31,9 +35,12 @@ typedef struct jw_fast_class {
 } __attribute__((aligned(64))) jw_fast_class;
 
 extern jw_fast_class jw_fast[JW_NCLASSES];
-/* Slots in use per class: min(8, max(2, 128 / granules)) up to
- * JW_FAST_MAX_GRANULES (frees and allocations), one above (only the
- * remainders of lock-free splits: frees of those classes use the lists). */
+/* Slots in use per class: min(8, max(2, 128 / granules)) up to 64 granules,
+ * 2 from 80 to 256 granules (section 7c: the 256 KiB-1 MiB ranges), all of
+ * them for frees and allocations (up to JW_FAST_MAX_GRANULES); one for the
+ * classes above (the remainders of lock-free splits and contended frees:
+ * other frees of those classes use the lists), and the root reserve's
+ * JW_FAST_ROOT_SLOTS for the root class. */
 extern const uint8_t jw_fast_nslots[JW_NCLASSES];
 
 /* Takes the free range of class c with the lowest range id (lowest region,
@@ -64,6 +71,9 @@ int jw_fast_claim(unsigned c, jw_rid r);
 /* Empties slot i of class c if it holds a range and returns the range (the
  * caller owns it), else 0. For flushing the bitmaps into the lists. */
 jw_rid jw_fast_flush_slot(unsigned c, unsigned i);
+
+/* Ranges in class c's bitmap now (a relaxed scan of its slots: a figure). */
+unsigned jw_fast_count(unsigned c);
 
 /* Granules held in the bitmaps: the running count (a figure, and part of
  * the cached bytes the reclamation watermark bounds), and a scan of the

@@ -31,7 +31,7 @@ static const char *const others[] = {
     "STATS_FILE",                                     /* here, below */
     "LIB",                                            /* the jwmalloc run tool; inherited by its programs */
     "CHECK", "RETAIN_ROOTS",                          /* backend/backend.c */
-    "RECLAIM", "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK", "RECLAIM_POLICY", "RECLAIM_THREAD", /* reclaim/ */
+    "RECLAIM", "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK", "RECLAIM_WATERMARK_MAX", "RECLAIM_POLICY", "RECLAIM_THREAD", /* reclaim/ */
 };
 
 jw_atomic_u64 jw_options[JW_OPT_COUNT] = {

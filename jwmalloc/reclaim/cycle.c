@@ -92,6 +92,9 @@ uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait) {
     maybe_hold(HOLD_BATCH);
     released += jw_release_run(); /* filed by the next lock holder */
   }
+  /* Under the token: the watermark's record and decay (section 4a). */
+  if (mode == JW_RELEASE_PRESSURE && released != 0) jw_reclaim_note_sync_release(released);
+  if (mode == JW_RELEASE_DUE) jw_reclaim_watermark_decay();
 #ifndef JW_VERIFY
   jw_reclaim_place_check(mode == JW_RELEASE_DUE);
 #endif
@@ -132,6 +135,9 @@ void jw_reclaim_get_stats(jw_reclaim_stats *o) {
   o->placement_on = jw_load(&jw_rc.place_on, JW_RELAXED);
   o->placement_off = jw_load(&jw_rc.place_off, JW_RELAXED);
   o->placement_active = jw_place_on();
+  o->watermark_now = jw_reclaim_watermark_now();
+  o->watermark_raises = jw_load(&jw_rc.wm_raises, JW_RELAXED);
+  o->watermark_lowers = jw_load(&jw_rc.wm_lowers, JW_RELAXED);
 }
 
 static void set_hold(uint32_t v) {

@@ -15,6 +15,7 @@ jw_reclaim_state jw_rc = {
     .interval_ms = JW_ATOMIC_INIT(DEFAULT_INTERVAL_MS),
     .thread_on = JW_ATOMIC_INIT(1),
     .watermark = JW_ATOMIC_INIT(DEFAULT_WATERMARK),
+    .wm_now = JW_ATOMIC_INIT(DEFAULT_WATERMARK),
 };
 
 static void bad(const char *name, const char *value, const char *want) {
@@ -45,7 +46,15 @@ static void apply(const jw_reclaim_config *c) {
   /* Relaxed: independent settings, read racily by the reclaim paths. */
   jw_store(&jw_rc.enabled, c->enabled ? 1u : 0u, JW_RELAXED);
   jw_store(&jw_rc.interval_ms, c->interval_ms, JW_RELAXED);
+  /* A new floor or ceiling starts the watermark in force at its floor
+   * (section 4a); other settings leave it where it adapted to. */
+  if (jw_load(&jw_rc.watermark, JW_RELAXED) != c->watermark ||
+      jw_load(&jw_rc.watermark_max, JW_RELAXED) != c->watermark_max) {
+    jw_store(&jw_rc.wm_now, c->watermark, JW_RELAXED);
+    jw_store(&jw_rc.sync_bytes, 0, JW_RELAXED);
+  }
   jw_store(&jw_rc.watermark, c->watermark, JW_RELAXED);
+  jw_store(&jw_rc.watermark_max, c->watermark_max, JW_RELAXED);
   jw_store(&jw_rc.policy, c->policy, JW_RELAXED);
   jw_store(&jw_rc.thread_on, c->thread ? 1u : 0u, JW_RELAXED);
   jw_backend_set_reclaim_mode(c->enabled, c->policy);
@@ -76,6 +85,12 @@ void jw_reclaim_init(void) {
     else
       bad("JWMALLOC_RECLAIM_WATERMARK", s, "bytes with an optional K, M or G suffix");
   }
+  if ((s = getenv("JWMALLOC_RECLAIM_WATERMARK_MAX")) != NULL) {
+    if ((v = parse_size(s, 1)) >= 0)
+      c.watermark_max = (uint64_t)v;
+    else
+      bad("JWMALLOC_RECLAIM_WATERMARK_MAX", s, "bytes with an optional K, M or G suffix");
+  }
   if ((s = getenv("JWMALLOC_RECLAIM_POLICY")) != NULL) {
     if (str_eq(s, "lifetime"))
       c.policy = JW_POLICY_LIFETIME;
@@ -101,6 +116,7 @@ void jw_reclaim_get_config(jw_reclaim_config *o) {
   o->enabled = (int)jw_load(&jw_rc.enabled, JW_RELAXED);
   o->interval_ms = jw_load(&jw_rc.interval_ms, JW_RELAXED);
   o->watermark = jw_load(&jw_rc.watermark, JW_RELAXED);
+  o->watermark_max = jw_load(&jw_rc.watermark_max, JW_RELAXED);
   o->policy = jw_load(&jw_rc.policy, JW_RELAXED);
   o->thread = (int)jw_load(&jw_rc.thread_on, JW_RELAXED);
 }
@@ -130,6 +146,9 @@ int jw_reclaim_option(const char *name, long *value, int set) {
   } else if (str_eq(name, "RECLAIM_WATERMARK")) {
     if (!set) *value = (long)c.watermark;
     c.watermark = (uint64_t)v;
+  } else if (str_eq(name, "RECLAIM_WATERMARK_MAX")) {
+    if (!set) *value = (long)c.watermark_max;
+    c.watermark_max = (uint64_t)v;
   } else if (str_eq(name, "RECLAIM_POLICY")) {
     if (!set) *value = (long)c.policy;
     c.policy = (unsigned)v;

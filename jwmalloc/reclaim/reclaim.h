@@ -11,7 +11,11 @@
  *   JWMALLOC_RECLAIM_INTERVAL_MS=N    cycle interval, 1..600000 ms (default 500)
  *   JWMALLOC_RECLAIM_WATERMARK=N[KMG] cached free bytes past which a freeing
  *                                     thread releases synchronously (default
- *                                     64M; 0: none)
+ *                                     64M; 0: none); the floor of the
+ *                                     watermark in force, which doubles when
+ *                                     a release is refaulted (reclamation.md 4a)
+ *   JWMALLOC_RECLAIM_WATERMARK_MAX=N[KMG] its ceiling (default 0: the
+ *                                     watermark, fixed; opt-in, see 4a)
  *   JWMALLOC_RECLAIM_POLICY=lifetime|fixed-delay (default lifetime)
  *   JWMALLOC_RECLAIM_THREAD=0|1       background thread (default 1); 0: freeing
  *                                     threads run due cycles themselves
@@ -34,6 +38,7 @@ typedef struct jw_reclaim_config {
   uint64_t watermark;    /* JWMALLOC_RECLAIM_WATERMARK, bytes; 0: none */
   unsigned policy;       /* jw_reclaim_policy */
   int thread;            /* JWMALLOC_RECLAIM_THREAD */
+  uint64_t watermark_max; /* JWMALLOC_RECLAIM_WATERMARK_MAX, bytes; 0 (default): fixed at watermark */
 } jw_reclaim_config;
 
 /* Reads the options (once; called by the backend's initialization). */
@@ -129,6 +134,8 @@ typedef struct jw_reclaim_stats {
   uint64_t last_thread_checks;    /* wake-ups by jw_reclaim_last_thread_hint */
   uint64_t placement_on, placement_off; /* switches by the trough detector (JWMALLOC_PLACEMENT=auto) */
   int placement_active;           /* now: lowest-root-first placement on (backend.md 7b) */
+  uint64_t watermark_now;         /* the watermark in force (reclamation.md 4a); 0: none */
+  uint64_t watermark_raises, watermark_lowers; /* its doublings (a release refaulted) and halvings */
   int thread_running;             /* now */
 } jw_reclaim_stats;
 void jw_reclaim_get_stats(jw_reclaim_stats *out);

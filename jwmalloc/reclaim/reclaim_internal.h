@@ -18,7 +18,16 @@ typedef struct jw_reclaim_state {
   /* Configuration: set once at initialization (or by tests), read racily:
    * every field is an independent setting (relaxed). */
   jw_atomic_u32 inited, enabled, interval_ms, policy, thread_on;
-  jw_atomic_u64 watermark;
+  jw_atomic_u64 watermark;     /* JWMALLOC_RECLAIM_WATERMARK: the floor of the effective one */
+  jw_atomic_u64 watermark_max; /* JWMALLOC_RECLAIM_WATERMARK_MAX: its ceiling (0: the watermark, fixed) */
+  /* The watermark in force (reclamation.md 4a), between the two above. */
+  jw_atomic_u64 wm_now;
+  /* The last synchronous release (written under the reclaimer token, read
+   * racily as a heuristic): when, the bytes it gave back, and the backend's
+   * figures then: bytes re-obtained from the OS (roots mapped, in bytes, plus
+   * refaulted bytes) and live bytes. */
+  jw_atomic_u64 sync_ns, sync_bytes, sync_reobtained, sync_live;
+  jw_atomic_u64 raise_live; /* live bytes at the last raise: the level the raise was for */
   jw_lock token;              /* the reclaimer token: one batch sequence at a time */
   jw_atomic_u32 thread_state; /* JW_THREAD_* */
   jw_atomic_u32 wake;         /* futex word: 1 = wake the thread early */
@@ -39,6 +48,7 @@ typedef struct jw_reclaim_state {
   jw_atomic_u64 cycles, early_wakes, sync_releases, inline_cycles, held;
   jw_atomic_u64 thread_starts, thread_exits, thread_start_failures;
   jw_atomic_u64 tier_passes, last_thread_checks, place_on, place_off;
+  jw_atomic_u64 wm_raises, wm_lowers;
 } jw_reclaim_state;
 
 extern jw_reclaim_state jw_rc;
@@ -54,6 +64,14 @@ uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait);
 /* placement.c: the trough detector, at the end of every reclaimer run
  * (token held, backend lock not held); `due`: a full cycle. */
 void jw_reclaim_place_check(int due);
+
+/* watermark.c (reclamation.md 4a): the watermark in force, clamped to its
+ * floor and ceiling (0: none); after a synchronous release that gave back
+ * `released` bytes (token held), its record; in a due cycle (token held),
+ * the decay toward the floor. */
+uint64_t jw_reclaim_watermark_now(void);
+void jw_reclaim_note_sync_release(uint64_t released);
+void jw_reclaim_watermark_decay(void);
 
 /* thread.c */
 void jw_reclaim_thread_ensure(void); /* start it, or run a due cycle without it */

@@ -15,6 +15,7 @@
 #include "backend/size_class.h"
 #include "common/atomic.h"
 #include "os/os_mem.h"
+#include "reclaim/reclaim.h"
 #include "tb.h"
 
 static jw_backend_stats st(void) {
@@ -273,6 +274,67 @@ static void t_deferred_free(void) {
   release_everything();
 }
 
+/* The root reserve (docs/design/backend.md, section 7c): frees that empty
+ * backed roots put up to JW_FAST_ROOT_SLOTS of them where allocations that
+ * find the lock held reach them (reused, not mapped); past that a root is
+ * mapped without the lock as before; a flush files the reserve back into the
+ * lists, where its roots age and go back. Counts, not times. */
+static void t_root_reserve(void) {
+  enum { R = 6, SLOTS = 4 };
+  static char *r[R + 1];
+  /* With reclamation (entirely free roots age; without it the reserve is
+   * bounded by the retained count too), cycles run by hand here. */
+  jw_reclaim_config saved, on;
+  jw_reclaim_get_config(&saved);
+  on = saved;
+  on.enabled = 1, on.interval_ms = 600000, on.watermark = 0, on.thread = 0;
+  TB_REQUIRE(jw_reclaim_set_config(&on) == 0, "reclamation on");
+  for (unsigned i = 0; i < R; i++) (r[i] = alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL))[0] = 1;
+  jw_backend_stats s0 = st();
+  for (unsigned i = 0; i < R; i++) jw_pages_free(r[i]);
+  jw_backend_stats s1 = st();
+  TB_CHECK(s1.roots_reserved - s0.roots_reserved == SLOTS && s1.free_roots == R && s1.pages.roots == R,
+           "reserve: %llu roots reserved of %u emptied, %llu free roots", (unsigned long long)(s1.roots_reserved - s0.roots_reserved),
+           R, (unsigned long long)s1.free_roots);
+  TB_CHECK(s1.fast_bytes == (uint64_t)SLOTS * JW_ROOT, "reserve holds %llu bytes, bound %llu",
+           (unsigned long long)s1.fast_bytes, (unsigned long long)SLOTS * JW_ROOT);
+  /* The lock held: whole roots, then 1 MiB ranges, come from the reserve. */
+  pthread_t th;
+  jw_store(&hold_state, 0, JW_RELEASE);
+  pthread_create(&th, NULL, holder, NULL);
+  while (jw_load(&hold_state, JW_ACQUIRE) != 1) usleep(1000);
+  signal(SIGALRM, on_alarm);
+  alarm(10); /* a bound for a hang, not a timing check */
+  for (unsigned i = 0; i < SLOTS - 1; i++) r[i] = alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL);
+  char *mib = alloc(256, JW_KIND_LARGE, NULL);
+  jw_backend_stats s2 = st();
+  TB_CHECK(s2.roots_reused - s1.roots_reused == SLOTS && s2.roots_mapped_total == s1.roots_mapped_total &&
+               s2.lf_roots == s1.lf_roots,
+           "lock held: %llu reserved roots reused, %llu roots mapped (none expected)",
+           (unsigned long long)(s2.roots_reused - s1.roots_reused),
+           (unsigned long long)(s2.roots_mapped_total - s1.roots_mapped_total));
+  /* The reserve is empty: the bounded fallback maps a root without the lock. */
+  r[R] = alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL);
+  TB_CHECK(st().lf_roots == s2.lf_roots + 1, "empty reserve: no root mapped without the lock");
+  alarm(0);
+  jw_store(&hold_state, 2, JW_RELEASE);
+  pthread_join(th, NULL);
+  for (unsigned i = 0; i < SLOTS - 1; i++) jw_pages_free(r[i]);
+  jw_pages_free(r[R]);
+  jw_pages_free(mib);
+  check_all("root reserve");
+  /* A flush (here the quiet statistics) files the reserve into the lists;
+   * unused, its roots age out with the cycles like any free root. */
+  jw_backend_stats q;
+  jw_backend_get_stats_quiet(&q);
+  TB_CHECK(q.fast_bytes == 0 && q.free_roots == q.pages.roots, "flush left %llu bytes in the bitmaps",
+           (unsigned long long)q.fast_bytes);
+  for (int i = 0; i < 3; i++) jw_backend_reclaim_step();
+  TB_CHECK(st().pages.roots == 0, "%llu reserved roots never aged out", (unsigned long long)st().pages.roots);
+  TB_REQUIRE(jw_reclaim_set_config(&saved) == 0, "reclamation restored");
+  release_everything();
+}
+
 /* Threads allocating and freeing each other's ranges: the lock and the
  * deferred path under contention. */
 enum { THREADS = 4, PER = 20000, SLOTS = 256 };
@@ -381,6 +443,7 @@ int main(void) {
   t_reclaim_buffers();
   t_zeroed();
   t_deferred_free();
+  t_root_reserve();
   t_threads();
   t_fork();
   t_out_of_memory();

@@ -33,7 +33,7 @@ static inline jw_backend_stats rt_bstats_quiet(void) {
 }
 
 static inline void rt_config(int enabled, uint32_t interval_ms, uint64_t watermark, unsigned policy, int thread) {
-  jw_reclaim_config c = {enabled, interval_ms, watermark, policy, thread};
+  jw_reclaim_config c = {enabled, interval_ms, watermark, policy, thread, 0}; /* ceiling: the default */
   TB_REQUIRE(jw_reclaim_set_config(&c) == 0, "set_config");
 }
 

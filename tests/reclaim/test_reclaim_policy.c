@@ -210,6 +210,119 @@ static void t_watermark(void) {
   rt_check_all("watermark");
 }
 
+/* The watermark adapts to re-mapping (reclamation.md 4a). An rptest-like
+ * churn (32 slots replaced at random by 64 KiB-1 MiB ranges, live bytes
+ * steady) whose free working set is above a 1 MiB watermark: with the
+ * adaptation off (ceiling = floor) its synchronous releases unmap roots that
+ * it maps again; with it on the watermark rises, at most to its ceiling, and
+ * the same churn gives back and takes back less. Counts, one thread, cycles
+ * by hand. */
+typedef struct churn_counts {
+  uint64_t released, reobtained, syncs, raises, wm, most_cached;
+} churn_counts;
+
+enum { K = 32, STEPS = 6000 };
+static char *slot[K];
+
+/* The churn; its slots stay live (churn_end frees them). */
+static churn_counts churn(uint64_t floor, uint64_t ceiling) {
+  fresh(JW_POLICY_LIFETIME);
+  jw_reclaim_config c;
+  jw_reclaim_get_config(&c);
+  c.watermark = floor, c.watermark_max = ceiling;
+  TB_REQUIRE(jw_reclaim_set_config(&c) == 0, "watermark %llu..%llu", (unsigned long long)floor,
+             (unsigned long long)ceiling);
+  tb_rng r = {12345};
+  static const uint32_t sizes[] = {16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256};
+  jw_reclaim_stats s0 = rt_stats();
+  jw_backend_stats b0 = rt_bstats();
+  uint64_t most = 0;
+  for (unsigned i = 0; i < K; i++) (slot[i] = rt_alloc(sizes[tb_below(&r, 13)]))[0] = 1;
+  for (unsigned i = 0; i < STEPS; i++) {
+    unsigned k = tb_below(&r, K);
+    jw_pages_free(slot[k]);
+    uint64_t cached = rt_bstats().pages.cached_bytes;
+    if (cached > most) most = cached;
+    (slot[k] = rt_alloc(sizes[tb_below(&r, 13)]))[0] = 1;
+  }
+  jw_reclaim_stats s1 = rt_stats();
+  jw_backend_stats b1 = rt_bstats();
+  churn_counts o = {s1.bytes_released - s0.bytes_released,
+                    (b1.roots_mapped_total - b0.roots_mapped_total) * JW_ROOT + b1.refault_bytes - b0.refault_bytes,
+                    s1.sync_releases - s0.sync_releases, s1.watermark_raises - s0.watermark_raises,
+                    s1.watermark_now, most};
+  rt_check_all("churn");
+  return o;
+}
+
+static void churn_end(void) {
+  for (unsigned i = 0; i < K; i++) jw_pages_free(slot[i]);
+}
+
+static void t_watermark_adapts(void) {
+  const uint64_t floor = 1u << 20, ceiling = 4u << 20;
+  churn_counts fixed = churn(floor, floor);
+  churn_end();
+  churn_counts adapt = churn(floor, ceiling);
+  /* The live bytes it rose for are gone (a ramp-down): back to the floor. */
+  churn_end();
+  TB_CHECK(rt_stats().watermark_now == floor, "ramp-down left the watermark at %llu",
+           (unsigned long long)rt_stats().watermark_now);
+  printf("watermark: fixed %llu KiB given back, %llu KiB taken back, %llu sync releases; adaptive %llu KiB, "
+         "%llu KiB, %llu sync releases, %llu raises to %llu KiB\n",
+         (unsigned long long)fixed.released >> 10, (unsigned long long)fixed.reobtained >> 10,
+         (unsigned long long)fixed.syncs, (unsigned long long)adapt.released >> 10,
+         (unsigned long long)adapt.reobtained >> 10, (unsigned long long)adapt.syncs,
+         (unsigned long long)adapt.raises, (unsigned long long)adapt.wm >> 10);
+  TB_CHECK(fixed.raises == 0 && fixed.wm == floor, "ceiling = floor: the watermark moved");
+  TB_CHECK(adapt.raises >= 1 && adapt.wm > floor && adapt.wm <= ceiling, "no raise, or past the ceiling: %llu",
+           (unsigned long long)adapt.wm);
+  /* Bounded: a free that crosses the watermark adds at most one range (up to
+   * a root, merged with released pieces filed as backed) before a release. */
+  TB_CHECK(adapt.most_cached <= ceiling + JW_ROOT && fixed.most_cached <= floor + JW_ROOT,
+           "cached past the bound: %llu (adaptive), %llu (fixed)", (unsigned long long)adapt.most_cached,
+           (unsigned long long)fixed.most_cached);
+  TB_CHECK(adapt.released < fixed.released && adapt.reobtained < fixed.reobtained,
+           "adaptation did not cut the churn");
+  /* A burst repeated (live bytes grow as the memory comes back, as in a
+   * peak-trough load) does not raise it: its refaults served growth. */
+  fresh(JW_POLICY_LIFETIME);
+  jw_reclaim_config bc;
+  jw_reclaim_get_config(&bc);
+  bc.watermark = floor, bc.watermark_max = ceiling;
+  TB_REQUIRE(jw_reclaim_set_config(&bc) == 0, "bursts: watermark");
+  enum { N = 64 };
+  static char *b[N];
+  uint64_t raises = rt_stats().watermark_raises;
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < N; i++) memset(b[i] = rt_alloc(16), 1, PAGES(16));
+    for (int i = 0; i < N; i++) jw_pages_free(b[i]);
+  }
+  TB_CHECK(rt_stats().watermark_raises == raises && rt_stats().watermark_now == floor,
+           "bursts raised the watermark to %llu", (unsigned long long)rt_stats().watermark_now);
+  /* Back down once releases stop: four quiet intervals, then each due cycle halves it. */
+  churn(floor, ceiling);
+  uint64_t w = rt_stats().watermark_now, lowers = rt_stats().watermark_lowers;
+  TB_REQUIRE(w > floor, "no raise to decay from");
+  jw_reclaim_config c;
+  jw_reclaim_get_config(&c);
+  c.interval_ms = 1; /* same floor and ceiling: the level in force stays */
+  TB_REQUIRE(jw_reclaim_set_config(&c) == 0, "interval 1 ms");
+  TB_CHECK(rt_stats().watermark_now == w, "a new interval reset the watermark in force");
+  usleep(10000);
+  jw_reclaim_cycle();
+  TB_CHECK(rt_stats().watermark_now == (w / 2 > floor ? w / 2 : floor) && rt_stats().watermark_lowers == lowers + 1,
+           "decay: %llu -> %llu", (unsigned long long)w, (unsigned long long)rt_stats().watermark_now);
+  for (int i = 0; i < 4; i++) jw_reclaim_cycle();
+  TB_CHECK(rt_stats().watermark_now == floor, "not back at the floor: %llu", (unsigned long long)rt_stats().watermark_now);
+  churn_end();
+  rt_config(1, 600000, 0, JW_POLICY_LIFETIME, 0);
+  /* The default (ceiling 0): fixed, the same churn never moves it. */
+  churn(floor, 0);
+  TB_CHECK(rt_stats().watermark_now == floor, "default ceiling: the watermark moved");
+  churn_end();
+}
+
 /* Reclamation off: frees never release, no thread starts, a whole free root
  * beyond the retained count goes back at once (part 2's behaviour). */
 static void t_off(void) {
@@ -257,6 +370,7 @@ int main(void) {
            (unsigned long long)lifetime, (unsigned long long)fixed);
   t_runs();
   t_watermark();
+  t_watermark_adapts();
   t_off();
   if (tb_failures) return 1;
   puts("reclaim policy: ok");
