@@ -109,6 +109,8 @@ typedef struct jw_stats {
   uint64_t backend_lf_splits;            /* lock busy: a larger bitmap range subdivided without it */
   uint64_t backend_lf_recycled;          /* lock busy, bitmaps empty: a deferred free reused without it */
   uint64_t backend_lf_roots;             /* lock busy, nothing to reuse: a root mapped without the lock */
+  uint64_t backend_roots_reused;         /* allocations that took an emptied root from the root reserve
+                                            instead of mapping one (backend.md section 7c) */
 } jw_stats;
 
 /* Fills *out with the first `size` bytes of the statistics (size: the

@@ -84,6 +84,7 @@ static void collect(jw_stats *s) {
   s->backend_lf_splits = bs.lf_splits;
   s->backend_lf_recycled = bs.lf_recycled;
   s->backend_lf_roots = bs.lf_roots;
+  s->backend_roots_reused = bs.roots_reused;
   jw_reclaim_stats rs;
   jw_reclaim_get_stats(&rs);
   s->reclaim_cycles = rs.cycles;
@@ -158,9 +159,10 @@ JW_EXPORT void jw_stats_print(int fd) {
   jw_dprintf(fd, "  backend operations: %llu allocs, %llu frees, %llu splits, %llu merges\n",
              (unsigned long long)s.backend_allocs, (unsigned long long)s.backend_frees,
              (unsigned long long)s.backend_splits, (unsigned long long)s.backend_merges);
-  jw_dprintf(fd, "  backend roots mapped: %llu; lock-free paths: %llu bitmap allocs, %llu splits and %llu "
+  jw_dprintf(fd, "  backend roots mapped: %llu, %llu emptied roots reused from the reserve; lock-free paths: %llu bitmap allocs, %llu splits and %llu "
              "deferred frees reused with the lock busy, %llu roots mapped without it\n",
-             (unsigned long long)s.backend_roots_mapped, (unsigned long long)s.backend_fast_allocs,
+             (unsigned long long)s.backend_roots_mapped, (unsigned long long)s.backend_roots_reused,
+             (unsigned long long)s.backend_fast_allocs,
              (unsigned long long)s.backend_lf_splits, (unsigned long long)s.backend_lf_recycled,
              (unsigned long long)s.backend_lf_roots);
   jw_dprintf(fd, "  threads: %llu started, %llu exited; %llu abandoned slabs; %llu midend fallbacks; %llu bad frees\n",
