@@ -111,6 +111,9 @@ typedef struct jw_stats {
   uint64_t backend_lf_roots;             /* lock busy, nothing to reuse: a root mapped without the lock */
   uint64_t backend_roots_reused;         /* allocations that took an emptied root from the root reserve
                                             instead of mapping one (backend.md section 7c) */
+  uint64_t placement_on, placement_contended; /* JWMALLOC_PLACEMENT=auto: switches on by the trough
+                                            detector; reclaim cycles its contention guard held it off
+                                            (reclamation.md section 6a) */
 } jw_stats;
 
 /* Fills *out with the first `size` bytes of the statistics (size: the

@@ -19,6 +19,7 @@
   X(merges_before_release, SUM) X(merges_after_release, SUM) X(refaulted_allocs, SUM)                    \
   X(pool_pages_aged, SUM) X(mid_slabs_aged, SUM) X(huge_kept_bytes, SUM) X(huge_reuses, SUM)                    \
   X(backend_roots_mapped, SUM) X(backend_fast_allocs, SUM) X(backend_lf_splits, SUM)                    \
-  X(backend_lf_recycled, SUM) X(backend_lf_roots, SUM) X(backend_roots_reused, SUM)
+  X(backend_lf_recycled, SUM) X(backend_lf_roots, SUM) X(backend_roots_reused, SUM)                                          \
+  X(placement_on, SUM) X(placement_contended, SUM)
 
 #endif

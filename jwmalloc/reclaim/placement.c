@@ -13,6 +13,35 @@
 #define OFF_SLACK (8 * MIB)
 #define ON_RUNS 2u
 #define OFF_CYCLES 8u
+/* The contention guard: more than LF_GUARD roots mapped without the lock in
+ * one full cycle means lock holders are being preempted (many threads on few
+ * cores); placement then stays off for COOLDOWN_CYCLES full cycles. */
+#define LF_GUARD 8u
+#define COOLDOWN_CYCLES 8u
+
+/* Switches placement off; the next peak is measured from `live`. */
+static void place_off(uint64_t live) {
+  jw_pages_place_switch(false);
+  jw_pages_place_sync(); /* PLACEMENT set to 1 since the mode was read */
+  jw_store(&jw_rc.place_peak, live, JW_RELAXED);
+  jw_backend_peak_live(1);
+  jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
+  jw_rc_bump(&jw_rc.place_off);
+}
+
+/* At each full cycle: whether lock holders are being preempted, from the
+ * roots mapped without the lock since the last one (backend.md 7a, step 5). */
+static bool contended(int due, uint64_t lf_roots) {
+  uint32_t cool = jw_load(&jw_rc.place_cooldown, JW_RELAXED);
+  if (due) {
+    uint64_t n = lf_roots - jw_load(&jw_rc.place_lf_roots, JW_RELAXED);
+    jw_store(&jw_rc.place_lf_roots, lf_roots, JW_RELAXED);
+    cool = n > LF_GUARD ? COOLDOWN_CYCLES : cool ? cool - 1 : 0;
+    if (n > LF_GUARD) jw_rc_bump(&jw_rc.place_contended);
+    jw_store(&jw_rc.place_cooldown, cool, JW_RELAXED);
+  }
+  return cool != 0;
+}
 
 void jw_reclaim_place_check(int due) {
   if (jw_pages_place_mode() != JW_PLACE_AUTO) return;
@@ -29,6 +58,13 @@ void jw_reclaim_place_check(int due) {
   if (live > peak) peak = live;
   jw_store(&jw_rc.place_peak, peak, JW_RELAXED);
   uint32_t runs = jw_load(&jw_rc.place_runs, JW_RELAXED);
+  if (contended(due, bs.lf_roots)) {
+    /* Placement's extra locked work would map roots without the lock
+     * faster than its survivors could free them (backend.md 7b). */
+    if (jw_place_on()) place_off(live);
+    else jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
+    return;
+  }
   if (jw_place_on()) {
     if (pinned > live + live / 4 + OFF_SLACK) {
       jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
@@ -37,12 +73,7 @@ void jw_reclaim_place_check(int due) {
     }
     if (due) jw_store(&jw_rc.place_runs, ++runs, JW_RELAXED);
     if (pinned / 3 * 4 > jw_load(&jw_rc.place_on_pinned, JW_RELAXED) && runs < OFF_CYCLES) return;
-    jw_pages_place_switch(false);
-    jw_pages_place_sync(); /* PLACEMENT set to 1 since the mode was read above */
-    jw_store(&jw_rc.place_peak, live, JW_RELAXED); /* the next peak is measured from here */
-    jw_backend_peak_live(1);
-    jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
-    jw_rc_bump(&jw_rc.place_off);
+    place_off(live);
     return;
   }
   if (live / 2 * 3 <= peak && pinned >= live + live / 2 + ON_SLACK) {

@@ -44,10 +44,14 @@ typedef struct jw_reclaim_state {
    * at the switch on. Touched only under the reclaimer token. */
   jw_atomic_u64 place_peak, place_on_pinned;
   jw_atomic_u32 place_runs;
+  /* The contention guard: roots mapped without the lock at the last full
+   * cycle, and the full cycles left before placement may switch on again. */
+  jw_atomic_u64 place_lf_roots;
+  jw_atomic_u32 place_cooldown;
   /* Statistics: relaxed counters. */
   jw_atomic_u64 cycles, early_wakes, sync_releases, inline_cycles, held;
   jw_atomic_u64 thread_starts, thread_exits, thread_start_failures;
-  jw_atomic_u64 tier_passes, last_thread_checks, place_on, place_off;
+  jw_atomic_u64 tier_passes, last_thread_checks, place_on, place_off, place_contended;
   jw_atomic_u64 wm_raises, wm_lowers;
 } jw_reclaim_state;
 

@@ -1,0 +1,150 @@
+/* Placement on demand's contention guard (docs/design/reclamation.md 6a,
+ * JWMALLOC_PLACEMENT=auto, set by CTest): when lock holders are preempted,
+ * allocations map roots without the backend lock (backend.md 7a, step 5),
+ * and placement's extra locked work would make that worse. So a full reclaim
+ * cycle that saw more than 8 such roots holds placement off for 8 cycles.
+ *
+ * The test makes the contention on purpose: at the peak, a thread is frozen
+ * while holding the backend lock (test hook) and the main thread allocates
+ * 3 MiB blocks, each from a root mapped without the lock. Then the load falls
+ * back to its steady level (a trough the detector switches on for, as in
+ * jwmalloc.placement.auto). Asserted: the guard saw the contention; placement
+ * stayed off for the cycles it holds it off; and it still switched on once
+ * the cooldown was over (the guard delays, it does not disable). Every wait is
+ * bounded (a hang is a failure, not a duration). Usage: test_placement_guard
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/lock.h"
+#include "jwmalloc.h"
+#include "reclaim/reclaim.h"
+
+#include "check.h"
+
+#define STEADY ((size_t)16 << 20)
+#define CAP 200000
+#define NBIG 24
+
+static void *blk[CAP];
+static size_t sz[CAP], n, bytes;
+static uint64_t s = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void) {
+  s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+  return s;
+}
+
+static void put(size_t i) {
+  sz[i] = rnd() % 100 < 75 ? 16 + rnd() % 1000 : 1024 + rnd() % 7000;
+  blk[i] = jw_malloc(sz[i]);
+  CHECK(blk[i] != NULL, "jw_malloc");
+  *(size_t *)blk[i] = i;
+  bytes += sz[i];
+}
+
+static void drop(size_t i) {
+  CHECK(*(size_t *)blk[i] == i, "block %zu overwritten", i);
+  jw_free(blk[i]);
+  bytes -= sz[i];
+}
+
+static void churn(long ops) {
+  for (long k = 0; k < ops; k++) {
+    size_t i = rnd() % n;
+    drop(i);
+    put(i);
+  }
+}
+
+static void nap_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+static atomic_int frozen, release_holder;
+static __thread int may_freeze;
+
+static void hook(jw_lock_kind k) {
+  if (!may_freeze || k != JW_LK_BACKEND) return;
+  int exp = 0;
+  if (!atomic_compare_exchange_strong(&frozen, &exp, 1)) return;
+  while (!atomic_load(&release_holder)) usleep(1000);
+}
+
+static void *holder(void *arg) {
+  (void)arg;
+  may_freeze = 1;
+  jw_free(jw_malloc((size_t)2 << 20)); /* frozen in the allocation, holding the backend lock */
+  return NULL;
+}
+
+int main(void) {
+  long mode = -1;
+  CHECK(jw_option_get("PLACEMENT", &mode) == 0 && mode == 2, "PLACEMENT %ld, want 2 (auto)", mode);
+  alarm(120); /* a hang bound */
+  while (bytes < STEADY) put(n++);
+  size_t steady_n = n;
+  churn(200000);
+  while (bytes < 5 * STEADY && n < CAP) put(n++);
+  churn(200000);
+  /* Contention at the peak: the backend lock frozen, big blocks from roots
+   * mapped without it. */
+  jw_test_set_lock_hook(hook);
+  pthread_t h;
+  CHECK(pthread_create(&h, NULL, holder, NULL) == 0, "pthread_create");
+  while (!atomic_load(&frozen)) usleep(1000);
+  jw_stats a, b;
+  jw_stats_get(&a, sizeof a);
+  void *big[NBIG];
+  for (int i = 0; i < NBIG; i++) {
+    big[i] = jw_malloc((size_t)3 << 20);
+    CHECK(big[i] != NULL, "3 MiB block with the lock frozen");
+  }
+  jw_stats_get(&b, sizeof b);
+  atomic_store(&release_holder, 1);
+  pthread_join(h, NULL);
+  jw_test_set_lock_hook(NULL);
+  uint64_t lf = b.backend_lf_roots - a.backend_lf_roots;
+  CHECK(lf > 8, "only %llu roots mapped without the lock: the case does not make contention", (unsigned long long)lf);
+  for (int i = 0; i < NBIG; i++) jw_free(big[i]);
+  jw_reclaim_stats r;
+  jw_reclaim_get_stats(&r);
+  for (int i = 0; i < 500 && r.placement_contended == 0; i++) {
+    nap_ms(2);
+    jw_reclaim_get_stats(&r);
+  }
+  CHECK(r.placement_contended >= 1, "the guard did not see %llu roots mapped without the lock", (unsigned long long)lf);
+  uint64_t c1 = r.cycles, on0 = r.placement_on;
+  /* The trough: the detector's condition holds, but the guard holds
+   * placement off for its cooldown. */
+  while (n > steady_n) drop(--n);
+  int seen_off = 0;
+  for (int i = 0; i < 2000; i++) {
+    churn(500);
+    jw_reclaim_get_stats(&r);
+    if (r.cycles > c1 + 6) break;
+    CHECK(!r.placement_active && r.placement_on == on0, "placement switched on %llu cycles after the contention",
+          (unsigned long long)(r.cycles - c1));
+    seen_off = 1;
+  }
+  CHECK(seen_off, "no check made within the cooldown");
+  /* After the cooldown, the trough switches it on. */
+  for (int i = 0; i < 1000 && !r.placement_active; i++) {
+    churn(2000);
+    nap_ms(2);
+    jw_reclaim_get_stats(&r);
+  }
+  printf("placement guard: %llu roots mapped without the lock; contended cycles %llu; switched on %llu cycles "
+         "after the contention (on %llu, off %llu)\n",
+         (unsigned long long)lf, (unsigned long long)r.placement_contended, (unsigned long long)(r.cycles - c1),
+         (unsigned long long)r.placement_on, (unsigned long long)r.placement_off);
+  CHECK(r.placement_active, "placement never switched on after the cooldown");
+  while (n) drop(--n);
+  return failures ? 1 : 0;
+}
