@@ -85,11 +85,15 @@ static void mid_double(void) {
   char *p = malloc(5000);
   free(p), free(p);
 }
-/* A range the thread's block cache holds after the first free (40 KiB: it
- * carries the free key there), and one too large for it (the backend's
- * records say it is free). */
+/* A range the thread's block cache holds after the first free (40 KiB, and
+ * 600 KiB in the budget of the larger ranges: it carries the free key
+ * there), and one too large for it (the backend's records say it is free). */
 static void large_double(void) {
   char *p = malloc(40000);
+  free(p), free(p);
+}
+static void large_double_big(void) {
+  char *p = malloc(600000);
   free(p), free(p);
 }
 /* A block never handed out, waiting in the thread's bin (the next block of
@@ -122,7 +126,7 @@ static void overaligned_range_start(void) {
   _exit(2);
 }
 static void large_double_uncached(void) {
-  char *p = malloc(300000);
+  char *p = malloc(1500000); /* above the block cache's largest class (1 MiB) */
   free(p), free(p);
 }
 static void huge_double(void) {
@@ -286,6 +290,7 @@ int main(void) {
   expect_abort("small double free", small_double, "free(): double free detected");
   expect_abort("midend double free", mid_double, "free(): double free detected");
   expect_abort("range double free", large_double, "free(): double free detected");
+  expect_abort("600 KiB range double free", large_double_big, "free(): double free detected");
   expect_abort("range double free, uncached", large_double_uncached, "free(): invalid pointer: inside the free ");
   expect_abort("direct double free", huge_double, "free(): invalid pointer");
   expect_abort("cross-thread double free", cross_thread_double, "free(): double free detected");
