@@ -117,8 +117,8 @@ static void mid_never_allocated(void) {
 static void overaligned_range_start(void) {
   for (int i = 0; i < 16; i++) {
     sink = memalign(4096, 4096);
-    char *p = memalign(8192, 20000);
-    if (malloc_usable_size(p) == 20480) { /* its range starts 4 KiB below */
+    char *p = memalign(8192, 14000); /* a 5-granule range (20 KiB) */
+    if (malloc_usable_size(p) == 16384) { /* its range starts 4 KiB below */
       free(p - 4096);
       _exit(0);
     }
@@ -186,12 +186,12 @@ static void usable_range_interior(void) {
   sink = (void *)(uintptr_t)malloc_usable_size(p + 12288);
 }
 static void realloc_range_freed(void) {
-  char *p = malloc(300000);
+  char *p = malloc(1500000); /* above the block cache's classes: the backend's free range */
   free(p);
   sink = realloc(p, 10);
 }
 static void free_into_freed_range(void) {
-  char *p = malloc(300000);
+  char *p = malloc(1500000);
   free(p);
   free(p + 65536);
 }
@@ -297,7 +297,7 @@ int main(void) {
   expect_abort("small block never handed out", small_never_allocated, "free(): double free detected");
   expect_abort("midend block never handed out", mid_never_allocated, "free(): double free detected");
   expect_abort("over-aligned range's start", overaligned_range_start,
-               "free(): invalid pointer: not a block start in the live 24 KiB range");
+               "free(): invalid pointer: not a block start in the live 20 KiB range");
   expect_abort("free of a stack pointer", stack_free, "free(): invalid pointer");
   expect_abort("free of a global", global_free, "free(): invalid pointer");
   expect_abort("small interior pointer", small_interior, "free(): invalid pointer: not a block start in the live 4 KiB slab");
