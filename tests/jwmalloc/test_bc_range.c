@@ -36,7 +36,7 @@
 #include "frontend/thread_cache.h"
 #include "jwmalloc.h"
 
-#include "check.h"
+#include "thread_test.h"
 
 #define HANG 60.0 /* seconds: a bound for a hang */
 
@@ -57,24 +57,13 @@ static jw_bcache *my_cache(void) {
   return tc ? &tc->bc : NULL;
 }
 
-/* Every block carries its own pattern (one byte per page and the last). */
-static void fill(unsigned char *p, size_t n, unsigned char v) {
-  for (size_t i = 0; i < n; i += 4096) p[i] = v;
-  p[n - 1] = v;
-}
-static int intact(const unsigned char *p, size_t n, unsigned char v) {
-  for (size_t i = 0; i < n; i += 4096)
-    if (p[i] != v) return 0;
-  return p[n - 1] == v;
-}
-
 static int case_reuse(void) {
   void *warm = jw_malloc(48); /* the thread cache */
   jw_bcache *bc = my_cache();
   CHECK(bc != NULL, "no thread cache");
   if (!bc) return 1;
   void *p = jw_malloc(600000);
-  fill(p, 600000, 7);
+  memset(p, 7, 600000);
   jw_stats s0 = stats();
   jw_free(p);
   CHECK(bc->used[1] >= 600000, "a freed 600 KiB range is not cached (%u bytes in group 1)", bc->used[1]);
@@ -87,7 +76,7 @@ static int case_reuse(void) {
         (unsigned long long)(s1.backend_frees - s0.backend_frees));
   CHECK(bc->used[1] == 0, "group 1 still holds %u bytes", bc->used[1]);
   /* calloc from the cache: zeroed although the range was written. */
-  fill(q, 590000, 9);
+  memset(q, 9, 590000);
   jw_free(q);
   unsigned char *z = jw_calloc(1, 590000);
   CHECK(z == q, "calloc did not take the cached range");
@@ -108,22 +97,7 @@ static int case_reuse(void) {
 
 /* ---- an idle thread's cache ages ---- */
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int stage;
 static jw_bcache *idle_bc;
-
-static void set_stage(int s) {
-  pthread_mutex_lock(&mu);
-  stage = s;
-  pthread_cond_broadcast(&cv);
-  pthread_mutex_unlock(&mu);
-}
-static void wait_stage(int s) {
-  pthread_mutex_lock(&mu);
-  while (stage < s) pthread_cond_wait(&cv, &mu);
-  pthread_mutex_unlock(&mu);
-}
 
 /* Recycles a few large classes (the budget grows), frees one of each into
  * its cache, then idles until told to exit. */
@@ -134,17 +108,17 @@ static void *idle_owner(void *arg) {
   for (int round = 0; round < 50; round++)
     for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) jw_free(jw_malloc(sizes[i]));
   idle_bc = my_cache();
-  set_stage(1);
-  wait_stage(2);
+  set_step(1);
+  wait_step(2);
   jw_free(keep);
   return NULL;
 }
 
 static int case_aging(void) {
-  stage = 0;
+  set_step(0);
   pthread_t t;
   pthread_create(&t, NULL, idle_owner, NULL);
-  wait_stage(1);
+  wait_step(1);
   jw_bcache *bc = idle_bc;
   uint32_t cached = bc->used[1];
   CHECK(cached >= 1000000, "the thread cached only %u bytes of large ranges", cached);
@@ -167,7 +141,7 @@ static int case_aging(void) {
   printf("aging: an idle thread cached %u KiB of large ranges: kept by the first pass, given back by the second; "
          "budget %u KiB after the busy interval, %u KiB idle\n",
          cached >> 10, limit1 >> 10, bc->limit[1] >> 10);
-  set_stage(2);
+  set_step(2);
   pthread_join(t, NULL);
   return failures != 0;
 }
@@ -179,10 +153,10 @@ static int case_reclaimer(void) {
     printf("reclaimer: JWMALLOC_RECLAIM=0, nothing to show\n");
     return 0;
   }
-  stage = 0;
+  set_step(0);
   pthread_t t;
   pthread_create(&t, NULL, idle_owner, NULL);
-  wait_stage(1);
+  wait_step(1);
   jw_bcache *bc = idle_bc;
   double t0 = now();
   /* Read without the owner's lock: the owner is idle, the reclaimer changes
@@ -194,7 +168,7 @@ static int case_reclaimer(void) {
   CHECK(__atomic_load_n(&bc->used[1], __ATOMIC_RELAXED) == 0, "the reclaim thread left %u bytes cached",
         bc->used[1]);
   printf("reclaimer: the reclaim thread emptied an idle thread's large ranges\n");
-  set_stage(2);
+  set_step(2);
   pthread_join(t, NULL);
   return failures != 0;
 }
@@ -202,10 +176,7 @@ static int case_reclaimer(void) {
 /* ---- the budgets hold under churn ---- */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t next(void) {
-  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  return rng;
-}
+static uint64_t next(void) { return rnd(&rng); }
 /* Log-uniform in 16 KiB..1 MiB, a few above it and a few midend blocks. */
 static size_t draw(void) {
   unsigned r = (unsigned)(next() % 100);
@@ -218,22 +189,14 @@ static size_t draw(void) {
 static int case_bound(int ops) {
   enum { SLOTS = 48 };
   void *slot[SLOTS] = {0};
-  size_t size[SLOTS] = {0};
-  unsigned char tag[SLOTS] = {0};
   void *warm = jw_malloc(48);
   jw_bcache *bc = my_cache();
   uint32_t max_used = 0, max_limit = 0;
   uint64_t hits0 = stats().large_mallocs, back0 = stats().backend_allocs;
   for (int i = 0; i < ops; i++) {
     unsigned k = (unsigned)(next() % SLOTS);
-    if (slot[k]) {
-      CHECK(intact(slot[k], size[k], tag[k]), "block %p (%zu bytes) lost its contents", slot[k], size[k]);
-      jw_free(slot[k]);
-    }
-    size[k] = draw();
-    slot[k] = jw_malloc(size[k]);
-    tag[k] = (unsigned char)(i | 1);
-    fill(slot[k], size[k], tag[k]);
+    if (slot[k]) check_and_free(slot[k]); /* its contents checked */
+    slot[k] = make(draw(), (uint64_t)i);
     CHECK(bc->used[0] <= JW_BC_MAX_BYTES, "group 0 holds %u bytes", bc->used[0]);
     CHECK(bc->used[1] <= bc->limit[1], "group 1 holds %u bytes over its budget %u", bc->used[1], bc->limit[1]);
     CHECK(bc->limit[1] >= JW_BC_BIG_MIN_BYTES && bc->limit[1] <= JW_BC_BIG_MAX_BYTES, "budget %u out of range",
@@ -252,7 +215,8 @@ static int case_bound(int ops) {
   uint64_t hits = stats().large_mallocs - hits0, back = stats().backend_allocs - back0;
   CHECK(back < hits, "every range came from the backend (%llu of %llu)", (unsigned long long)back,
         (unsigned long long)hits);
-  for (int k = 0; k < SLOTS; k++) jw_free(slot[k]);
+  for (int k = 0; k < SLOTS; k++)
+    if (slot[k]) check_and_free(slot[k]);
   jw_free(warm);
   printf("bound: %d random 16 KiB-1 MiB calls: group 1 held at most %u KiB (budget up to %u KiB), group 0 within "
          "%u KiB; %llu of %llu range mallocs reached the backend\n",
