@@ -142,8 +142,21 @@ uint64_t jw_backend_reclaim_step(void);
  * jw_reclaim_policy (reclaim/policy.h). Thread-safe. */
 void jw_backend_set_reclaim_mode(int age_roots, unsigned policy);
 
-/* Test hooks (tests/backend): hold the backend lock as a frozen holder would. */
+/* Test hooks (tests/backend): hold the backend lock as a frozen holder would
+ * (the unlock is every holder's: it drains, releases and looks again). */
 void jw_backend_test_lock(void);
 void jw_backend_test_unlock(void);
+
+/* Built with JW_TEST_HOOKS only (tests/backend/test_handoff.c): fn runs at
+ * the named points of the deferred hand-over (docs/design/backend.md,
+ * section 7c, "The deferred hand-over"), in the thread that reaches them; NULL
+ * removes it. Not thread-safe against operations in flight: install first. */
+enum {
+  JW_BE_TP_UNLOCK, /* a holder after its last drain, before its release */
+  JW_BE_TP_DEFER   /* a free that found the lock held, before its push */
+};
+#ifdef JW_TEST_HOOKS
+void jw_backend_test_set_point_hook(void (*fn)(int point));
+#endif
 
 #endif

@@ -45,6 +45,13 @@ void jw_backend_init_once(void);
  * Returns the number of deferred frees done. */
 unsigned jw_backend_drain_deferred(void);
 
+/* Lock held: the end of every critical section of the backend lock. Drains
+ * the deferred list, releases the lock, then looks at the list again (the
+ * hand-over, backend.c and docs/design/backend.md section 7c, "The
+ * deferred hand-over"): a free pushed after the last drain is filed, by this thread or by
+ * a later holder, never left waiting. Returns the deferred frees done. */
+unsigned jw_backend_unlock(void);
+
 /* Lock held: files every range of the bitmaps through the lists. */
 void jw_backend_flush_fast(void);
 

@@ -145,6 +145,6 @@ int jw_backend_check_all(char *err, size_t cap) {
   }
 out:
   jw_backend_lf_resume();
-  jw_lock_release(&jw_be.lock);
+  jw_backend_unlock();
   return rc;
 }

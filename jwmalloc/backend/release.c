@@ -51,10 +51,7 @@ int jw_release_lock(int wait) {
   return 1;
 }
 
-void jw_release_unlock(void) {
-  jw_backend_drain_deferred();
-  jw_lock_release(&jw_be.lock);
-}
+void jw_release_unlock(void) { jw_backend_unlock(); }
 
 static inline uintptr_t rid_addr(jw_rid r) {
   return jw_meta_rid_base(r) + ((uintptr_t)jw_meta_rid_granule(r) << JW_GRANULE_SHIFT);

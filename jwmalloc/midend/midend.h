@@ -106,6 +106,12 @@ size_t jw_mid_usable(const jw_range_info *info);
  * source (classes whose lock is free); true when pages were given back. */
 bool jw_mid_trim(void);
 
+/* True when no freed block waits on a class's deferred list (the hand-over
+ * of docs/design/midend.md: every push is drained by a lock holder's or the
+ * pusher's look, none waits for the next taker of the lock). For checks:
+ * a snapshot, any thread. */
+bool jw_mid_deferred_empty(void);
+
 /* Reclaimer (the aging pass, docs/design/reclamation.md section 6): each
  * class without a malloc or free since the previous pass gives its cached
  * blocks back to their slabs and its empty slabs and spare back to the page

@@ -17,7 +17,10 @@
  * (defer_free) or go to the lock-free bitmaps, drained by the next holder
  * (T3's allocation, or T0's in finish).
  *
- * Checked: no block or range is lost or handed out twice: midend, in finish
+ * Checked: no block or range is lost or handed out twice: midend, when the
+ * threads are done no block waits on the deferred list (the hand-over: a
+ * push after the holder's last drain is drained by the holder's or the
+ * pusher's look, not left for the next taker of the lock), and in finish
  * T0 allocates as many blocks as were freed and gets exactly the freed ones
  * back (a lost deferred node shows up as a block never seen before);
  * backend, every free succeeds (a range handed out twice would be freed
@@ -70,6 +73,9 @@ static bool one_of(void *p, void *const *set, int n) {
 
 static void finish(void) {
   if (vrf_param() == 0) {
+    /* Every free made its way to the slabs: none waits on the deferred
+     * list for the next taker of the class lock (the hand-over). */
+    VRF_ASSERT(jw_mid_deferred_empty());
     /* Freed: blk[0..2], minus T1's reallocation. Every one comes back. */
     void *freed[3];
     int n = 0;

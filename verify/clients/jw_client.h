@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "backend/page_source.h"
+#include "midend/midend.h"
 #include "common/atomic.h"
 #include "jwmalloc.h"
 #include "vrf.h"
