@@ -60,7 +60,7 @@ static void *small_alloc(unsigned c) {
 /* The calling thread's cache, attached on first use (NULL: none now). */
 static inline jw_tcache *cache_of(jw_tls *t) { return JW_LIKELY(t->state == JW_TLS_ACTIVE) ? t->tc : jw_thread_cache(t); }
 
-/* Block-cache bin of a request of 2017 bytes to 64 KiB. */
+/* Block-cache bin of a request of 2017 bytes to 1 MiB. */
 static inline unsigned bc_bin_of(size_t n) {
   return n <= JW_MID_MAX ? jw_mid_class_of(n) : jw_bc_range_bin[(n + JW_GRANULE - 1) >> JW_GRANULE_SHIFT];
 }
@@ -93,7 +93,9 @@ static void *mid_alloc(size_t n) {
   return fallback ? jw_large_alloc(n, JW_PAGE, NULL) : NULL;
 }
 
-/* Any size at alignment <= 16 (the malloc path after the fast path). */
+/* Any size at alignment <= 16 (the malloc path after the fast path; the
+ * ranges of 64 KiB-1 MiB come here from jw_malloc_slow: the block cache
+ * first, frontend.md "Ranges of 80 KiB-1 MiB"). */
 static void *alloc_any(size_t n, bool *zeroed) {
   if (n <= JW_SMALL_MAX) return small_alloc(jw_class_of(n));
   if (n <= (size_t)JW_BC_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT) {
@@ -126,8 +128,9 @@ void *jw_malloc_slow(size_t n) {
   /* The fast path missed: a bin to refill, */
   if (n <= JW_SMALL_MAX) return small_alloc(jw_class_of(n));
   /* or a midend block or range up to 64 KiB: the block cache first (every
-   * other path a tail call, so that a hit needs no stack frame). */
-  if (JW_LIKELY(n <= (size_t)JW_BC_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT)) {
+   * other path a tail call, so that a hit needs no stack frame); larger
+   * ranges try it in alloc_any. */
+  if (JW_LIKELY(n <= (size_t)JW_BC_SMALL_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT)) {
     jw_tls *t = &jw_tls_state;
     if (JW_UNLIKELY(t->state != JW_TLS_ACTIVE)) return cache_miss(n);
     unsigned i = bc_bin_of(n);
@@ -340,13 +343,13 @@ static inline __attribute__((always_inline)) bool free_mid(jw_tls *t, void *p, j
 
 /* p is the start of the live LARGE range of `granules`: when it is not
  * cached already (a double free), frees it and returns true. A range of a
- * cached class (not over-aligned, so it has no interior records) goes into
- * the block cache, marked with FREE_KEY there. */
+ * cached class (20 KiB-1 MiB, not over-aligned, so it has no interior
+ * records) goes into the block cache, marked with FREE_KEY there. */
 static inline __attribute__((always_inline)) bool free_large(jw_tls *t, void *p, uint32_t granules) {
   bool cached = JW_LIKELY(t->state == JW_TLS_ACTIVE);
   uint64_t fkey = cached ? t->fkey : jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
   if (JW_UNLIKELY(jw_block_key(p) == fkey)) return false; /* cached: a double free */
-  if (granules <= JW_BC_RANGE_MAX_GRANULES && cached) {
+  if (granules <= JW_BC_RANGE_MAX_GRANULES && cached) { /* up to 1 MiB */
     unsigned i = jw_bc_range_bin[granules];
     if (i != JW_BC_NONE) {
       jw_poison(p, (size_t)granules << JW_GRANULE_SHIFT);

@@ -85,11 +85,15 @@ static void mid_double(void) {
   char *p = malloc(5000);
   free(p), free(p);
 }
-/* A range the thread's block cache holds after the first free (40 KiB: it
- * carries the free key there), and one too large for it (the backend's
- * records say it is free). */
+/* A range the thread's block cache holds after the first free (40 KiB, and
+ * 600 KiB in the budget of the larger ranges: it carries the free key
+ * there), and one too large for it (the backend's records say it is free). */
 static void large_double(void) {
   char *p = malloc(40000);
+  free(p), free(p);
+}
+static void large_double_big(void) {
+  char *p = malloc(600000);
   free(p), free(p);
 }
 /* A block never handed out, waiting in the thread's bin (the next block of
@@ -113,8 +117,8 @@ static void mid_never_allocated(void) {
 static void overaligned_range_start(void) {
   for (int i = 0; i < 16; i++) {
     sink = memalign(4096, 4096);
-    char *p = memalign(8192, 20000);
-    if (malloc_usable_size(p) == 20480) { /* its range starts 4 KiB below */
+    char *p = memalign(8192, 14000); /* a 5-granule range (20 KiB) */
+    if (malloc_usable_size(p) == 16384) { /* its range starts 4 KiB below */
       free(p - 4096);
       _exit(0);
     }
@@ -122,7 +126,7 @@ static void overaligned_range_start(void) {
   _exit(2);
 }
 static void large_double_uncached(void) {
-  char *p = malloc(300000);
+  char *p = malloc(1500000); /* above the block cache's largest class (1 MiB) */
   free(p), free(p);
 }
 static void huge_double(void) {
@@ -182,12 +186,12 @@ static void usable_range_interior(void) {
   sink = (void *)(uintptr_t)malloc_usable_size(p + 12288);
 }
 static void realloc_range_freed(void) {
-  char *p = malloc(300000);
+  char *p = malloc(1500000); /* above the block cache's classes: the backend's free range */
   free(p);
   sink = realloc(p, 10);
 }
 static void free_into_freed_range(void) {
-  char *p = malloc(300000);
+  char *p = malloc(1500000);
   free(p);
   free(p + 65536);
 }
@@ -286,13 +290,14 @@ int main(void) {
   expect_abort("small double free", small_double, "free(): double free detected");
   expect_abort("midend double free", mid_double, "free(): double free detected");
   expect_abort("range double free", large_double, "free(): double free detected");
+  expect_abort("600 KiB range double free", large_double_big, "free(): double free detected");
   expect_abort("range double free, uncached", large_double_uncached, "free(): invalid pointer: inside the free ");
   expect_abort("direct double free", huge_double, "free(): invalid pointer");
   expect_abort("cross-thread double free", cross_thread_double, "free(): double free detected");
   expect_abort("small block never handed out", small_never_allocated, "free(): double free detected");
   expect_abort("midend block never handed out", mid_never_allocated, "free(): double free detected");
   expect_abort("over-aligned range's start", overaligned_range_start,
-               "free(): invalid pointer: not a block start in the live 24 KiB range");
+               "free(): invalid pointer: not a block start in the live 20 KiB range");
   expect_abort("free of a stack pointer", stack_free, "free(): invalid pointer");
   expect_abort("free of a global", global_free, "free(): invalid pointer");
   expect_abort("small interior pointer", small_interior, "free(): invalid pointer: not a block start in the live 4 KiB slab");

@@ -112,8 +112,13 @@ int main(void) {
     if (i < JW_BC_MID_BINS && jw_bc_bytes[i] != jw_mid_class_size[i]) FAIL("block cache bin %u: not its midend class", i);
     if (i >= JW_BC_MID_BINS && (jw_bc_bytes[i] % 4096 || !jw_is_class(jw_bc_bytes[i] / 4096)))
       FAIL("block cache bin %u: %u bytes is not a range class", i, jw_bc_bytes[i]);
-    if (jw_bc_cap[i] == 0 || jw_bc_cap[i] > JW_BC_SLOTS || (uint32_t)jw_bc_cap[i] * jw_bc_bytes[i] > JW_BC_MAX_BYTES)
+    uint32_t budget = i >= JW_BC_BIG_FIRST ? JW_BC_BIG_MAX_BYTES : JW_BC_MAX_BYTES;
+    if (jw_bc_cap[i] == 0 || jw_bc_cap[i] > JW_BC_SLOTS || (uint32_t)jw_bc_cap[i] * jw_bc_bytes[i] > budget)
       FAIL("block cache bin %u: cap %u does not fit", i, jw_bc_cap[i]);
+    if ((i >= JW_BC_BIG_FIRST) != (jw_bc_bytes[i] > (JW_BC_SMALL_RANGE_MAX_GRANULES << 12)))
+      FAIL("block cache bin %u: in the wrong budget group", i);
+    if (i >= JW_BC_BIG_FIRST && jw_bc_bytes[i] > JW_BC_BIG_MIN_BYTES)
+      FAIL("block cache bin %u: larger than group 1's least budget", i);
   }
   for (uint32_t g = 0; g <= JW_BC_RANGE_MAX_GRANULES; g++) {
     unsigned i = jw_bc_range_bin[g];
