@@ -25,40 +25,7 @@
 #include "check.h"
 
 #define STEADY ((size_t)16 << 20)
-#define CAP 200000
-
-static void *blk[CAP];
-static size_t sz[CAP], n, bytes;
-static uint64_t s = 88172645463325252ull;
-
-static uint64_t rnd(void) {
-  s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-  return s;
-}
-
-static size_t pick(void) { return rnd() % 100 < 75 ? 16 + rnd() % 1000 : 1024 + rnd() % 7000; }
-
-static void put(size_t i) {
-  sz[i] = pick();
-  blk[i] = jw_malloc(sz[i]);
-  CHECK(blk[i] != NULL, "jw_malloc");
-  *(size_t *)blk[i] = i;
-  bytes += sz[i];
-}
-
-static void drop(size_t i) {
-  CHECK(*(size_t *)blk[i] == i, "block %zu overwritten", i);
-  jw_free(blk[i]);
-  bytes -= sz[i];
-}
-
-static void churn(long ops) {
-  for (long k = 0; k < ops; k++) {
-    size_t i = rnd() % n;
-    drop(i);
-    put(i);
-  }
-}
+#include "churn_population.h"
 
 static void stats(jw_reclaim_stats *r, jw_pages_stats *p) {
   jw_reclaim_get_stats(r);
@@ -90,7 +57,7 @@ int main(void) {
         (unsigned long long)r.placement_on);
   uint64_t steady_live = p.live_bytes, steady_mapped = p.mapped_bytes;
   /* Peak, then the trough. */
-  while (bytes < 5 * STEADY && n < CAP) put(n++);
+  while (bytes < 5 * STEADY && n < POP_CAP) put(n++);
   churn(200000);
   stats(&r, &p);
   uint64_t peak_mapped = p.mapped_bytes;
@@ -115,7 +82,7 @@ int main(void) {
   CHECK(p.mapped_bytes < peak_mapped, "mapped after the trough %llu not below the peak's %llu",
         (unsigned long long)p.mapped_bytes, (unsigned long long)peak_mapped);
   /* Back to the peak: mapped is in use again, placement goes off. */
-  while (bytes < 5 * STEADY && n < CAP) put(n++);
+  while (bytes < 5 * STEADY && n < POP_CAP) put(n++);
   for (int i = 0; i < 500 && r.placement_active; i++) {
     churn(2000);
     nap_ms(2);

@@ -28,39 +28,8 @@
 #include "check.h"
 
 #define STEADY ((size_t)16 << 20)
-#define CAP 200000
+#include "churn_population.h"
 #define NBIG 24
-
-static void *blk[CAP];
-static size_t sz[CAP], n, bytes;
-static uint64_t s = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd(void) {
-  s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-  return s;
-}
-
-static void put(size_t i) {
-  sz[i] = rnd() % 100 < 75 ? 16 + rnd() % 1000 : 1024 + rnd() % 7000;
-  blk[i] = jw_malloc(sz[i]);
-  CHECK(blk[i] != NULL, "jw_malloc");
-  *(size_t *)blk[i] = i;
-  bytes += sz[i];
-}
-
-static void drop(size_t i) {
-  CHECK(*(size_t *)blk[i] == i, "block %zu overwritten", i);
-  jw_free(blk[i]);
-  bytes -= sz[i];
-}
-
-static void churn(long ops) {
-  for (long k = 0; k < ops; k++) {
-    size_t i = rnd() % n;
-    drop(i);
-    put(i);
-  }
-}
 
 static void nap_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
@@ -91,7 +60,7 @@ int main(void) {
   while (bytes < STEADY) put(n++);
   size_t steady_n = n;
   churn(200000);
-  while (bytes < 5 * STEADY && n < CAP) put(n++);
+  while (bytes < 5 * STEADY && n < POP_CAP) put(n++);
   churn(200000);
   /* Contention at the peak: the backend lock frozen, big blocks from roots
    * mapped without it. */
