@@ -822,15 +822,7 @@ static int case_churn(void) {
 /* ---- fork while a thread holds the kept-mappings lock ---- */
 
 #ifdef JW_TEST_HOOKS
-static atomic_int frozen, release_holder;
-static __thread int may_freeze;
-
-static void hook(jw_lock_kind k) {
-  if (!may_freeze || k != JW_LK_HUGE) return;
-  int exp = 0;
-  if (!atomic_compare_exchange_strong(&frozen, &exp, 1)) return;
-  while (!atomic_load(&release_holder)) usleep(1000);
-}
+#include "lock_freezer.h"
 
 static void *holder(void *arg) {
   (void)arg;
@@ -849,7 +841,8 @@ static void *releaser(void *arg) {
 static int case_huge_fork(void) {
   huge_setup();
   jw_free(jw_malloc(16));
-  jw_test_set_lock_hook(hook);
+  freeze_kind = JW_LK_HUGE;
+  jw_test_set_lock_hook(freeze_hook);
   alarm(30); /* a hang bound: fork must not deadlock */
   pthread_t h, r;
   pthread_create(&h, NULL, holder, NULL);

@@ -26,6 +26,7 @@
 #include "reclaim/reclaim.h"
 
 #include "check.h"
+#include "lock_freezer.h"
 
 #define STEADY ((size_t)16 << 20)
 #include "churn_population.h"
@@ -34,16 +35,6 @@
 static void nap_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
   nanosleep(&ts, NULL);
-}
-
-static atomic_int frozen, release_holder;
-static __thread int may_freeze;
-
-static void hook(jw_lock_kind k) {
-  if (!may_freeze || k != JW_LK_BACKEND) return;
-  int exp = 0;
-  if (!atomic_compare_exchange_strong(&frozen, &exp, 1)) return;
-  while (!atomic_load(&release_holder)) usleep(1000);
 }
 
 static void *holder(void *arg) {
@@ -64,7 +55,8 @@ int main(void) {
   churn(200000);
   /* Contention at the peak: the backend lock frozen, big blocks from roots
    * mapped without it. */
-  jw_test_set_lock_hook(hook);
+  freeze_kind = JW_LK_BACKEND;
+  jw_test_set_lock_hook(freeze_hook);
   pthread_t h;
   CHECK(pthread_create(&h, NULL, holder, NULL) == 0, "pthread_create");
   while (!atomic_load(&frozen)) usleep(1000);
