@@ -59,6 +59,14 @@ bench-traces: build
 bench: bench-traces
 	@bench/suite/run.py --build $(BUILD) $(if $(QUICK),--quick --out bench/out/quick,--out bench/out/full --publish bench/results/full) $(BENCH_ARGS)
 
+# What the slowest allocator calls are made of (issue 8): slow calls per
+# million at 10 threads per core, with a page fault, a context switch, and the
+# empty-call floor, every allocator (docs/design/bench.md, "Slow calls").
+# make bench-tail [TAIL_ARGS='--threads 20 --repeat 5 ...']; table in build/bench-tail/tail.md.
+.PHONY: bench-tail
+bench-tail: build
+	@bench/suite/tail.py --build $(BUILD) $(TAIL_ARGS)
+
 # IOSR evaluation (issue 6; docs/design/iosr-eval.md): app switching on Linux's
 # swap and on IOSR under every policy combination, quiet and with a background
 # writer, fio as the disk's limit. Needs root, swapon, memory cgroup v1.

@@ -1,5 +1,6 @@
 /* Options, threads, the measured region and the result line of the benchmark
  * harness (harness.h; docs/design/bench.md). */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "harness.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #if defined(__has_include)
@@ -79,6 +81,9 @@ static void usage(const jwb_opt *extra, FILE *f) {
           "                    without their own unit of work (default %" PRIu64 ")\n"
           "  --seed N          random seed (default %" PRIu64 ")\n"
           "  --lat-every K     time one allocator call in about K (0: none; default %u)\n"
+          "  --lat-attrib NS   count the timed calls longer than NS ns and those of them that\n"
+          "                    took a page fault or a context switch (0: off, the default;\n"
+          "                    costs two getrusage calls per timed call)\n"
           "  --no-check        do not verify block patterns\n",
           jwb.threads, jwb.ops, jwb.seed, jwb.lat_every);
   if (extra && extra[0].name) {
@@ -159,6 +164,8 @@ void jwb_init(int argc, char **argv, const char *summary, const jwb_opt *extra) 
       jwb.ops = parse_u64(v, 1);
     } else if (strcmp(name, "seed") == 0) {
       jwb.seed = parse_u64(v, 0);
+    } else if (strcmp(name, "lat-attrib") == 0) {
+      jwb.lat_attrib_ns = parse_u64(v, 0);
     } else if (strcmp(name, "lat-every") == 0) {
       uint64_t k = parse_u64(v, 0);
       if (k > 1u << 30) bad("lat-every too large:", v);
@@ -223,8 +230,26 @@ void jwb_lat_sample(jwb_thread *t, uint64_t ns) {
    * at its floor says nothing more about the allocator. */
   uint64_t t0 = jwb_now_ns();
   jwb_null_call();
-  jwb_hist_add(t->floor_hist, jwb_now_ns() - t0);
+  uint64_t floor_ns = jwb_now_ns() - t0;
+  jwb_hist_add(t->floor_hist, floor_ns);
+  if (jwb.lat_attrib_ns && floor_ns > jwb.lat_attrib_ns) t->floor_slow++;
   t->lat_countdown = 1 + (uint32_t)jwb_below(&t->lat_rng, 2ull * jwb.lat_every - 1);
+}
+
+uint64_t jwb_attrib_read(void) {
+  struct rusage r;
+  if (getrusage(RUSAGE_THREAD, &r) != 0) return 0;
+  return (uint64_t)(r.ru_minflt + r.ru_majflt) << 32 | (uint32_t)(r.ru_nvcsw + r.ru_nivcsw);
+}
+
+/* A call that took a fault or was switched out is the kernel's time, not
+ * the allocator's code; the rest of the slow calls are the allocator's slow
+ * paths or what the machine adds (docs/design/bench.md, "Latency"). */
+void jwb_attrib_slow(jwb_thread *t, uint64_t before) {
+  uint64_t after = jwb_attrib_read();
+  t->slow++;
+  if ((after >> 32) != (before >> 32)) t->slow_fault++;
+  if ((uint32_t)after != (uint32_t)before) t->slow_cs++;
 }
 
 void jwb_oom(jwb_thread *t, size_t n) {
@@ -357,6 +382,7 @@ int jwb_report(const char *extra) {
   jwb_region_end();
   static jwb_hist all, floor;
   uint64_t ops = 0, allocs = 0, frees = 0, reallocs = 0, bytes = 0, failures = main_ctx->check_failures;
+  uint64_t slow = 0, slow_fault = 0, slow_cs = 0, floor_slow = 0;
   for (unsigned i = 0; i < nctx; i++) {
     jwb_thread *t = ctxs[i];
     jwb_hist_merge(&all, t->hist);
@@ -367,6 +393,10 @@ int jwb_report(const char *extra) {
     reallocs += t->reallocs;
     bytes += t->bytes;
     failures += t->check_failures;
+    slow += t->slow;
+    slow_fault += t->slow_fault;
+    slow_cs += t->slow_cs;
+    floor_slow += t->floor_slow;
   }
   double secs = jwb_elapsed();
   printf("jwbench prog=%s threads=%u seed=%" PRIu64 " mode=%s elapsed_s=%.6f ops=%" PRIu64 " allocs=%" PRIu64
@@ -383,6 +413,10 @@ int jwb_report(const char *extra) {
          " floor_max_ns=%" PRIu64,
          jwb_hist_quantile(&floor, 0.5), jwb_hist_quantile(&floor, 0.99), jwb_hist_quantile(&floor, 0.999),
          jwb_hist_quantile(&floor, 0.9999), floor.max);
+  if (jwb.lat_attrib_ns)
+    printf(" lat_attrib_ns=%" PRIu64 " lat_slow=%" PRIu64 " lat_slow_fault=%" PRIu64 " lat_slow_cs=%" PRIu64
+           " floor_slow=%" PRIu64,
+           jwb.lat_attrib_ns, slow, slow_fault, slow_cs, floor_slow);
   if (extra && *extra) printf(" %s", extra);
   /* The allocator's own figures: levels at the region's end, counters over
    * the region (docs/design/bench.md, "Allocator figures"). */

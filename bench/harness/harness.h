@@ -89,6 +89,9 @@ typedef struct jwb_thread {
   uint64_t allocs, frees, reallocs;
   uint64_t bytes;              /* bytes requested: with the counts, the fingerprint of the requests */
   uint64_t check_failures;
+  /* --lat-attrib: timed calls above the threshold, and how many of them took
+   * a page fault or a context switch of this thread (jwb_attrib_slow) */
+  uint64_t slow, slow_fault, slow_cs, floor_slow;
   uint64_t counter;            /* for tags */
   jwb_hist *hist;
   jwb_hist *floor_hist;        /* an empty call timed right after each timed call (jwb_lat_sample) */
@@ -108,6 +111,7 @@ typedef struct jwb_config {
   uint64_t ops;                /* --ops: allocator calls per thread in ops mode */
   uint64_t seed;               /* --seed */
   unsigned lat_every;          /* --lat-every: mean gap between timed calls, 0 = none */
+  uint64_t lat_attrib_ns;      /* --lat-attrib: slow-call threshold in ns, 0 = off */
   int check;                   /* 0 with --no-check */
 } jwb_config;
 extern jwb_config jwb;
@@ -222,14 +226,25 @@ void jwb_call_free(void *p);
 void jwb_null_call(void);
 
 void jwb_lat_sample(jwb_thread *t, uint64_t ns);
+/* --lat-attrib: this thread's page faults and context switches so far, packed
+ * (faults << 32 | switches; getrusage RUSAGE_THREAD, read outside the timed
+ * window); and the classification of a timed call that took longer than the
+ * threshold, given the reading before it. */
+uint64_t jwb_attrib_read(void);
+void jwb_attrib_slow(jwb_thread *t, uint64_t before);
 void jwb_oom(jwb_thread *t, size_t n);
 
 #define JWB_TIMED(t, expr)                                         \
   do {                                                             \
     if (__builtin_expect(--(t)->lat_countdown == 0, 0)) {          \
+      uint64_t jwb_r0_ = jwb.lat_attrib_ns ? jwb_attrib_read() : 0; \
       uint64_t jwb_t0_ = jwb_now_ns();                             \
       expr;                                                        \
-      jwb_lat_sample((t), jwb_now_ns() - jwb_t0_);                 \
+      uint64_t jwb_d_ = jwb_now_ns() - jwb_t0_;                    \
+      if (__builtin_expect(jwb.lat_attrib_ns != 0, 0) &&           \
+          jwb_d_ > jwb.lat_attrib_ns)                              \
+        jwb_attrib_slow((t), jwb_r0_);                             \
+      jwb_lat_sample((t), jwb_d_);                                 \
     } else {                                                       \
       expr;                                                        \
     }                                                              \

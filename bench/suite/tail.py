@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""What the slowest allocator calls are made of (docs/design/bench.md, "Latency", "Slow calls").
+
+Runs mstress and xmalloc at --threads (default 20: 10 per core on 2 cores)
+under every allocator, interleaved, --repeat times, with the harness's
+--lat-attrib: per million timed calls, how many took longer than --slow-ns,
+how many of those took a page fault or a context switch of the calling
+thread, and how many empty calls timed right after (the floor) took that long.
+Writes a Markdown table to --out (default build/bench-tail/tail.md) and prints
+it. make bench-tail.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import allocators  # noqa: E402
+
+WORKLOADS = {
+    "mstress": ["jwb-mstress", "--steps", "20000", "--rounds", "1"],
+    "xmalloc": ["jwb-xmalloc"],
+}
+
+
+def kv(line):
+    out = {}
+    for tok in line.split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            out[k] = v
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--allocators", default=",".join(allocators.DEFAULT))
+    ap.add_argument("--workloads", default="mstress,xmalloc")
+    ap.add_argument("--threads", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=1.0)
+    ap.add_argument("--slow-ns", type=int, default=2000)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args(argv)
+    if a.repeat < 1 or a.threads < 1 or a.slow_ns < 1 or a.duration <= 0:
+        sys.exit("tail.py: --repeat, --threads, --slow-ns and --duration must be positive")
+    bindir = os.path.join(a.build, "bin")
+    lib = os.path.join(a.build, "lib", "libjwmalloc.so")
+    allocs = [allocators.resolve(n, lib) for n in a.allocators.split(",") if n]
+    works = [w for w in a.workloads.split(",") if w]
+    for w in works:
+        if w not in WORKLOADS:
+            sys.exit("tail.py: unknown workload %s (known: %s)" % (w, ", ".join(WORKLOADS)))
+        if not os.access(os.path.join(bindir, WORKLOADS[w][0]), os.X_OK):
+            sys.exit("tail.py: %s not built (make build)" % os.path.join(bindir, WORKLOADS[w][0]))
+    runs = {}  # (workload, allocator) -> list of result dicts
+    total = len(works) * a.repeat * sum(1 for A in allocs if A.ok)
+    done = 0
+    for w in works:
+        for r in range(a.repeat):
+            for A in allocs:  # interleaved: each repetition runs every allocator once
+                if not A.ok:
+                    continue
+                cmd = [os.path.join(bindir, WORKLOADS[w][0])] + WORKLOADS[w][1:] + [
+                    "--threads", str(a.threads), "--duration", str(a.duration), "--seed", str(r + 1),
+                    "--lat-every", "32", "--lat-attrib", str(a.slow_ns)]
+                env = dict(os.environ, **A.env)
+                env.pop("JWMALLOC_STATS", None)
+                if A.lib:
+                    env["LD_PRELOAD"] = A.lib
+                done += 1
+                print("[%d/%d] %s %s repetition %d" % (done, total, w, A.name, r + 1), file=sys.stderr, flush=True)
+                p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+                line = next((l for l in p.stdout.splitlines() if l.startswith("jwbench ")), None)
+                if p.returncode != 0 or line is None:
+                    sys.exit("tail.py: %s under %s failed (exit %d): %s" %
+                             (w, A.name, p.returncode, (p.stderr.strip().splitlines() or [""])[-1]))
+                runs.setdefault((w, A.name), []).append(kv(line))
+    lines = ["Slow calls at %d threads: timed calls longer than %d ns per million timed calls (median of %d "
+             "interleaved 1-second runs; `bench/suite/tail.py`, docs/design/bench.md \"Slow calls\"). *fault*: "
+             "the calling thread took a page fault during the call; *switch*: it was switched out; *floor*: "
+             "empty calls timed right after each timed call that took as long (what the machine adds)."
+             % (a.threads, a.slow_ns, a.repeat), ""]
+    for w in works:
+        lines += ["**%s, %d threads**" % (w, a.threads), "",
+                  "| allocator | P99.99 ns | slow / M | with fault / M | with switch / M | other / M | floor / M |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for A in allocs:
+            rs = runs.get((w, A.name))
+            if not rs:
+                lines.append("| %s | %s | | | | | |" % (A.name, A.state))
+                continue
+
+            def per_m(key, r):
+                n = int(r["lat_samples"])
+                return 1e6 * int(r[key]) / n if n else 0.0
+
+            def med(f):
+                return statistics.median(f(r) for r in rs)
+
+            other = med(lambda r: per_m("lat_slow", r) - per_m("lat_slow_fault", r) - per_m("lat_slow_cs", r))
+            lines.append("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
+                A.name, med(lambda r: int(r["lat_p9999_ns"])), med(lambda r: per_m("lat_slow", r)),
+                med(lambda r: per_m("lat_slow_fault", r)), med(lambda r: per_m("lat_slow_cs", r)),
+                max(other, 0.0), med(lambda r: per_m("floor_slow", r))))
+        lines.append("")
+    text = "\n".join(lines)
+    print(text)
+    out = a.out or os.path.join(a.build, "bench-tail", "tail.md")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        f.write(text + "\n")
+    print("written: %s" % out, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
