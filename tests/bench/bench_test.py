@@ -7,6 +7,7 @@
   bench_test.py BUILD callgrind                     instruction attribution
   bench_test.py BUILD replay                        record a program, replay deterministically
   bench_test.py BUILD report                        runner + report on a tiny matrix
+  bench_test.py BUILD lat_attrib                    slow-call counts, faults and switches (--lat-attrib)
 
 ALLOC is glibc or jwmalloc (skipped with 77 when build/lib/libjwmalloc.so is
 not built yet). Exit 0 pass, 1 fail, 77 skip.
@@ -366,6 +367,40 @@ def report_checks(build, tmp):
         return 0
 
 
+def t_lat_attrib(build):
+    """--lat-attrib counts every timed call above its threshold, and among them
+    those that took a page fault: with a 1 ns threshold every timed call and
+    every floor call counts; glibc with a fixed mmap threshold maps every 1 MiB
+    block and writes its header, so each timed malloc faults in the call."""
+    prog = os.path.join(build, "bin", "jwb-rptest")
+    base = [prog, "--threads", "2", "--lat-every", "4", "--cross", "0"]
+    p = run(base + ["--ops", "4000"])
+    r = kv(p.stdout, "jwbench")
+    if p.returncode != 0 or "lat_slow" in r:
+        fail("without --lat-attrib: exit %d, fields %s" % (p.returncode, sorted(r)))
+    p = run(base + ["--ops", "20000", "--lat-attrib", "1"])
+    r = kv(p.stdout, "jwbench")
+    print(p.stdout.strip())
+    if p.returncode != 0:
+        fail("jwb-rptest --lat-attrib 1 exited %d: %s" % (p.returncode, p.stderr.strip()[-300:]))
+    n, slow = int(r["lat_samples"]), int(r["lat_slow"])
+    if n <= 0 or slow != n or int(r["floor_slow"]) != n:
+        fail("threshold 1 ns: %d samples, %s slow, %s floor slow" % (n, r["lat_slow"], r["floor_slow"]))
+    if not int(r["lat_slow_fault"]) <= slow or not int(r["lat_slow_cs"]) <= slow:
+        fail("more slow calls with a fault or switch than slow calls: %s" % r)
+    p = run(base + ["--min", "1M", "--max", "1M", "--blocks", "4", "--ops", "2000", "--lat-attrib", "1"],
+            {"MALLOC_MMAP_THRESHOLD_": "65536"})
+    r = kv(p.stdout, "jwbench")
+    print(p.stdout.strip())
+    if p.returncode != 0:
+        fail("jwb-rptest 1 MiB blocks exited %d: %s" % (p.returncode, p.stderr.strip()[-300:]))
+    n, faults = int(r["lat_samples"]), int(r["lat_slow_fault"])
+    # About half the timed calls are mallocs, each a fresh mapping whose header page faults.
+    if n < 100 or faults < n // 4:
+        fail("1 MiB mappings: %d of %d timed calls counted with a fault (expected about half)" % (faults, n))
+    return 0
+
+
 def main(argv):
     if len(argv) < 3:
         print(__doc__)
@@ -374,7 +409,7 @@ def main(argv):
     if what == "workload":
         return t_workload(build, argv[3], argv[4], argv[5:])
     tests = {"launcher": t_launcher, "callgrind": t_callgrind, "replay": t_replay, "report": t_report,
-             "determinism": t_determinism}
+             "determinism": t_determinism, "lat_attrib": t_lat_attrib}
     if what not in tests:
         print("unknown test " + what)
         return 2
