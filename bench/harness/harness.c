@@ -81,9 +81,9 @@ static void usage(const jwb_opt *extra, FILE *f) {
           "                    without their own unit of work (default %" PRIu64 ")\n"
           "  --seed N          random seed (default %" PRIu64 ")\n"
           "  --lat-every K     time one allocator call in about K (0: none; default %u)\n"
-          "  --lat-attrib NS   count the timed calls longer than NS ns and those of them that\n"
-          "                    took a page fault or a context switch (0: off, the default;\n"
-          "                    costs two getrusage calls per timed call)\n"
+          "  --lat-attrib NS   count the timed calls longer than NS ns, those of them that took\n"
+          "                    a page fault, and those switched out without one (0: off, the\n"
+          "                    default; costs a getrusage call per timed call, two per slow one)\n"
           "  --no-check        do not verify block patterns\n",
           jwb.threads, jwb.ops, jwb.seed, jwb.lat_every);
   if (extra && extra[0].name) {
@@ -249,7 +249,7 @@ void jwb_attrib_slow(jwb_thread *t, uint64_t before) {
   uint64_t after = jwb_attrib_read();
   t->slow++;
   if ((after >> 32) != (before >> 32)) t->slow_fault++;
-  if ((uint32_t)after != (uint32_t)before) t->slow_cs++;
+  else if ((uint32_t)after != (uint32_t)before) t->slow_cs++; /* switched out, no fault */
 }
 
 void jwb_oom(jwb_thread *t, size_t n) {

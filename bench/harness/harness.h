@@ -89,8 +89,9 @@ typedef struct jwb_thread {
   uint64_t allocs, frees, reallocs;
   uint64_t bytes;              /* bytes requested: with the counts, the fingerprint of the requests */
   uint64_t check_failures;
-  /* --lat-attrib: timed calls above the threshold, and how many of them took
-   * a page fault or a context switch of this thread (jwb_attrib_slow) */
+  /* --lat-attrib: timed calls above the threshold; of them, those that took a
+   * page fault of this thread, and those switched out without one
+   * (jwb_attrib_slow) */
   uint64_t slow, slow_fault, slow_cs, floor_slow;
   uint64_t counter;            /* for tags */
   jwb_hist *hist;

@@ -48,7 +48,10 @@ def main(argv=None):
         sys.exit("tail.py: --repeat, --threads, --slow-ns and --duration must be positive")
     bindir = os.path.join(a.build, "bin")
     lib = os.path.join(a.build, "lib", "libjwmalloc.so")
-    allocs = [allocators.resolve(n, lib) for n in a.allocators.split(",") if n]
+    try:
+        allocs = [allocators.resolve(n, lib) for n in a.allocators.split(",") if n]
+    except KeyError as e:
+        sys.exit("tail.py: unknown allocator %s (known: jwmalloc, %s)" % (e, ", ".join(allocators.PEERS)))
     works = [w for w in a.workloads.split(",") if w]
     for w in works:
         if w not in WORKLOADS:
@@ -78,11 +81,13 @@ def main(argv=None):
                     sys.exit("tail.py: %s under %s failed (exit %d): %s" %
                              (w, A.name, p.returncode, (p.stderr.strip().splitlines() or [""])[-1]))
                 runs.setdefault((w, A.name), []).append(kv(line))
-    lines = ["Slow calls at %d threads: timed calls longer than %d ns per million timed calls (median of %d "
-             "interleaved 1-second runs; `bench/suite/tail.py`, docs/design/bench.md \"Slow calls\"). *fault*: "
-             "the calling thread took a page fault during the call; *switch*: it was switched out; *floor*: "
-             "empty calls timed right after each timed call that took as long (what the machine adds)."
-             % (a.threads, a.slow_ns, a.repeat), ""]
+    lines = ["Slow calls at %d threads: timed calls longer than %d ns per million timed calls; each row is the "
+             "run with the median count of slow calls among %d interleaved %g-second runs (`bench/suite/tail.py`, "
+             "docs/design/bench.md \"Slow calls\"). *fault*: the calling thread took a page fault during the "
+             "call; *switch*: it was switched out, without a fault; *other*: neither (the allocator's slow paths, "
+             "and what the machine adds to them); fault + switch + other = slow. *floor*: empty calls timed right "
+             "after each timed call that took as long (what the machine alone adds). P99.99: the median over the "
+             "runs." % (a.threads, a.slow_ns, a.repeat, a.duration), ""]
     for w in works:
         lines += ["**%s, %d threads**" % (w, a.threads), "",
                   "| allocator | P99.99 ns | slow / M | with fault / M | with switch / M | other / M | floor / M |",
@@ -97,14 +102,13 @@ def main(argv=None):
                 n = int(r["lat_samples"])
                 return 1e6 * int(r[key]) / n if n else 0.0
 
-            def med(f):
-                return statistics.median(f(r) for r in rs)
-
-            other = med(lambda r: per_m("lat_slow", r) - per_m("lat_slow_fault", r) - per_m("lat_slow_cs", r))
+            # One run's breakdown (the median one by slow calls), so that the columns add up.
+            r = sorted(rs, key=lambda x: per_m("lat_slow", x))[(len(rs) - 1) // 2]
+            other = int(r["lat_slow"]) - int(r["lat_slow_fault"]) - int(r["lat_slow_cs"])
+            n = int(r["lat_samples"]) or 1
             lines.append("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
-                A.name, med(lambda r: int(r["lat_p9999_ns"])), med(lambda r: per_m("lat_slow", r)),
-                med(lambda r: per_m("lat_slow_fault", r)), med(lambda r: per_m("lat_slow_cs", r)),
-                max(other, 0.0), med(lambda r: per_m("floor_slow", r))))
+                A.name, statistics.median(int(x["lat_p9999_ns"]) for x in rs), per_m("lat_slow", r),
+                per_m("lat_slow_fault", r), per_m("lat_slow_cs", r), 1e6 * other / n, per_m("floor_slow", r)))
         lines.append("")
     text = "\n".join(lines)
     print(text)

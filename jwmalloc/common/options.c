@@ -93,7 +93,7 @@ void jw_options_init(void) {
    * what it prints. Every JWMALLOC_* variable is ignored there, as glibc
    * ignores its MALLOC_* tunables. */
   if (environ == NULL || getauxval(AT_SECURE)) {
-    jw_pages_set_place_mode(JW_PLACE_AUTO); /* the default (see the end) */
+    jw_pages_set_place_mode((unsigned)jw_opt(JW_OPT_PLACEMENT)); /* the default, as at the end */
     return;
   }
   for (char **e = environ; *e; e++) {
@@ -120,8 +120,6 @@ void jw_options_init(void) {
       int64_t x = i == JW_OPT_PLACEMENT && str_eq(v + 1, "auto") ? JW_PLACE_AUTO : parse(v + 1);
       if (x >= 0 && (uint64_t)x <= table[i].max)
         jw_store(&jw_options[i], (uint64_t)x, JW_RELAXED); /* independent setting */
-      else if (i == JW_OPT_PLACEMENT)
-        jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default auto kept\n", rest, table[i].want);
       else
         jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default %llu kept\n", rest, table[i].want,
                    (unsigned long long)table[i].def);

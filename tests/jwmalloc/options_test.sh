@@ -31,6 +31,7 @@ for v in 2 yes '' -1 1x; do bad STATS "$v" 0; done
 for v in 7 no ' 1'; do bad ABORT_ON_ERROR "$v" 1; done
 for v in abc -5 1001 99999999999999999999 25%; do bad POOL_PERCENT "$v" 25; done
 for v in 1e3 0x10 2000000; do bad POOL_MIN "$v" 4; done
+for v in maybe '' 3; do bad PLACEMENT "$v" 0; done
 # good values are taken, silently
 JWMALLOC_POOL_PERCENT=60 JWMALLOC_POOL_MIN=0 "$PROBE" POOL_PERCENT POOL_MIN >"$T/out" 2>"$T/err"
 [ "$(tr '\n' ' ' <"$T/out")" = "POOL_PERCENT=60 POOL_MIN=0 " ] && [ ! -s "$T/err" ] ||
@@ -66,9 +67,12 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   cp "$PROBE" "$T/suid_probe"
   chmod 4755 "$T/suid_probe"
   (cd "$T" && setpriv --reuid=65534 --regid=65534 --clear-groups env JWMALLOC_STATS=1 \
-    JWMALLOC_STATS_FILE="$T/chosen" JWMALLOC_POOL_MIN=7 "$T/suid_probe" POOL_MIN >"$T/out" 2>"$T/err") ||
-    fail "setuid probe: exit status"
-  if [ "$(cat "$T/out")" = "POOL_MIN=7" ] || [ -e "$T/chosen" ]; then
+    JWMALLOC_STATS_FILE="$T/chosen" JWMALLOC_POOL_MIN=7 JWMALLOC_PLACEMENT=1 "$T/suid_probe" POOL_MIN PLACEMENT \
+    >"$T/out" 2>"$T/err") || fail "setuid probe: exit status"
+  # ... and runs with the defaults, placement included (README's table: 0)
+  [ "$(tr '\n' ' ' <"$T/out")" = "POOL_MIN=4 PLACEMENT=0 " ] ||
+    fail "a setuid program does not run with the defaults: $(cat "$T/out")"
+  if [ -e "$T/chosen" ]; then
     fail "a setuid program took JWMALLOC_* from its caller ($(cat "$T/out"); $(ls "$T"))"
   fi
 else
