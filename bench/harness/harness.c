@@ -218,7 +218,24 @@ jwb_thread *jwb_ctx(unsigned index) {
   return ctxs[index];
 }
 
-void jwb_lat_sample(jwb_thread *t, uint64_t ns) {
+uint64_t jwb_attrib_read(void) {
+  struct rusage r;
+  if (getrusage(RUSAGE_THREAD, &r) != 0) return 0;
+  return (uint64_t)(r.ru_minflt + r.ru_majflt) << 32 | (uint32_t)(r.ru_nvcsw + r.ru_nivcsw);
+}
+
+/* A call that took a fault or was switched out is the kernel's time, not
+ * the allocator's code; the rest of the slow calls are the allocator's slow
+ * paths or what the machine adds (docs/design/bench.md, "Latency"). */
+static void attrib_slow(jwb_thread *t, uint64_t before) {
+  uint64_t after = jwb_attrib_read();
+  t->slow++;
+  if ((after >> 32) != (before >> 32)) t->slow_fault++;
+  else if ((uint32_t)after != (uint32_t)before) t->slow_cs++; /* switched out, no fault */
+}
+
+void jwb_lat_sample(jwb_thread *t, uint64_t ns, uint64_t before) {
+  if (jwb.lat_attrib_ns && ns > jwb.lat_attrib_ns) attrib_slow(t, before);
   if (!jwb.lat_every) {
     t->lat_countdown = UINT32_MAX;
     return;
@@ -234,22 +251,6 @@ void jwb_lat_sample(jwb_thread *t, uint64_t ns) {
   jwb_hist_add(t->floor_hist, floor_ns);
   if (jwb.lat_attrib_ns && floor_ns > jwb.lat_attrib_ns) t->floor_slow++;
   t->lat_countdown = 1 + (uint32_t)jwb_below(&t->lat_rng, 2ull * jwb.lat_every - 1);
-}
-
-uint64_t jwb_attrib_read(void) {
-  struct rusage r;
-  if (getrusage(RUSAGE_THREAD, &r) != 0) return 0;
-  return (uint64_t)(r.ru_minflt + r.ru_majflt) << 32 | (uint32_t)(r.ru_nvcsw + r.ru_nivcsw);
-}
-
-/* A call that took a fault or was switched out is the kernel's time, not
- * the allocator's code; the rest of the slow calls are the allocator's slow
- * paths or what the machine adds (docs/design/bench.md, "Latency"). */
-void jwb_attrib_slow(jwb_thread *t, uint64_t before) {
-  uint64_t after = jwb_attrib_read();
-  t->slow++;
-  if ((after >> 32) != (before >> 32)) t->slow_fault++;
-  else if ((uint32_t)after != (uint32_t)before) t->slow_cs++; /* switched out, no fault */
 }
 
 void jwb_oom(jwb_thread *t, size_t n) {

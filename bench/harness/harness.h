@@ -91,7 +91,7 @@ typedef struct jwb_thread {
   uint64_t check_failures;
   /* --lat-attrib: timed calls above the threshold; of them, those that took a
    * page fault of this thread, and those switched out without one
-   * (jwb_attrib_slow) */
+   * (jwb_lat_sample) */
   uint64_t slow, slow_fault, slow_cs, floor_slow;
   uint64_t counter;            /* for tags */
   jwb_hist *hist;
@@ -226,13 +226,13 @@ void jwb_call_free(void *p);
  * so callgrind's allocator arcs never include it. */
 void jwb_null_call(void);
 
-void jwb_lat_sample(jwb_thread *t, uint64_t ns);
+/* A timed call took ns; `before`: jwb_attrib_read() taken just before it
+ * (0 without --lat-attrib), for the slow-call counts. */
+void jwb_lat_sample(jwb_thread *t, uint64_t ns, uint64_t before);
 /* --lat-attrib: this thread's page faults and context switches so far, packed
  * (faults << 32 | switches; getrusage RUSAGE_THREAD, read outside the timed
- * window); and the classification of a timed call that took longer than the
- * threshold, given the reading before it. */
+ * window). */
 uint64_t jwb_attrib_read(void);
-void jwb_attrib_slow(jwb_thread *t, uint64_t before);
 void jwb_oom(jwb_thread *t, size_t n);
 
 #define JWB_TIMED(t, expr)                                         \
@@ -241,11 +241,7 @@ void jwb_oom(jwb_thread *t, size_t n);
       uint64_t jwb_r0_ = jwb.lat_attrib_ns ? jwb_attrib_read() : 0; \
       uint64_t jwb_t0_ = jwb_now_ns();                             \
       expr;                                                        \
-      uint64_t jwb_d_ = jwb_now_ns() - jwb_t0_;                    \
-      if (__builtin_expect(jwb.lat_attrib_ns != 0, 0) &&           \
-          jwb_d_ > jwb.lat_attrib_ns)                              \
-        jwb_attrib_slow((t), jwb_r0_);                             \
-      jwb_lat_sample((t), jwb_d_);                                 \
+      jwb_lat_sample((t), jwb_now_ns() - jwb_t0_, jwb_r0_);        \
     } else {                                                       \
       expr;                                                        \
     }                                                              \
