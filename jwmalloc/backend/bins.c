@@ -38,8 +38,9 @@ void jw_bins_push(jw_bins *b, jw_rid r, unsigned c, unsigned buf) {
     jw_store(&f->prev, r, JW_RELAXED);
     /* Low roots first: at the front when its root is not above the front
      * range's root, else at the back (O(1), see bins.h). Roots compare by
-     * range id: region in order of first use, then address within it. */
-    if ((r >> 10) <= (first >> 10)) jw_store(&b->bin[c].head[buf], r, JW_RELAXED);
+     * rank (jw_bins_rank: region in order of first use, then the oldest
+     * root of the region first). */
+    if (jw_bins_rank(r) <= jw_bins_rank(first)) jw_store(&b->bin[c].head[buf], r, JW_RELAXED);
   }
   jw_rec_update(rec, JW_REC_STATE_MASK, JW_RS_FREE_BUF0 + buf);
   count(b, c, buf, 1);
@@ -85,7 +86,7 @@ jw_rid jw_bins_lowest(jw_bins *b, unsigned c, unsigned window, unsigned *k) {
     if (!(m & 1)) continue;
     for (unsigned i = 0; i < JW_NBUFS; i++) {
       jw_rid r = jw_load(&b->bin[cc].head[order[i]], JW_RELAXED);
-      if (r && (best == 0 || (r >> 10) < (best >> 10))) best = r, *k = cc;
+      if (r && (best == 0 || jw_bins_rank(r) < jw_bins_rank(best))) best = r, *k = cc;
     }
   }
   return best;

@@ -13,8 +13,9 @@
  *   buffer 2 (released): pages given back with madvise, still mapped.
  * A free range's state names its buffer (JW_RS_FREE_BUF0 + buffer), so
  * removing it from the middle (when a sibling merges with it) is O(1).
- * Lists are circular and loosely ordered by root (range id: 16 GiB region in
- * order of first use, then address): a range goes to the front when its root
+ * Lists are circular and loosely ordered by root (jw_bins_rank: 16 GiB region
+ * in order of first use, then its roots oldest first, i.e. by descending
+ * address, as the kernel maps top-down): a range goes to the front when its root
  * is not above the front range's root, else to the back, and allocation
  * takes the front. This O(1) bias toward low roots lets
  * high roots drain and go back whole (5-10% less mapped memory than LIFO on
@@ -50,6 +51,10 @@ typedef struct jw_bins {
   jw_atomic_u64 granules[JW_NBUFS];  /* free granules per buffer */
 } jw_bins;
 
+/* Placement's order of the root of range id r (jw_root_rank: the oldest
+ * root first): the root's index in its region inverted, regions in order. */
+static inline uint32_t jw_bins_rank(jw_rid r) { return (r >> 10) ^ 0xfffu; }
+
 /* Head record of range id r (its root must be mapped). */
 static inline jw_rec *jw_bins_rec(jw_rid r) { return jw_meta_rid_rec(r); }
 
@@ -76,8 +81,8 @@ jw_rid jw_bins_pop(jw_bins *b, unsigned c, unsigned *buf);
 
 /* Placement (docs/design/backend.md, section 7b): among the fronts of the
  * three buffers of the non-empty classes c .. c + window - 1, the range of
- * the lowest root (range id >> 10: region in order of first use, then
- * address); ties go to the smaller class, then active, standby, released.
+ * the lowest root (by jw_bins_rank: region in order of first use, then the
+ * oldest root first); ties go to the smaller class, then active, standby, released.
  * *k receives its class; 0 when all those classes are empty. At most 3
  * loads per non-empty class, no record read: the fronts stand for their
  * lists (which are loosely ordered by root, see above). */

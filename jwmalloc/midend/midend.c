@@ -64,7 +64,7 @@ static uint64_t cache_mask(unsigned mc) {
 
 static char *slab_blocks(jw_mid_slab *s) { return (char *)s + JW_MID_HEADER; }
 
-static inline uintptr_t root_of(const void *p) { return (uintptr_t)p >> JW_ROOT_SHIFT; }
+static inline uintptr_t root_of(const void *p) { return jw_root_rank(p); }
 
 /* ---- under the class lock ---- */
 
