@@ -580,7 +580,7 @@ static int case_fork(void) {
 #define RT 10
 static void *root_emptier(void *arg) {
   uint64_t s = 0x7777ull * (uint64_t)((intptr_t)arg + 3);
-  long ops = scaled(1500);
+  long ops = scaled(600);
   for (long op = 0; op < ops; op++) {
     uint64_t r = rnd(&s);
     blk b = {NULL, r & 1 ? 4u << 20 : 3u << 20, (uint8_t)r};
