@@ -23,7 +23,7 @@
  *             budgets grow) and hand the other half to the next thread, then
  *             exit while that thread frees them; rounds of it: contents
  *             intact, and once everyone is done the backend's live bytes are
- *             where they started
+ *             where they started and range mallocs equal range frees
  *   trim      many threads churn blocks of every tier across threads while
  *             four others call malloc_trim in a loop (JWMALLOC_CHECK=1): no
  *             hang, contents intact, live bytes back to the start
@@ -33,6 +33,11 @@
  *             many times (the reserve serves it: the roots it maps stay
  *             bounded), a double free of a range the forking thread cached is
  *             reported, malloc_trim works; the parent's threads finish
+ *   lazypark  an owner of used-up slabs (queued unparked on its partial
+ *             queue) exits, or idles and then trims, while eight threads
+ *             free every block: every page comes back (live bytes)
+ *   retain    (JWMALLOC_RECLAIM=0) six roots emptied, five rounds: free roots
+ *             beyond JWMALLOC_RETAIN_ROOTS=1 are unmapped, root reserve or not
  *   reserve   threads that empty whole roots (3 MiB and 4 MiB ranges) and
  *             others that take ranges at once, with the reclaimer aging
  *             the reserve every 1 ms: no range handed out twice (contents),
@@ -372,6 +377,7 @@ static void *xexit_thread(void *arg) {
 static int case_xexit(int rounds) {
   void *warm = jw_malloc(48);
   long live0 = settled_live();
+  jw_stats a = st();
   for (int r = 0; r < rounds; r++) {
     pthread_t t[XT];
     for (int i = 0; i < XT; i++) atomic_store(&handed_ready[i], 0);
@@ -380,7 +386,12 @@ static int case_xexit(int rounds) {
   }
   long live1 = settled_live();
   CHECK(live1 == live0, "xexit: %ld live bytes after every thread exited, %ld before", live1, live0);
-  CHECK(st().invalid_frees == 0, "xexit: valid frees reported");
+  jw_stats b = st();
+  CHECK(b.invalid_frees == 0, "xexit: valid frees reported");
+  /* Served from the block cache or not, every range malloc has its free. */
+  CHECK(b.large_mallocs - a.large_mallocs == b.large_frees - a.large_frees,
+        "xexit: %llu range mallocs, %llu frees", (unsigned long long)(b.large_mallocs - a.large_mallocs),
+        (unsigned long long)(b.large_frees - a.large_frees));
   printf("xexit: %d rounds of %d threads, live bytes back to %ld\n", rounds, XT, live1);
   jw_free(warm);
   return failures != 0;
