@@ -272,39 +272,41 @@ static void distinct_after(const char *what, size_t n) {
   jw_free(c);
 }
 
+static void *alloc_plain(size_t n) { return jw_malloc(n); }
+static void *alloc_aligned(size_t n) { return jw_aligned_alloc(4096, n); }
+static void *alloc_memalign64k(size_t n) { /* over-aligned: interior records unless the start is aligned */
+  void *q = NULL;
+  return jw_posix_memalign(&q, 65536, n - 65536) == 0 ? q : NULL;
+}
+
+/* A range allocated one way, freed, then released again another way. */
+static const struct {
+  const char *what;
+  void *(*alloc)(size_t);
+  void (*again)(void *);
+} dbl_ways[] = {
+    {"free twice", alloc_plain, do_free},
+    {"realloc after free", alloc_plain, do_realloc},
+    {"realloc(p, 0) after free", alloc_plain, do_realloc0},
+    {"another thread frees a cached range", alloc_plain, do_remote_free},
+    {"aligned_alloc(4096) freed twice", alloc_aligned, do_free},
+    {"posix_memalign(64 KiB) freed twice", alloc_memalign64k, do_free},
+};
+
 static int case_dbl(void) {
   jw_option_set("ABORT_ON_ERROR", 0);
   static const size_t sizes[] = {81920, 200000, 500000, 1 << 20};
   for (unsigned s = 0; s < sizeof sizes / sizeof *sizes; s++) {
     size_t n = sizes[s];
-    void *p = jw_malloc(n);
-    jw_free(p);
-    expect_reported("free twice", do_free, p);
-    distinct_after("free twice", n);
-    p = jw_malloc(n);
-    jw_free(p);
-    expect_reported("realloc after free", do_realloc, p);
-    distinct_after("realloc after free", n);
-    p = jw_malloc(n);
-    jw_free(p);
-    expect_reported("realloc(p, 0) after free", do_realloc0, p);
-    distinct_after("realloc(p, 0) after free", n);
-    p = jw_malloc(n);
-    jw_free(p);
-    expect_reported("another thread frees a cached range", do_remote_free, p);
-    distinct_after("another thread frees a cached range", n);
-    p = jw_aligned_alloc(4096, n);
-    jw_free(p);
-    expect_reported("aligned_alloc(4096) freed twice", do_free, p);
-    distinct_after("aligned_alloc(4096) freed twice", n);
-    void *q = NULL;
-    CHECK(jw_posix_memalign(&q, 65536, n - 65536) == 0, "posix_memalign failed");
-    jw_free(q);
-    expect_reported("posix_memalign(64 KiB) freed twice", do_free, q);
-    distinct_after("posix_memalign(64 KiB) freed twice", n);
+    for (unsigned k = 0; k < sizeof dbl_ways / sizeof *dbl_ways; k++) {
+      void *p = dbl_ways[k].alloc(n);
+      CHECK(p != NULL, "dbl: %s: allocation of %zu failed", dbl_ways[k].what, n);
+      jw_free(p);
+      expect_reported(dbl_ways[k].what, dbl_ways[k].again, p);
+      distinct_after(dbl_ways[k].what, n);
+    }
     /* realloc moving a cached-class range, then the old pointer freed. */
-    p = jw_malloc(n);
-    q = jw_realloc(p, n * 3);
+    void *p = jw_malloc(n), *q = jw_realloc(p, n * 3);
     CHECK(q != NULL, "realloc grow failed");
     if (q != p) expect_reported("free of a range realloc moved", do_free, p);
     jw_free(q);
