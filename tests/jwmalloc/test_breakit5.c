@@ -38,6 +38,12 @@
  *             free every block: every page comes back (live bytes)
  *   retain    (JWMALLOC_RECLAIM=0) six roots emptied, five rounds: free roots
  *             beyond JWMALLOC_RETAIN_ROOTS=1 are unmapped, root reserve or not
+ *   frozen    (the test-hook build) the backend lock held for good by a
+ *             frozen thread while eight threads allocate and free whole
+ *             roots, 1-3 MiB and cached ranges at every alignment, then
+ *             double frees of each size: contents intact, every double free
+ *             reported once, and after the holder goes on everything
+ *             deferred is filed (live bytes back to the start)
  *   reserve   threads that empty whole roots (3 MiB and 4 MiB ranges) and
  *             others that take ranges at once, with the reclaimer aging
  *             the reserve every 1 ms: no range handed out twice (contents),
@@ -62,6 +68,9 @@
 
 #include "jwmalloc.h"
 #include "thread_test.h"
+#ifdef JW_TEST_HOOKS
+#include "lock_freezer.h"
+#endif
 
 #define HANG 60.0 /* seconds: a bound for a hang, never a timing check */
 
@@ -718,6 +727,94 @@ static int case_retain(void) {
   return failures != 0;
 }
 
+/* ---- frozen ---- */
+
+#ifdef JW_TEST_HOOKS
+#define FT 8
+static void *frozen_holder(void *arg) {
+  (void)arg;
+  may_freeze = 1;
+  jw_free(jw_malloc((size_t)2 << 20)); /* frozen in the allocation, holding the backend lock */
+  return NULL;
+}
+
+/* With the backend lock held for good: whole roots, 1-3 MiB ranges and
+ * cached ranges allocated (the reserve, bitmaps, lock-free splits, deferred
+ * reuse, roots mapped without the lock) and freed (bitmaps, the reserve,
+ * the deferred list). */
+static void *frozen_worker(void *arg) {
+  uint64_t s = 0x1234567ull * (uint64_t)((intptr_t)arg + 11);
+  static const size_t sz[] = {4u << 20, 3u << 20, 2u << 20, 1u << 20, 300000, (4u << 20) - 4096};
+  blk keep[4] = {{0}};
+  for (long op = 0; op < scaled(300); op++) {
+    uint64_t r = rnd(&s);
+    int k = (int)(r % 4);
+    if (keep[k].p) {
+      if (!intact(&keep[k])) FAIL("frozen: range %p of %zu bytes corrupted", keep[k].p, keep[k].n);
+      jw_free(keep[k].p);
+    }
+    keep[k].n = sz[(r >> 8) % 6];
+    keep[k].p = (r >> 16) & 1 ? jw_malloc(keep[k].n) : jw_memalign((size_t)1 << (12 + (r >> 20) % 11), keep[k].n);
+    keep[k].seed = (uint8_t)(r >> 32);
+    if (keep[k].p == NULL) {
+      FAIL("frozen: allocation of %zu failed", keep[k].n);
+      continue;
+    }
+    fill(&keep[k]);
+  }
+  for (int k = 0; k < 4; k++) {
+    if (keep[k].p && !intact(&keep[k])) FAIL("frozen: range corrupted at the end");
+    jw_free(keep[k].p);
+  }
+  return NULL;
+}
+
+static int case_frozen(void) {
+  jw_option_set("ABORT_ON_ERROR", 0);
+  void *warm = jw_malloc(48);
+  long live0 = settled_live();
+  /* Emptied roots into the reserve. */
+  void *r[4];
+  for (int i = 0; i < 4; i++) r[i] = jw_malloc(4u << 20);
+  for (int i = 0; i < 4; i++) jw_free(r[i]);
+  freeze_kind = JW_LK_BACKEND;
+  jw_test_set_lock_hook(freeze_hook);
+  pthread_t h, w[FT];
+  pthread_create(&h, NULL, frozen_holder, NULL);
+  double t0 = now();
+  while (!atomic_load(&frozen) && now() - t0 < HANG) usleep(1000);
+  CHECK(atomic_load(&frozen), "frozen: the holder never took the backend lock");
+  jw_stats a = st();
+  for (int i = 0; i < FT; i++) pthread_create(&w[i], NULL, frozen_worker, (void *)(intptr_t)i);
+  for (int i = 0; i < FT; i++) pthread_join(w[i], NULL);
+  /* Double frees, the lock still held (after the workers: a range freed
+   * into a bitmap may be taken again at once by another thread, and its
+   * second free would then be that thread's valid one). */
+  static const size_t dsz[] = {4u << 20, 3u << 20, 2u << 20, 1u << 20, 300000, 90000};
+  int ndbl = 0;
+  for (unsigned i = 0; i < sizeof dsz / sizeof *dsz; i++, ndbl++) {
+    void *d = jw_malloc(dsz[i]);
+    jw_free(d);
+    jw_free(d);
+  }
+  jw_stats b = st();
+  atomic_store(&release_holder, 1);
+  pthread_join(h, NULL);
+  jw_test_set_lock_hook(NULL);
+  long live1 = settled_live();
+  CHECK(b.invalid_frees - a.invalid_frees == (uint64_t)ndbl, "frozen: %llu double frees reported, %d made",
+        (unsigned long long)(b.invalid_frees - a.invalid_frees), ndbl);
+  CHECK(live1 == live0, "frozen: %ld live bytes after everything was freed, %ld before", live1, live0);
+  printf("frozen: lock held for good; %llu roots reused from the reserve, %llu mapped without the lock, %llu "
+         "deferred frees reused\n",
+         (unsigned long long)(b.backend_roots_reused - a.backend_roots_reused),
+         (unsigned long long)(b.backend_lf_roots - a.backend_lf_roots),
+         (unsigned long long)(b.backend_lf_recycled - a.backend_lf_recycled));
+  jw_free(warm);
+  return failures != 0;
+}
+#endif
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: test_breakit5 apis|dbl|xexit|trim|fork|reserve|lazypark|retain [SCALE]\n");
@@ -735,6 +832,9 @@ int main(int argc, char **argv) {
   if (!strcmp(c, "reserve")) return case_reserve();
   if (!strcmp(c, "lazypark")) return case_lazypark();
   if (!strcmp(c, "retain")) return case_retain();
+#ifdef JW_TEST_HOOKS
+  if (!strcmp(c, "frozen")) return case_frozen();
+#endif
   fprintf(stderr, "unknown case %s\n", c);
   return 2;
 }
