@@ -90,7 +90,7 @@ typedef struct jw_stats {
   uint64_t backend_peak_metadata_bytes;
   uint64_t backend_cached_bytes;         /* free ranges still backed by memory */
   uint64_t backend_released_bytes;       /* free ranges whose pages went back (madvise), still mapped */
-  uint64_t backend_free_root_bytes;      /* entirely free roots kept mapped (JWMALLOC_RETAIN_ROOTS) */
+  uint64_t backend_free_root_bytes;      /* entirely free roots kept mapped (in the lists and the root reserve, aging; JWMALLOC_RETAIN_ROOTS with reclamation off) */
   uint64_t backend_allocs, backend_frees;/* ranges handed out / taken back (slabs and 16 KiB-4 MiB blocks) */
   uint64_t backend_splits, backend_merges; /* range subdivisions and coalescings */
   /* lifetime-based reclamation (docs/design/reclamation.md) */
