@@ -11,6 +11,7 @@ removed on every exit path (normal end, exception, SIGINT/SIGTERM/SIGHUP); a
 later run also removes those of runs that died (`sweep_stale`). Nothing else's
 swap areas or cgroups are touched."""
 import atexit
+import errno
 import os
 import re
 import signal
@@ -236,10 +237,13 @@ def _unlink(path):
 
 
 def _rmdir(path):
+    """Removes a directory that another sweeper may be removing too: gone
+    (ENOENT, or ENODEV for a trace instance being torn down) is done."""
     try:
         os.rmdir(path)
-    except FileNotFoundError:
-        pass
+    except OSError as e:
+        if e.errno not in (errno.ENOENT, errno.ENODEV):
+            raise
 
 
 def _remove_cgroup(path):
