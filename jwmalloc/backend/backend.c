@@ -424,7 +424,6 @@ uint64_t jw_backend_peak_live(int reset) {
 #define JW_PLACE_WINDOW 8u
 
 /* Lock held: the root placement now fills (section 7b). */
-static inline uint32_t rid_rank(jw_rid r) { return jw_bins_rank(r); }
 static inline void set_place_root(uint32_t root) { jw_store(&jw_be.place_root, root, JW_RELAXED); /* a hint: see fast_free */ }
 
 static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
@@ -450,7 +449,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
     recs = rid_recs(r0);
     g = 0;
     k = JW_ROOT_CLASS;
-    if (placing()) set_place_root(rid_rank(r0));
+    if (placing()) set_place_root(jw_bins_rank(r0));
   } else if (k < 0) {
     /* A fresh root has no physical pages: its remainders are filed as
      * released (docs/design/reclamation.md, section 2). */
@@ -459,7 +458,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
     note_root_mapped();
     g = 0;
     k = JW_ROOT_CLASS;
-    if (placing()) set_place_root(rid_rank(jw_meta_rid(base, 0)));
+    if (placing()) set_place_root(jw_bins_rank(jw_meta_rid(base, 0)));
   } else {
     unsigned buf;
     jw_rid r;
@@ -472,7 +471,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
       r = jw_bins_lowest(&jw_be.bins, (unsigned)k, JW_PLACE_WINDOW, &kk);
       k = (int)kk;
       jw_bins_remove(&jw_be.bins, r, kk);
-      set_place_root(rid_rank(r));
+      set_place_root(jw_bins_rank(r));
     } else {
       r = jw_bins_pop(&jw_be.bins, (unsigned)k, &buf);
     }
@@ -611,7 +610,7 @@ void jw_backend_put_free(uintptr_t base, jw_rec *recs, uint32_t g, uint32_t n, u
   unsigned buf = f == JW_FILE_RELEASED ? JW_BUF_RELEASED : f == JW_FILE_STANDBY ? active ^ 1u : active;
   jw_rid r = jw_meta_rid(base, g);
   jw_bins_push(&jw_be.bins, r, c, buf);
-  if (placing() && rid_rank(r) < jw_load(&jw_be.place_root, JW_RELAXED)) set_place_root(rid_rank(r));
+  if (placing() && jw_bins_rank(r) < jw_load(&jw_be.place_root, JW_RELAXED)) set_place_root(jw_bins_rank(r));
   if (checking() && jw_root_map_get((const void *)base) != NULL) check_root(recs, base, "filing");
 }
 
@@ -781,7 +780,7 @@ static int fast_free(void *start, int contended) {
    * fills goes to the lists (where it merges and ages) rather than the
    * bitmap (where the next allocation of its class would take it), unless
    * the lock is busy. Relaxed: a hint; a stale value picks the other path. */
-  if (!contended && placing() && rid_rank(jw_meta_rid(base, g)) > jw_load(&jw_be.place_root, JW_RELAXED))
+  if (!contended && placing() && jw_bins_rank(jw_meta_rid(base, g)) > jw_load(&jw_be.place_root, JW_RELAXED))
     return 0;
   if (!lf_enter(c)) return 0;
   /* Stage 1: reserve a slot. */
@@ -980,7 +979,7 @@ void jw_pages_place_switch(bool on) {
   if (jw_fast_granules() != 0) jw_backend_flush_fast();
   unsigned k = 0;
   jw_rid r = jw_bins_lowest(&jw_be.bins, 0, JW_NCLASSES, &k);
-  if (r) set_place_root(rid_rank(r));
+  if (r) set_place_root(jw_bins_rank(r));
   drained += jw_backend_unlock();
   if (drained) jw_reclaim_after_free(); /* frees filed here age like any */
 }
@@ -990,7 +989,7 @@ bool jw_pages_above_place(const void *p) {
   uintptr_t base = (uintptr_t)p & ~(uintptr_t)(JW_ROOT - 1);
   if (jw_root_map_get(p) == NULL) return false;
   /* Relaxed: a hint (see place_root). */
-  return rid_rank(jw_meta_rid(base, 0)) > jw_load(&jw_be.place_root, JW_RELAXED);
+  return jw_bins_rank(jw_meta_rid(base, 0)) > jw_load(&jw_be.place_root, JW_RELAXED);
 }
 
 bool jw_pages_lookup(const void *p, jw_range_info *info) { return jw_pages_lookup_inline(p, info); }

@@ -53,7 +53,7 @@ typedef struct jw_bins {
 
 /* Placement's order of the root of range id r (jw_root_rank: the oldest
  * root first): the root's index in its region inverted, regions in order. */
-static inline uint32_t jw_bins_rank(jw_rid r) { return (r >> 10) ^ 0xfffu; }
+static inline uint32_t jw_bins_rank(jw_rid r) { return (r >> 10) ^ JW_ROOT_RANK_FLIP; }
 
 /* Head record of range id r (its root must be mapped). */
 static inline jw_rec *jw_bins_rec(jw_rid r) { return jw_meta_rid_rec(r); }

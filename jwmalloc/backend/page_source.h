@@ -33,7 +33,8 @@
  * 16 GiB region the kernel maps top-down, so a root mapped later lies lower:
  * the rank inverts the root's index in its region (address bits 22-33), and
  * regions keep their order. Used by every tier that compares roots. */
-static inline uintptr_t jw_root_rank(const void *p) { return ((uintptr_t)p >> JW_ROOT_SHIFT) ^ 0xfffu; }
+#define JW_ROOT_RANK_FLIP 0xfffu /* a root's index bits in its 16 GiB region */
+static inline uintptr_t jw_root_rank(const void *p) { return ((uintptr_t)p >> JW_ROOT_SHIFT) ^ JW_ROOT_RANK_FLIP; }
 #define JW_ROOT_GRANULES (JW_ROOT >> JW_GRANULE_SHIFT) /* 1024 */
 
 /* What a live range is used for; recorded by the backend, read back by
