@@ -1,6 +1,8 @@
 /* See fast.h. docs/design/backend.md, section 7a. */
 #include "fast.h"
 
+#include "bins.h"
+
 jw_fast_class jw_fast[JW_NCLASSES];
 
 /* Granules in the bitmaps: counted when a range is published and when it
@@ -22,6 +24,14 @@ const uint8_t jw_fast_nslots[JW_NCLASSES] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
 
 static inline int holds_range(uint32_t v) { return v != 0 && v != JW_FAST_RESERVED; }
 
+/* Placement's order (backend.md 7b, "Root order"): the oldest root first,
+ * then the lower address. Plain id order would prefer the newest root (the
+ * kernel maps top-down) and undo what placement does with the lists. */
+static inline int jw_fast_before(uint32_t a, uint32_t b) {
+  uint32_t ra = jw_bins_rank(a), rb = jw_bins_rank(b);
+  return ra < rb || (ra == rb && a < b);
+}
+
 jw_rid jw_fast_take(unsigned c) {
   jw_fast_class *k = &jw_fast[c];
   unsigned n = jw_fast_nslots[c];
@@ -33,7 +43,7 @@ jw_rid jw_fast_take(unsigned c) {
     for (unsigned i = 0; i < n; i++) {
       /* Relaxed scan: the CAS below is what reads the slot with ordering. */
       uint32_t v = jw_load(&k->slot[i], JW_RELAXED);
-      if (holds_range(v) && (best_r == 0 || v < best_r)) best = i, best_r = v;
+      if (holds_range(v) && (best_r == 0 || jw_fast_before(v, best_r))) best = i, best_r = v;
     }
     if (best == n) return 0;
     uint32_t exp = best_r;

@@ -43,9 +43,9 @@ extern jw_fast_class jw_fast[JW_NCLASSES];
  * JW_FAST_ROOT_SLOTS for the root class. */
 extern const uint8_t jw_fast_nslots[JW_NCLASSES];
 
-/* Takes the free range of class c with the lowest range id (lowest region,
- * then address) out of its bitmap and returns its id; the caller owns the
- * range. 0 when the bitmap is empty. Lock-free. */
+/* Takes the free range of class c of the oldest root (placement's root
+ * order, jw_bins_rank; then the lowest address) out of its bitmap and returns
+ * its id; the caller owns the range. 0 when the bitmap is empty. Lock-free. */
 jw_rid jw_fast_take(unsigned c);
 
 /* Whether class c's bitmap seems to hold a range (relaxed peek: lets a miss

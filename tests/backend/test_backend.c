@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/fast.h"
 #include "backend/size_class.h"
 #include "common/atomic.h"
 #include "os/os_mem.h"
@@ -432,9 +433,32 @@ static void t_out_of_memory(void) {
 #endif
 }
 
+/* The bitmaps hand out ranges in placement's root order (backend.md 7b,
+ * "Root order"): the oldest root first (the higher root index of a region,
+ * the kernel maps top-down), then the lower address. Plain range-id order took
+ * the newest root first. Made-up ids in an empty bitmap (jw_fast_take reads
+ * only the slots), taken back out before the backend is used. */
+static void t_fast_order(void) {
+  const jw_rid newer = (1u << 22) | (5u << 10) | 3, older_hi = (1u << 22) | (9u << 10) | 7,
+               older_lo = (1u << 22) | (9u << 10) | 2;
+  const jw_rid put[3] = {newer, older_hi, older_lo}, want[3] = {older_lo, older_hi, newer};
+  for (int i = 0; i < 3; i++) {
+    int slot = jw_fast_reserve(0);
+    TB_CHECK(slot >= 0, "class 0 bitmap full before the test");
+    if (slot < 0) return;
+    jw_fast_publish(0, slot, put[i]);
+  }
+  for (int i = 0; i < 3; i++) {
+    jw_rid got = jw_fast_take(0);
+    TB_CHECK(got == want[i], "take %d: range id %#x, want %#x", i, got, want[i]);
+  }
+  TB_CHECK(jw_fast_take(0) == 0, "bitmap not empty after three takes");
+}
+
 int main(void) {
   jw_backend_set_check(1);
   jw_backend_set_retain_roots(1);
+  t_fast_order();
   t_root_exactly();
   t_first_last_child_and_largest();
   t_worked_example();
