@@ -20,7 +20,7 @@ static const struct {
     [JW_OPT_POOL_PERCENT] = {"POOL_PERCENT", 25, 1000, "a percentage, 0 to 1000"},
     [JW_OPT_POOL_MIN] = {"POOL_MIN", 4, 1 << 20, "pages, 0 to 1048576"},
     [JW_OPT_HUGE_CACHE_MB] = {"HUGE_CACHE_MB", 32, 65536, "MiB, 0 to 65536"},
-    [JW_OPT_PLACEMENT] = {"PLACEMENT", 0, 2, "0, 1 or auto"},
+    [JW_OPT_PLACEMENT] = {"PLACEMENT", JW_PLACE_AUTO, 2, "0, 1 or auto"},
 };
 
 /* JWMALLOC_* names read elsewhere (each reader checks its own values), so
@@ -40,7 +40,7 @@ jw_atomic_u64 jw_options[JW_OPT_COUNT] = {
     [JW_OPT_POOL_PERCENT] = JW_ATOMIC_INIT(25),
     [JW_OPT_POOL_MIN] = JW_ATOMIC_INIT(4),
     [JW_OPT_HUGE_CACHE_MB] = JW_ATOMIC_INIT(32),
-    [JW_OPT_PLACEMENT] = JW_ATOMIC_INIT(0), /* off: see docs/design/backend.md 7b, "Placement on demand" */
+    [JW_OPT_PLACEMENT] = JW_ATOMIC_INIT(JW_PLACE_AUTO), /* docs/design/backend.md 7b, "Placement on demand" */
 };
 
 static jw_atomic_ptr stats_file;
@@ -120,6 +120,8 @@ void jw_options_init(void) {
       int64_t x = i == JW_OPT_PLACEMENT && str_eq(v + 1, "auto") ? JW_PLACE_AUTO : parse(v + 1);
       if (x >= 0 && (uint64_t)x <= table[i].max)
         jw_store(&jw_options[i], (uint64_t)x, JW_RELAXED); /* independent setting */
+      else if (i == JW_OPT_PLACEMENT && table[i].def == JW_PLACE_AUTO)
+        jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default auto kept\n", rest, table[i].want);
       else
         jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default %llu kept\n", rest, table[i].want,
                    (unsigned long long)table[i].def);

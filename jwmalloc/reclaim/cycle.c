@@ -135,6 +135,7 @@ void jw_reclaim_get_stats(jw_reclaim_stats *o) {
   o->placement_on = jw_load(&jw_rc.place_on, JW_RELAXED);
   o->placement_off = jw_load(&jw_rc.place_off, JW_RELAXED);
   o->placement_contended = jw_load(&jw_rc.place_contended, JW_RELAXED);
+  o->placement_stalled = jw_load(&jw_rc.place_stalled, JW_RELAXED);
   o->placement_active = jw_place_on();
   o->watermark_now = jw_reclaim_watermark_now();
   o->watermark_raises = jw_load(&jw_rc.wm_raises, JW_RELAXED);

@@ -18,6 +18,10 @@
  * cores); placement then stays off for COOLDOWN_CYCLES full cycles. */
 #define LF_GUARD 8u
 #define COOLDOWN_CYCLES 8u
+/* The stall bound: placement on for STALL_CYCLES full cycles in a row without
+ * pinned bytes falling by a root below their lowest since the switch on goes
+ * off (its cost is paid on every refill; what it buys is roots coming back). */
+#define STALL_CYCLES 16u
 
 /* Switches placement off; the next peak is measured from `live`. */
 static void place_off(uint64_t live) {
@@ -43,6 +47,21 @@ static bool contended(int due, uint64_t lf_roots) {
   return cool != 0;
 }
 
+/* At each full cycle while placement is on: true when pinned bytes have not
+ * fallen a root below their lowest since the switch on for STALL_CYCLES full
+ * cycles (the survivors no longer drain out of the high roots). */
+static bool stalled(uint64_t pinned) {
+  uint64_t low = jw_load(&jw_rc.place_low, JW_RELAXED);
+  if (pinned + JW_ROOT <= low) {
+    jw_store(&jw_rc.place_low, pinned, JW_RELAXED);
+    jw_store(&jw_rc.place_stall, 0, JW_RELAXED);
+    return false;
+  }
+  uint32_t n = jw_load(&jw_rc.place_stall, JW_RELAXED) + 1;
+  jw_store(&jw_rc.place_stall, n, JW_RELAXED);
+  return n >= STALL_CYCLES;
+}
+
 void jw_reclaim_place_check(int due) {
   if (jw_pages_place_mode() != JW_PLACE_AUTO) return;
   jw_backend_stats bs;
@@ -66,6 +85,11 @@ void jw_reclaim_place_check(int due) {
     return;
   }
   if (jw_place_on()) {
+    if (due && stalled(pinned)) {
+      jw_rc_bump(&jw_rc.place_stalled);
+      place_off(live);
+      return;
+    }
     if (pinned > live + live / 4 + OFF_SLACK) {
       jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
       if (due) jw_pages_place_trim(); /* the trough lasts: threads trim again at their next refill */
@@ -81,6 +105,8 @@ void jw_reclaim_place_check(int due) {
     if (runs >= ON_RUNS) {
       jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
       jw_store(&jw_rc.place_on_pinned, pinned, JW_RELAXED);
+      jw_store(&jw_rc.place_low, pinned, JW_RELAXED);
+      jw_store(&jw_rc.place_stall, 0, JW_RELAXED);
       jw_pages_place_switch(true); /* raises the epoch: the trim request */
       jw_pages_place_sync();       /* PLACEMENT set to 0 since the mode was read above */
       jw_rc_bump(&jw_rc.place_on);

@@ -48,10 +48,14 @@ typedef struct jw_reclaim_state {
    * cycle, and the full cycles left before placement may switch on again. */
   jw_atomic_u64 place_lf_roots;
   jw_atomic_u32 place_cooldown;
+  /* The stall bound: the lowest pinned figure since the switch on, and the
+   * full cycles since it last fell by a root. */
+  jw_atomic_u64 place_low;
+  jw_atomic_u32 place_stall;
   /* Statistics: relaxed counters. */
   jw_atomic_u64 cycles, early_wakes, sync_releases, inline_cycles, held;
   jw_atomic_u64 thread_starts, thread_exits, thread_start_failures;
-  jw_atomic_u64 tier_passes, last_thread_checks, place_on, place_off, place_contended;
+  jw_atomic_u64 tier_passes, last_thread_checks, place_on, place_off, place_contended, place_stalled;
   jw_atomic_u64 wm_raises, wm_lowers;
 } jw_reclaim_state;
 

@@ -18,20 +18,20 @@ T=$(mktemp -d /tmp/jwmalloc-options-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "options: $*"; exit 1; }
 
-# bad NAME VALUE DEFAULT
+# bad NAME VALUE DEFAULT [DEFAULT as the message names it]
 bad() {
-  local name=$1 value=$2 def=$3 st=0
+  local name=$1 value=$2 def=$3 said=${4:-$3} st=0
   env "JWMALLOC_$name=$value" "$PROBE" "$name" >"$T/out" 2>"$T/err" || st=$?
   [ $st -eq 0 ] || fail "JWMALLOC_$name=$value: exit status $st"
   [ "$(cat "$T/out")" = "$name=$def" ] || fail "JWMALLOC_$name=$value: value $(cat "$T/out"), want default $def"
-  [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^jwmalloc: JWMALLOC_$name=.*: expected .*; default $def kept\$" "$T/err" ||
+  [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^jwmalloc: JWMALLOC_$name=.*: expected .*; default $said kept\$" "$T/err" ||
     fail "JWMALLOC_$name=$value: want one line naming the option, got: $(cat "$T/err")"
 }
 for v in 2 yes '' -1 1x; do bad STATS "$v" 0; done
 for v in 7 no ' 1'; do bad ABORT_ON_ERROR "$v" 1; done
 for v in abc -5 1001 99999999999999999999 25%; do bad POOL_PERCENT "$v" 25; done
 for v in 1e3 0x10 2000000; do bad POOL_MIN "$v" 4; done
-for v in maybe '' 3; do bad PLACEMENT "$v" 0; done
+for v in maybe '' 3; do bad PLACEMENT "$v" 2 auto; done
 # good values are taken, silently
 JWMALLOC_POOL_PERCENT=60 JWMALLOC_POOL_MIN=0 "$PROBE" POOL_PERCENT POOL_MIN >"$T/out" 2>"$T/err"
 [ "$(tr '\n' ' ' <"$T/out")" = "POOL_PERCENT=60 POOL_MIN=0 " ] && [ ! -s "$T/err" ] ||
@@ -69,8 +69,8 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   (cd "$T" && setpriv --reuid=65534 --regid=65534 --clear-groups env JWMALLOC_STATS=1 \
     JWMALLOC_STATS_FILE="$T/chosen" JWMALLOC_POOL_MIN=7 JWMALLOC_PLACEMENT=1 "$T/suid_probe" POOL_MIN PLACEMENT \
     >"$T/out" 2>"$T/err") || fail "setuid probe: exit status"
-  # ... and runs with the defaults, placement included (README's table: 0)
-  [ "$(tr '\n' ' ' <"$T/out")" = "POOL_MIN=4 PLACEMENT=0 " ] ||
+  # ... and runs with the defaults, placement included (README's table: auto, read back as 2)
+  [ "$(tr '\n' ' ' <"$T/out")" = "POOL_MIN=4 PLACEMENT=2 " ] ||
     fail "a setuid program does not run with the defaults: $(cat "$T/out")"
   if [ -e "$T/chosen" ]; then
     fail "a setuid program took JWMALLOC_* from its caller ($(cat "$T/out"); $(ls "$T"))"

@@ -7,7 +7,10 @@
  * must switch placement on, and with it on the survivors move to the low
  * roots, so that after the trough's churn the slabs in use (the backend's
  * live bytes) are back within 1.15x the steady level and mapped memory below
- * the peak's. Growing to the peak again switches it off.
+ * the peak's. Growing to the peak again switches it off. A second trough
+ * switches it on again, and when no survivor moves any more (the program
+ * only churns short-lived blocks) the stall bound switches it off after 16
+ * full cycles.
  *
  * The reclaim interval is short (JWMALLOC_RECLAIM_INTERVAL_MS, set by CTest)
  * so that cycles come often; every wait for a switch is bounded (a hang is a
@@ -90,6 +93,33 @@ int main(void) {
   }
   CHECK(!r.placement_active && r.placement_off >= 1, "placement still on at the second peak (off %llu)",
         (unsigned long long)r.placement_off);
+  /* The stall bound: a second trough switches placement on again; then the
+   * program only allocates and frees short-lived blocks (no survivor moves),
+   * no root comes back, and placement goes off after 16 full cycles instead
+   * of staying on for as long as the program runs. */
+  churn(200000);
+  while (n > steady_n) drop(--n);
+  uint64_t on0 = r.placement_on;
+  for (int i = 0; i < 500 && r.placement_on == on0; i++) {
+    churn(2000);
+    nap_ms(2);
+    stats(&r, &p);
+  }
+  CHECK(r.placement_on == on0 + 1, "placement not switched on after the second trough (on %llu)",
+        (unsigned long long)r.placement_on);
+  uint64_t c1 = r.cycles;
+  for (int i = 0; i < 2000 && r.placement_active; i++) {
+    void *tmp[64];
+    for (int k = 0; k < 64; k++) CHECK((tmp[k] = jw_malloc(4000)) != NULL, "jw_malloc");
+    for (int k = 0; k < 64; k++) jw_free(tmp[k]);
+    nap_ms(2);
+    stats(&r, &p);
+  }
+  CHECK(!r.placement_active && r.placement_stalled >= 1,
+        "placement still on %llu reclaim cycles into a trough that stopped draining (stalled %llu)", (unsigned long long)(r.cycles - c1),
+        (unsigned long long)r.placement_stalled);
+  CHECK(r.cycles - c1 >= 16, "placement went off after %llu cycles, before the stall bound's 16",
+        (unsigned long long)(r.cycles - c1));
   while (n) drop(--n);
   return failures ? 1 : 0;
 }
