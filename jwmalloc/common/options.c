@@ -14,13 +14,14 @@ static const struct {
   const char *name;
   uint64_t def, max;
   const char *want; /* what a bad value is told it should be */
+  const char *def_text; /* the default as the README names it, or NULL: the number */
 } table[JW_OPT_COUNT] = {
-    [JW_OPT_STATS] = {"STATS", 0, 1, "0 or 1"},
-    [JW_OPT_ABORT_ON_ERROR] = {"ABORT_ON_ERROR", 1, 1, "0 or 1"},
-    [JW_OPT_POOL_PERCENT] = {"POOL_PERCENT", 25, 1000, "a percentage, 0 to 1000"},
-    [JW_OPT_POOL_MIN] = {"POOL_MIN", 4, 1 << 20, "pages, 0 to 1048576"},
-    [JW_OPT_HUGE_CACHE_MB] = {"HUGE_CACHE_MB", 32, 65536, "MiB, 0 to 65536"},
-    [JW_OPT_PLACEMENT] = {"PLACEMENT", JW_PLACE_AUTO, 2, "0, 1 or auto"},
+    [JW_OPT_STATS] = {"STATS", 0, 1, "0 or 1", NULL},
+    [JW_OPT_ABORT_ON_ERROR] = {"ABORT_ON_ERROR", 1, 1, "0 or 1", NULL},
+    [JW_OPT_POOL_PERCENT] = {"POOL_PERCENT", 25, 1000, "a percentage, 0 to 1000", NULL},
+    [JW_OPT_POOL_MIN] = {"POOL_MIN", 4, 1 << 20, "pages, 0 to 1048576", NULL},
+    [JW_OPT_HUGE_CACHE_MB] = {"HUGE_CACHE_MB", 32, 65536, "MiB, 0 to 65536", NULL},
+    [JW_OPT_PLACEMENT] = {"PLACEMENT", JW_PLACE_AUTO, 2, "0, 1 or auto", "auto"},
 };
 
 /* JWMALLOC_* names read elsewhere (each reader checks its own values), so
@@ -120,8 +121,8 @@ void jw_options_init(void) {
       int64_t x = i == JW_OPT_PLACEMENT && str_eq(v + 1, "auto") ? JW_PLACE_AUTO : parse(v + 1);
       if (x >= 0 && (uint64_t)x <= table[i].max)
         jw_store(&jw_options[i], (uint64_t)x, JW_RELAXED); /* independent setting */
-      else if (i == JW_OPT_PLACEMENT && table[i].def == JW_PLACE_AUTO)
-        jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default auto kept\n", rest, table[i].want);
+      else if (table[i].def_text)
+        jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default %s kept\n", rest, table[i].want, table[i].def_text);
       else
         jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default %llu kept\n", rest, table[i].want,
                    (unsigned long long)table[i].def);
