@@ -94,6 +94,7 @@ static void collect(jw_stats *s) {
   s->refaulted_allocs = rs.allocs_refault;
   s->placement_on = rs.placement_on;
   s->placement_contended = rs.placement_contended;
+  s->placement_stalled = rs.placement_stalled;
   s->pool_pages_aged = tc.pool_aged;
   s->mid_slabs_aged = mid.slabs_aged;
 }
@@ -172,8 +173,11 @@ JW_EXPORT void jw_stats_print(int fd) {
              (unsigned long long)s.abandoned_slabs, (unsigned long long)s.mid_fallbacks,
              (unsigned long long)s.invalid_frees);
   if (s.placement_on || s.placement_contended)
-    jw_dprintf(fd, "  placement: switched on %llu times by the trough detector; %llu cycles held off (contention)\n",
-               (unsigned long long)s.placement_on, (unsigned long long)s.placement_contended);
+    jw_dprintf(fd,
+               "  placement: switched on %llu times by the trough detector; %llu cycles held off (contention); "
+               "%llu switched off with no root coming back (stall)\n",
+               (unsigned long long)s.placement_on, (unsigned long long)s.placement_contended,
+               (unsigned long long)s.placement_stalled);
   jw_dprintf(fd, "  system calls: %llu mmap, %llu munmap, %llu madvise\n", (unsigned long long)s.mmap_calls,
              (unsigned long long)s.munmap_calls, (unsigned long long)s.madvise_calls);
   jw_dprintf(fd, "  reclamation: %llu cycles, %llu KiB given back; merges %llu before release, %llu after; "
