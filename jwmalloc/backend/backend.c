@@ -961,7 +961,16 @@ static void place_word_set(bool on) {
   }
 }
 
-void jw_pages_place_trim(void) { place_word_set(placing()); }
+/* Raises the epoch only: bit 0 is kept as the CAS finds it. Reading it first
+ * and writing it back (place_word_set(placing())) could undo a switch made
+ * in between by jw_pages_set_place_mode, whose sync had already looked: mode
+ * 0 with placement on for good (test_breakit6 setrace). */
+void jw_pages_place_trim(void) {
+  uint32_t w = jw_load(&jw_place_word, JW_RELAXED);
+  /* Seq_cst as in place_word_set (a trim is as rare as a switch). */
+  while (!jw_cas_weak(&jw_place_word, &w, w + 2u, JW_SEQ_CST, JW_RELAXED)) {
+  }
+}
 
 void jw_pages_place_switch(bool on) {
   if (!on) {

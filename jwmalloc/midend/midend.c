@@ -303,8 +303,13 @@ jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
       }
     } else {
       /* Never wait: a cached block of a larger class, else a page range. */
-      for (unsigned up = mc + 1; up < JW_MID_NCLASSES && up <= mc + 2 && b == NULL; up++)
-        b = jw_ptr_cache_take(&classes[up].cache);
+      unsigned up = mc + 1;
+      for (; up < JW_MID_NCLASSES && up <= mc + 2; up++)
+        if ((b = jw_ptr_cache_take(&classes[up].cache)) != NULL) break;
+      /* ASan: the caller unpoisons the size of class mc; the rest of the
+       * larger block is the caller's too (malloc_usable_size reports the
+       * slab's class: test_breakit6 swing under ASan). */
+      if (b) jw_unpoison((char *)b + jw_mid_class_size[mc], (size_t)(jw_mid_class_size[up] - jw_mid_class_size[mc]));
       if (b == NULL) {
         jw_counter_add(&k->n_fallback, 1);
         *fallback = true;
