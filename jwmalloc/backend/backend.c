@@ -921,7 +921,7 @@ int jw_pages_set_place_mode(unsigned mode) {
     return -1;
   }
   /* Seq_cst store, and seq_cst loads in jw_pages_place_sync; the switch's
-   * write of the word is seq_cst too (place_word_set): a setter and the
+   * write of the word is seq_cst too (place_word_raise): a setter and the
    * detector (switch, then jw_pages_place_sync) each store and then load
    * the other's variable, so one of the two sees the other (Dekker). */
   jw_store(&jw_be.place_mode, mode, JW_SEQ_CST);
@@ -950,37 +950,34 @@ void jw_pages_place_sync(void) {
   }
 }
 
-/* Raises the epoch (bits 1..) and sets bit 0 to `on`. The word is a
- * setting: what a tier does on seeing it is ordered by that tier's own guard
- * (owner, class lock, backend lock); the CAS is seq_cst only for the mode's
- * agreement (jw_pages_set_place_mode). */
-static void place_word_set(bool on) {
+/* Raises the epoch (bits 1..) and sets bit 0 to `on`, or keeps it as the CAS
+ * finds it (`on` < 0: a trim request). The word is a setting: what a tier
+ * does on seeing it is ordered by that tier's own guard (owner, class lock,
+ * backend lock); the CAS is seq_cst only for the mode's agreement
+ * (jw_pages_set_place_mode). */
+static void place_word_raise(int on) {
   uint32_t w = jw_load(&jw_place_word, JW_RELAXED);
-  /* Seq_cst: see jw_pages_set_place_mode (a switch is rare). */
-  while (!jw_cas_weak(&jw_place_word, &w, ((w + 2u) & ~1u) | (on ? 1u : 0u), JW_SEQ_CST, JW_RELAXED)) {
+  /* Seq_cst: see jw_pages_set_place_mode (a switch or trim is rare). */
+  while (!jw_cas_weak(&jw_place_word, &w, on < 0 ? w + 2u : ((w + 2u) & ~1u) | (unsigned)on, JW_SEQ_CST,
+                      JW_RELAXED)) {
   }
 }
 
-/* Raises the epoch only: bit 0 is kept as the CAS finds it. Reading it first
- * and writing it back (place_word_set(placing())) could undo a switch made
- * in between by jw_pages_set_place_mode, whose sync had already looked: mode
- * 0 with placement on for good (test_breakit6 setrace). */
-void jw_pages_place_trim(void) {
-  uint32_t w = jw_load(&jw_place_word, JW_RELAXED);
-  /* Seq_cst as in place_word_set (a trim is as rare as a switch). */
-  while (!jw_cas_weak(&jw_place_word, &w, w + 2u, JW_SEQ_CST, JW_RELAXED)) {
-  }
-}
+/* A trim request keeps bit 0 as the CAS finds it: reading it first and
+ * writing it back could undo a switch made in between by
+ * jw_pages_set_place_mode, whose sync had already looked (mode 0 with
+ * placement on for good: test_breakit6 setrace). */
+void jw_pages_place_trim(void) { place_word_raise(-1); }
 
 void jw_pages_place_switch(bool on) {
   if (!on) {
-    place_word_set(false);
+    place_word_raise(0);
     return;
   }
   /* Until the lock holder knows better, nothing is "above": a stale hint
    * must not send every pooled page away. Relaxed: a hint (see fast_free). */
   jw_store(&jw_be.place_root, UINT32_MAX, JW_RELAXED);
-  place_word_set(true);
+  place_word_raise(1);
   if (!jw_lock_try(&jw_be.lock, JW_LK_BACKEND)) return; /* the next locked allocation sets place_root */
   unsigned drained = jw_backend_drain_deferred();
   /* The bitmaps' ranges into the lists, where the lowest-root choice sees
