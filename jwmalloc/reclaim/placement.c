@@ -47,9 +47,10 @@ static bool contended(int due, uint64_t lf_roots) {
   return cool != 0;
 }
 
-/* At each full cycle while placement is on: true when pinned bytes have not
- * fallen a root below their lowest since the switch on for STALL_CYCLES full
- * cycles (the survivors no longer drain out of the high roots). */
+/* At each full cycle of a trough while placement is on: true when pinned
+ * bytes have not fallen a root below their lowest since the trough began for
+ * STALL_CYCLES full cycles (the survivors no longer drain out of the high
+ * roots). A peak in between does not count: growing back is not a stall. */
 static bool stalled(uint64_t pinned) {
   uint64_t low = jw_load(&jw_rc.place_low, JW_RELAXED);
   if (pinned + JW_ROOT <= low) {
@@ -85,16 +86,21 @@ void jw_reclaim_place_check(int due) {
     return;
   }
   if (jw_place_on()) {
-    if (due && stalled(pinned)) {
-      jw_rc_bump(&jw_rc.place_stalled);
-      place_off(live);
-      return;
-    }
     if (pinned > live + live / 4 + OFF_SLACK) {
+      /* The trough lasts: is it still draining? */
+      if (due && stalled(pinned)) {
+        jw_rc_bump(&jw_rc.place_stalled);
+        place_off(live);
+        return;
+      }
       jw_store(&jw_rc.place_runs, 0, JW_RELAXED);
-      if (due) jw_pages_place_trim(); /* the trough lasts: threads trim again at their next refill */
+      if (due) jw_pages_place_trim(); /* threads trim again at their next refill */
       return;
     }
+    /* Out of the trough (the load grew back, or its roots came back): the
+     * stall bound starts afresh at the next trough. */
+    jw_store(&jw_rc.place_low, pinned, JW_RELAXED);
+    jw_store(&jw_rc.place_stall, 0, JW_RELAXED);
     if (due) jw_store(&jw_rc.place_runs, ++runs, JW_RELAXED);
     if (pinned / 3 * 4 > jw_load(&jw_rc.place_on_pinned, JW_RELAXED) && runs < OFF_CYCLES) return;
     place_off(live);
