@@ -115,7 +115,7 @@ typedef struct jw_stats {
                                             detector; reclaim cycles its contention guard held it off
                                             (reclamation.md section 6a) */
   uint64_t placement_stalled;            /* switches off by the stall bound: no root came back for 16
-                                            reclaim cycles while it was on (reclamation.md section 6a) */
+                                            reclaim cycles of a trough (reclamation.md section 6a) */
 } jw_stats;
 
 /* Fills *out with the first `size` bytes of the statistics (size: the

@@ -18,8 +18,8 @@
  * cores); placement then stays off for COOLDOWN_CYCLES full cycles. */
 #define LF_GUARD 8u
 #define COOLDOWN_CYCLES 8u
-/* The stall bound: placement on for STALL_CYCLES full cycles in a row without
- * pinned bytes falling by a root below their lowest since the switch on goes
+/* The stall bound: placement on for STALL_CYCLES full cycles of a trough in a
+ * row without pinned bytes falling by a root below their lowest in it goes
  * off (its cost is paid on every refill; what it buys is roots coming back). */
 #define STALL_CYCLES 16u
 

@@ -135,7 +135,7 @@ typedef struct jw_reclaim_stats {
   uint64_t placement_on, placement_off; /* switches by the trough detector (JWMALLOC_PLACEMENT=auto) */
   uint64_t placement_contended;   /* full cycles with more than 8 roots mapped without the lock: placement
                                      held off (reclamation.md 6a, the contention guard) */
-  uint64_t placement_stalled;     /* switches off because no root came back for 16 full cycles while on
+  uint64_t placement_stalled;     /* switches off because no root came back for 16 full cycles of a trough
                                      (reclamation.md 6a, the stall bound) */
   int placement_active;           /* now: lowest-root-first placement on (backend.md 7b) */
   uint64_t watermark_now;         /* the watermark in force (reclamation.md 4a); 0: none */
