@@ -159,6 +159,12 @@ static inline unsigned kind_state(jw_range_kind k) {
 #define JW_LF_GRACE_SPINS 128
 #endif
 
+/* A short bounded wait for the lock holder to finish (section 7a, step 4):
+ * bounded, so a descheduled holder costs at most the grace. */
+static inline void lf_grace(void) {
+  for (unsigned spin = 0; spin < JW_LF_GRACE_SPINS && jw_lock_is_held(&jw_be.lock); spin++) jw_cpu_relax();
+}
+
 /* A range [g, g+n) whose head just became live: slabs resolve from every
  * granule (page_source.h), so they get interior records. Relaxed stores: a
  * lookup of an address in the range follows the hand-over of the pointer,
@@ -515,9 +521,11 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
     /* Before the last resort (a fresh root), a short bounded grace: most
      * critical sections are list work of well under a microsecond, and a
      * root mapped for one allocation scatters survivors over more roots.
-     * Bounded, so a descheduled holder costs at most the grace. */
-    for (unsigned spin = 0; round == 1 && spin < JW_LF_GRACE_SPINS && jw_lock_is_held(&jw_be.lock); spin++)
-      jw_cpu_relax();
+     * While placement is on, the grace comes before the lock-free
+     * subdivision too: that takes the smallest larger bitmap range wherever
+     * its root lies, not the lowest root the lists would give (section 7b,
+     * "Placement and the lock-free paths"). */
+    if (round == 1 || placing()) lf_grace();
     if (jw_lock_try(&jw_be.lock, JW_LK_BACKEND)) {
       unsigned drained = jw_backend_drain_deferred();
       p = alloc_locked(c, kind, &zeroed);

@@ -44,9 +44,10 @@ typedef struct jw_reclaim_state {
    * at the switch on. Touched only under the reclaimer token. */
   jw_atomic_u64 place_peak, place_on_pinned;
   jw_atomic_u32 place_runs;
-  /* The contention guard: roots mapped without the lock at the last full
-   * cycle, and the full cycles left before placement may switch on again. */
-  jw_atomic_u64 place_lf_roots;
+  /* The contention guard: roots mapped without the lock and roots mapped in
+   * all at the last full cycle, and the full cycles left before placement
+   * may switch on again. */
+  jw_atomic_u64 place_lf_roots, place_mapped_roots;
   jw_atomic_u32 place_cooldown;
   /* The stall bound: the lowest pinned figure since the switch on, and the
    * full cycles since it last fell by a root. */
