@@ -378,11 +378,24 @@ static void *lf_deferred_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
   return p;
 }
 
+/* A fresh root, mapped without the lock (roots.c and meta.c are lock-free):
+ * private until published with one BUSY leaf, which the caller owns; the
+ * caller is inside lf_enter(), so that no whole-tree check sees the BUSY
+ * root. Every root is mapped so, also when a locked allocation found
+ * nothing free: an mmap inside the critical section made the hold a system
+ * call long, and the return from it is where the scheduler preempts
+ * (section 7a, "Roots are mapped outside the lock"). */
+static uintptr_t root_map(jw_rec **recs) {
+  uintptr_t base = jw_roots_map(JW_RS_BUSY, recs);
+  if (base) note_root_mapped();
+  return base;
+}
+
 /* Step 5: nothing to recycle and the lock held: a fresh root mapped without
- * the lock (roots.c and meta.c are lock-free), private until published with
- * one BUSY leaf, carved like a bitmap range. Waits only while a whole-tree
- * check runs (jw_backend_lf_pause: checking mode, jw_backend_check_all; the
- * checker walks trees for a bounded time and waits for nothing). */
+ * the lock and carved without it, like a bitmap range (its remainders are
+ * filed lock-free). Waits only while a whole-tree check runs
+ * (jw_backend_lf_pause: checking mode, jw_backend_check_all; the checker
+ * walks trees for a bounded time and waits for nothing). */
 static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
   while (!lf_enter(c)) jw_cpu_relax();
   void *p = lf_deferred_alloc(c, kind, zeroed);
@@ -396,8 +409,7 @@ static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
   if ((p = lf_split_alloc(c, kind, zeroed)) != NULL) return p;
   while (!lf_enter(c)) jw_cpu_relax();
   jw_rec *recs;
-  uintptr_t base = jw_roots_map(JW_RS_BUSY, &recs);
-  if (base) note_root_mapped();
+  uintptr_t base = root_map(&recs);
   p = base ? lf_carve(base, recs, 0, c, kind, zeroed) : NULL;
   if (p) bump(&jw_be.lf_roots, 1);
   lf_exit(c);
@@ -432,14 +444,23 @@ uint64_t jw_backend_peak_live(int reset) {
 /* Lock held: the root placement now fills (section 7b). */
 static inline void set_place_root(uint32_t root) { jw_store(&jw_be.place_root, root, JW_RELAXED); /* a hint: see fast_free */ }
 
-static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
+/* Lock held: class c from the lists, a reserved root or a larger range;
+ * from `spare` (a fresh root the caller mapped and owns, records
+ * spare_recs) when not 0. Returns NULL with *need_root set when nothing is
+ * free and there is no spare: the caller maps one with the lock given back
+ * and calls again. */
+static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed, uintptr_t spare, jw_rec *spare_recs,
+                          bool *need_root) {
   uint32_t n = jw_class_granules[c];
-  int k = jw_bins_find(&jw_be.bins, c);
+  int k = spare ? -1 : jw_bins_find(&jw_be.bins, c);
   uintptr_t base;
   jw_rec *recs;
   uint32_t g;
   jw_rid r0 = 0;
-  if (k < 0 && (r0 = jw_fast_take(JW_ROOT_CLASS)) != 0) {
+  if (spare) {
+    /* Mapped for this call while the lock was given back: used even if a
+     * free range came meanwhile (rare; the root's rest is filed below). */
+  } else if (k < 0 && (r0 = jw_fast_take(JW_ROOT_CLASS)) != 0) {
     /* A reserved root (section 7c): ours now; its head becomes a free
      * range of the active buffer for the split below. */
     jw_rec_update(jw_bins_rec(r0), JW_REC_STATE_MASK, JW_RS_FREE_BUF0 + jw_bins_active(&jw_be.bins));
@@ -456,15 +477,19 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
     g = 0;
     k = JW_ROOT_CLASS;
     if (placing()) set_place_root(jw_bins_rank(r0));
-  } else if (k < 0) {
+  } else if (spare) {
     /* A fresh root has no physical pages: its remainders are filed as
-     * released (docs/design/reclamation.md, section 2). */
-    base = jw_roots_map(JW_RS_FREE_RELEASED, &recs);
-    if (base == 0) return NULL;
-    note_root_mapped();
+     * released (docs/design/reclamation.md, section 2). Owned (BUSY) until
+     * now: its head becomes a released free root for the split below. */
+    base = spare;
+    recs = spare_recs;
+    jw_rec_update(&recs[0], JW_REC_STATE_MASK, JW_RS_FREE_RELEASED);
     g = 0;
     k = JW_ROOT_CLASS;
     if (placing()) set_place_root(jw_bins_rank(jw_meta_rid(base, 0)));
+  } else if (k < 0) {
+    *need_root = true;
+    return NULL;
   } else {
     unsigned buf;
     jw_rid r;
@@ -506,6 +531,29 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed) {
   return (void *)(base + ((uintptr_t)g << JW_GRANULE_SHIFT));
 }
 
+/* The locked path found nothing free: a root mapped with the lock given
+ * back, then split under the lock as before when it is free again, else
+ * carved without it as in step 5 (without counting as step 5: no holder was
+ * in the way when the allocation looked). */
+static void *root_alloc(unsigned c, jw_range_kind kind, bool *zeroed, unsigned *drained) {
+  while (!lf_enter(c)) jw_cpu_relax();
+  jw_rec *recs;
+  uintptr_t base = root_map(&recs);
+  void *p = NULL;
+  bool locked = base != 0 && jw_lock_try(&jw_be.lock, JW_LK_BACKEND);
+  if (locked) {
+    bool need_root = false; /* not set: the spare serves */
+    *drained += jw_backend_drain_deferred();
+    p = alloc_locked(c, kind, zeroed, base, recs, &need_root);
+    *drained += jw_backend_unlock();
+  } else if (base != 0) {
+    p = lf_carve(base, recs, 0, c, kind, zeroed);
+  }
+  lf_exit(c);
+  if (base != 0 && !locked) *drained += deferred_help(); /* the remainders' hand-over */
+  return p;
+}
+
 void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules, bool *out_zeroed) {
   if (granules == 0 || granules > JW_ROOT_GRANULES || kind < JW_KIND_SMALL_SLAB || kind > JW_KIND_LARGE) {
     errno = ENOMEM;
@@ -528,8 +576,10 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
     if (round == 1 || placing()) lf_grace();
     if (jw_lock_try(&jw_be.lock, JW_LK_BACKEND)) {
       unsigned drained = jw_backend_drain_deferred();
-      p = alloc_locked(c, kind, &zeroed);
+      bool need_root = false;
+      p = alloc_locked(c, kind, &zeroed, 0, NULL, &need_root);
       drained += jw_backend_unlock();
+      if (need_root) p = root_alloc(c, kind, &zeroed, &drained);
       /* Deferred frees filed here are frees too: their memory must age. */
       if (drained) jw_reclaim_after_free();
       break;
