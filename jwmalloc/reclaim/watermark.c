@@ -24,8 +24,9 @@ uint64_t jw_reclaim_watermark_now(void) {
   return w < floor ? floor : w > top ? top : w;
 }
 
-/* Bytes of roots the backend has mapped under its lock so far, and live
- * bytes, now. Only those roots count as taken back: the locked path maps one
+/* Bytes of roots the backend has mapped for its locked path so far (mapped
+ * with the lock given back since 2026-11-30, backend.md 7a), and live bytes,
+ * now. Only those roots count as taken back: the locked path asks for one
  * only when no free range of the class or larger exists, while a refaulted
  * released range may be a class mismatch with backed memory of other classes
  * cached (a trough's churn does that), and a root mapped without the lock
