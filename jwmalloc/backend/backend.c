@@ -542,15 +542,19 @@ static void *root_alloc(unsigned c, jw_range_kind kind, bool *zeroed, unsigned *
   void *p = NULL;
   bool locked = base != 0 && jw_lock_try(&jw_be.lock, JW_LK_BACKEND);
   if (locked) {
+    /* The lock now keeps whole-tree checks and fork away from the BUSY
+     * root, and out of flight the split below gets its per-operation
+     * check (checking mode). */
+    lf_exit(c);
     bool need_root = false; /* not set: the spare serves */
     *drained += jw_backend_drain_deferred();
     p = alloc_locked(c, kind, zeroed, base, recs, &need_root);
     *drained += jw_backend_unlock();
-  } else if (base != 0) {
-    p = lf_carve(base, recs, 0, c, kind, zeroed);
+    return p;
   }
+  if (base != 0) p = lf_carve(base, recs, 0, c, kind, zeroed);
   lf_exit(c);
-  if (base != 0 && !locked) *drained += deferred_help(); /* the remainders' hand-over */
+  if (base != 0) *drained += deferred_help(); /* the remainders' hand-over */
   return p;
 }
 
