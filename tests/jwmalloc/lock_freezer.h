@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/lock.h"
+#include "jwmalloc.h"
 
 static atomic_int frozen, release_holder;
 static __thread int may_freeze;
@@ -21,6 +22,16 @@ static void freeze_hook(jw_lock_kind k) {
   int exp = 0;
   if (!atomic_compare_exchange_strong(&frozen, &exp, 1)) return;
   while (!atomic_load(&release_holder)) usleep(1000);
+}
+
+/* A thread body that freezes holding the backend lock (freeze_kind =
+ * JW_LK_BACKEND, the hook installed): its 2 MiB allocation takes the lock
+ * and stays in the hook until release_holder is set. */
+static inline void *freeze_backend_holder(void *arg) {
+  (void)arg;
+  may_freeze = 1;
+  jw_free(jw_malloc((size_t)2 << 20));
+  return NULL;
 }
 
 #endif

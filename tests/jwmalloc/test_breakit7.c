@@ -446,13 +446,6 @@ static int case_storm(void) {
 static void *guard_blocks[256];
 static int nguard;
 
-static void *holder(void *arg) {
-  (void)arg;
-  may_freeze = 1;
-  jw_free(jw_malloc((size_t)2 << 20)); /* frozen in the allocation, holding the backend lock */
-  return NULL;
-}
-
 /* nlf roots mapped without the lock (a holder frozen on it), then locked
  * roots until the cycle has mapped `total`. */
 static void map_roots(int nlf, uint64_t total, uint64_t since) {
@@ -460,7 +453,7 @@ static void map_roots(int nlf, uint64_t total, uint64_t since) {
     atomic_store(&frozen, 0);
     atomic_store(&release_holder, 0);
     pthread_t h;
-    CHECK(pthread_create(&h, NULL, holder, NULL) == 0, "pthread_create");
+    CHECK(pthread_create(&h, NULL, freeze_backend_holder, NULL) == 0, "pthread_create");
     while (!atomic_load(&frozen)) usleep(1000);
     for (int i = 0; i < nlf; i++) CHECK((guard_blocks[nguard++] = jw_malloc(BIG)) != NULL, "3 MiB, lock frozen");
     atomic_store(&release_holder, 1);

@@ -37,13 +37,6 @@ static void nap_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
-static void *holder(void *arg) {
-  (void)arg;
-  may_freeze = 1;
-  jw_free(jw_malloc((size_t)2 << 20)); /* frozen in the allocation, holding the backend lock */
-  return NULL;
-}
-
 int main(void) {
   long mode = -1;
   CHECK(jw_option_get("PLACEMENT", &mode) == 0 && mode == 2, "PLACEMENT %ld, want 2 (auto)", mode);
@@ -58,7 +51,7 @@ int main(void) {
   freeze_kind = JW_LK_BACKEND;
   jw_test_set_lock_hook(freeze_hook);
   pthread_t h;
-  CHECK(pthread_create(&h, NULL, holder, NULL) == 0, "pthread_create");
+  CHECK(pthread_create(&h, NULL, freeze_backend_holder, NULL) == 0, "pthread_create");
   while (!atomic_load(&frozen)) usleep(1000);
   jw_stats a, b;
   jw_stats_get(&a, sizeof a);

@@ -33,13 +33,6 @@
 static void *big[2 * NLF + NGROW];
 static int nbig;
 
-static void *holder(void *arg) {
-  (void)arg;
-  may_freeze = 1;
-  jw_free(jw_malloc((size_t)2 << 20)); /* frozen in the allocation, holding the backend lock */
-  return NULL;
-}
-
 /* NLF blocks while a holder is frozen on the backend lock: each maps a root
  * without it. Returns the roots so mapped. */
 static uint64_t lock_free_roots(void) {
@@ -47,7 +40,7 @@ static uint64_t lock_free_roots(void) {
   atomic_store(&frozen, 0);
   atomic_store(&release_holder, 0);
   pthread_t h;
-  CHECK(pthread_create(&h, NULL, holder, NULL) == 0, "pthread_create");
+  CHECK(pthread_create(&h, NULL, freeze_backend_holder, NULL) == 0, "pthread_create");
   while (!atomic_load(&frozen)) usleep(1000);
   jw_stats_get(&a, sizeof a);
   for (int i = 0; i < NLF; i++) {
