@@ -4,6 +4,8 @@ JOBS    ?= $(shell nproc)
 PREFIX  ?= /usr/local
 DESTDIR ?=
 BUILD_TYPE ?= RelWithDebInfo
+# The build's sub-makes print no "Entering/Leaving directory" pairs.
+MAKEFLAGS += --no-print-directory
 
 .PHONY: all deps build test demo install clean
 
