@@ -5,7 +5,8 @@ set -euo pipefail
 BUILD=${1:-build}
 cd "$(dirname "$0")/.."
 ran=0
-for part in scripts/demo-*.sh; do
+# jwmalloc first, then IOSR, as the README describes; any other part after them.
+for part in scripts/demo-jwmalloc.sh scripts/demo-iosr.sh $(ls scripts/demo-*.sh | grep -v -e demo-jwmalloc -e demo-iosr); do
   [ -x "$part" ] || continue
   "$part" "$BUILD"
   ran=1
