@@ -6,7 +6,8 @@
 #   - an unknown JWMALLOC_ name: one line "unknown option"; every name of the
 #     README's option tables is known (no such line);
 #   - JWMALLOC_STATS=1 still reports when the program closed stderr before
-#     exit; an unwritable JWMALLOC_STATS_FILE says so and reports on stderr;
+#     exit; an unwritable JWMALLOC_STATS_FILE says so and reports on stderr
+#     (stderr closed or not, the program's exit status unchanged);
 #     a program that overwrites its environment strings (process titles)
 #     does not redirect the stats line to a garbage file name;
 #   - a setuid program ignores every JWMALLOC_* variable.
@@ -56,6 +57,14 @@ grep -q '^jwmalloc statistics (pid' "$T/err" || fail "stderr closed before exit:
 JWMALLOC_STATS=1 JWMALLOC_STATS_FILE="$T/no/such/dir/f" "$PROBE" >"$T/out" 2>"$T/err"
 grep -q '^jwmalloc: JWMALLOC_STATS_FILE=.*: cannot open' "$T/err" && grep -q '^jwmalloc statistics' "$T/err" ||
   fail "unwritable stats file: $(cat "$T/err")"
+# ... also when the program closed stderr before exit (GNU tools such as ls
+# do): the one-line message and the report still reach the caller's stderr,
+# and the program's exit status is its own
+st=0; JWMALLOC_STATS=1 JWMALLOC_STATS_FILE="$T/no/such/dir/f" "$PROBE" --close-stderr --exit 3 >"$T/out" 2>"$T/err" ||
+  st=$?
+[ $st -eq 3 ] || fail "unwritable stats file, stderr closed: exit status $st, want 3"
+[ "$(grep -c '^jwmalloc: JWMALLOC_STATS_FILE=.*: cannot open' "$T/err")" -eq 1 ] &&
+  grep -q '^jwmalloc statistics' "$T/err" || fail "unwritable stats file, stderr closed: $(cat "$T/err")"
 # a program that overwrites its environment strings
 (cd "$T" && JWMALLOC_STATS=1 JWMALLOC_STATS_FILE="$T/stats" "$PROBE" --scribble-env >"$T/out" 2>"$T/err")
 grep -q '^jwmalloc-stats v1 ' "$T/stats" || fail "stats line lost after the environment was overwritten"
