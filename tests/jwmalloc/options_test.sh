@@ -2,7 +2,8 @@
 # JWMALLOC_* options with bad values, unknown names and a program's end that
 # loses the exit report (README "Options"; docs/design/api.md "Options").
 #   - a bad value: one line "jwmalloc: JWMALLOC_X=v: expected ...; default D
-#     kept", the default in force, the program runs as without it;
+#     kept" (the reclamation options too), the default in force, the program
+#     runs as without it;
 #   - an unknown JWMALLOC_ name: one line "unknown option"; every name of the
 #     README's option tables is known (no such line);
 #   - JWMALLOC_STATS=1 still reports when the program closed stderr before
@@ -33,6 +34,13 @@ for v in 7 no ' 1'; do bad ABORT_ON_ERROR "$v" 1; done
 for v in abc -5 1001 99999999999999999999 25%; do bad POOL_PERCENT "$v" 25; done
 for v in 1e3 0x10 2000000; do bad POOL_MIN "$v" 4; done
 for v in maybe '' 3; do bad PLACEMENT "$v" 2 auto; done
+# the reclamation options (reclaim/options.c) name their default the same way
+for v in 2 on; do bad RECLAIM "$v" 1; done
+for v in 0 600001 5s ''; do bad RECLAIM_INTERVAL_MS "$v" 500; done
+for v in 64X -1 1T; do bad RECLAIM_WATERMARK "$v" 67108864 64M; done
+bad RECLAIM_WATERMARK_MAX 1.5G 0
+bad RECLAIM_POLICY lru 0 lifetime
+bad RECLAIM_THREAD yes 1
 # good values are taken, silently
 JWMALLOC_POOL_PERCENT=60 JWMALLOC_POOL_MIN=0 "$PROBE" POOL_PERCENT POOL_MIN >"$T/out" 2>"$T/err"
 [ "$(tr '\n' ' ' <"$T/out")" = "POOL_PERCENT=60 POOL_MIN=0 " ] && [ ! -s "$T/err" ] ||
