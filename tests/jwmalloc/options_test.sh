@@ -46,6 +46,16 @@ JWMALLOC_POOL_PERCENT=60 JWMALLOC_POOL_MIN=0 "$PROBE" POOL_PERCENT POOL_MIN >"$T
 [ "$(tr '\n' ' ' <"$T/out")" = "POOL_PERCENT=60 POOL_MIN=0 " ] && [ ! -s "$T/err" ] ||
   fail "good values: $(cat "$T/out" "$T/err")"
 
+# PLACEMENT: 2 is auto's number, on purpose: what jw_option_get reads back for
+# auto and what jw_option_set("PLACEMENT", 2) takes (backend.md 7b), so a value
+# read back can be given back through the environment
+for v in 0 1 2 auto; do
+  JWMALLOC_PLACEMENT=$v "$PROBE" PLACEMENT >"$T/out" 2>"$T/err"
+  want=$v; [ "$v" = auto ] && want=2
+  [ "$(cat "$T/out")" = "PLACEMENT=$want" ] && [ ! -s "$T/err" ] ||
+    fail "JWMALLOC_PLACEMENT=$v: $(cat "$T/out" "$T/err")"
+done
+
 # unknown names: one line each
 JWMALLOC_STAT=1 JWMALLOC_POOLMIN=3 "$PROBE" >"$T/out" 2>"$T/err"
 [ "$(grep -c 'unknown option' "$T/err")" -eq 2 ] && grep -q '^jwmalloc: JWMALLOC_STAT: unknown option' "$T/err" ||
