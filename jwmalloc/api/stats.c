@@ -190,15 +190,16 @@ JW_EXPORT void jw_stats_print(int fd) {
 
 /* A copy of stderr taken at start-up for the exit report: many programs
  * close stderr before exit (GNU tools' close_stdout closes both streams),
- * and the report would be lost. -1 when not taken. Written once by global
- * initialization, before the release that publishes it; read at exit. */
+ * and the report would be lost. Taken with JWMALLOC_STATS_FILE too: a file
+ * that cannot be opened at exit sends the report to stderr. -1 when not
+ * taken. Written once by global initialization, before the release that
+ * publishes it; read at exit. */
 static int saved_stderr = -1;
 static dev_t saved_dev;
 static ino_t saved_ino;
 
 void jw_stats_at_start(void) {
-  const char *path = jw_options_stats_file();
-  if (!jw_opt(JW_OPT_STATS) || (path != NULL && *path != 0)) return;
+  if (!jw_opt(JW_OPT_STATS)) return;
   /* Close-on-exec, at a high number: invisible to programs that expect
    * their next open() to get the lowest free descriptor. */
   int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
@@ -231,8 +232,10 @@ void jw_stats_emit_at_exit(void) {
   }
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
-    jw_dprintf(2, "jwmalloc: JWMALLOC_STATS_FILE=%s: cannot open (errno %d); statistics on stderr\n", path, errno);
-    jw_stats_print(2);
+    /* Nothing lost: the statistics go where they go without the file. */
+    int err = errno, out = report_fd();
+    jw_dprintf(out, "jwmalloc: JWMALLOC_STATS_FILE=%s: cannot open (errno %d); statistics on stderr\n", path, err);
+    jw_stats_print(out);
     return;
   }
   jw_stats s;
@@ -246,6 +249,6 @@ void jw_stats_emit_at_exit(void) {
     len += jw_format(line + len, sizeof line - len, " %s=%llu", fields[i].name, (unsigned long long)field(&s, i));
   len += jw_format(line + len, sizeof line - len, " exe=%s\n", exe);
   /* One write with O_APPEND: lines of concurrent processes do not mix. */
-  if (write(fd, line, len) < 0) jw_stats_print(2);
+  if (write(fd, line, len) < 0) jw_stats_print(report_fd());
   close(fd);
 }

@@ -46,11 +46,6 @@ jw_atomic_u64 jw_options[JW_OPT_COUNT] = {
 
 static jw_atomic_ptr stats_file;
 
-static int str_eq(const char *a, const char *b) {
-  while (*a && *a == *b) a++, b++;
-  return *a == *b;
-}
-
 /* If s starts with prefix, returns the rest, else NULL. */
 static const char *after(const char *s, const char *prefix) {
   while (*prefix)
@@ -60,7 +55,7 @@ static const char *after(const char *s, const char *prefix) {
 
 int jw_option_lookup(const char *name) {
   for (int i = 0; i < JW_OPT_COUNT; i++)
-    if (str_eq(name, table[i].name)) return i;
+    if (jw_str_eq(name, table[i].name)) return i;
   return -1;
 }
 
@@ -118,14 +113,14 @@ void jw_options_init(void) {
       v = after(rest, table[i].name);
       if (v == NULL || *v != '=') continue;
       matched = 1;
-      int64_t x = i == JW_OPT_PLACEMENT && str_eq(v + 1, "auto") ? JW_PLACE_AUTO : parse(v + 1);
-      if (x >= 0 && (uint64_t)x <= table[i].max)
+      int64_t x = i == JW_OPT_PLACEMENT && jw_str_eq(v + 1, "auto") ? JW_PLACE_AUTO : parse(v + 1);
+      if (x >= 0 && (uint64_t)x <= table[i].max) {
         jw_store(&jw_options[i], (uint64_t)x, JW_RELAXED); /* independent setting */
-      else if (table[i].def_text)
-        jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default %s kept\n", rest, table[i].want, table[i].def_text);
-      else
-        jw_dprintf(2, "jwmalloc: JWMALLOC_%s: expected %s; default %llu kept\n", rest, table[i].want,
-                   (unsigned long long)table[i].def);
+      } else {
+        char def[24];
+        if (table[i].def_text == NULL) jw_format(def, sizeof def, "%llu", (unsigned long long)table[i].def);
+        jw_option_bad(table[i].name, v + 1, table[i].want, table[i].def_text ? table[i].def_text : def);
+      }
     }
     if (!matched && !known_elsewhere(rest)) {
       char name[64];

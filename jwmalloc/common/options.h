@@ -10,6 +10,7 @@
 #define JW_COMMON_OPTIONS_H
 
 #include "atomic.h"
+#include "log.h"
 
 typedef enum jw_option_id {
   JW_OPT_STATS,          /* STATS: 1 prints statistics at exit (default 0) */
@@ -17,7 +18,7 @@ typedef enum jw_option_id {
   JW_OPT_POOL_PERCENT,   /* POOL_PERCENT: pool watermark, % of the thread's slabs (default 25) */
   JW_OPT_POOL_MIN,       /* POOL_MIN: pool watermark floor, pages (default 4) */
   JW_OPT_HUGE_CACHE_MB,  /* HUGE_CACHE_MB: freed direct mappings kept for reuse, MiB (default 32) */
-  JW_OPT_PLACEMENT,      /* PLACEMENT: 0 never, 1 always, 2 ("auto") when the reclaimer sees a trough; default 0 (backend.md 7b) */
+  JW_OPT_PLACEMENT,      /* PLACEMENT: 0 never, 1 always, 2 ("auto") when the reclaimer sees a trough; default auto (backend.md 7b) */
   JW_OPT_COUNT
 } jw_option_id;
 
@@ -34,5 +35,19 @@ const char *jw_options_stats_file(void);
 
 /* Name (without JWMALLOC_) to id; -1 if unknown. */
 int jw_option_lookup(const char *name);
+
+/* The one line every JWMALLOC_* parser prints for a value it refuses (here
+ * and in reclaim/options.c, which links without this file's .c: hence
+ * inline): "jwmalloc: JWMALLOC_<name>=<value>: expected <want>; default <def>
+ * kept", def as the README's tables name it. No allocation (jw_dprintf). */
+static inline void jw_option_bad(const char *name, const char *value, const char *want, const char *def) {
+  jw_dprintf(2, "jwmalloc: JWMALLOC_%s=%s: expected %s; default %s kept\n", name, value, want, def);
+}
+
+/* String equality without the C library (usable before it is set up). */
+static inline int jw_str_eq(const char *a, const char *b) {
+  while (*a && *a == *b) a++, b++;
+  return *a == *b;
+}
 
 #endif

@@ -4,6 +4,7 @@
 
 #include "../backend/backend_internal.h"
 #include "../common/log.h"
+#include "../common/options.h"
 #include "reclaim_internal.h"
 
 #define DEFAULT_INTERVAL_MS 500u
@@ -18,8 +19,15 @@ jw_reclaim_state jw_rc = {
     .wm_now = JW_ATOMIC_INIT(DEFAULT_WATERMARK),
 };
 
-static void bad(const char *name, const char *value, const char *want) {
-  jw_dprintf(2, "jwmalloc: %s=%s: expected %s; default kept\n", name, value, want);
+/* A refused value: the shared one-line message, naming the value kept (the
+ * default: init reads the environment once, before any set call) as the
+ * README names it (64M, not 67108864). */
+static void bad(const char *name, const char *value, const char *want, uint64_t kept) {
+  char def[24];
+  int shift = kept == 0 ? 0 : kept % (1u << 30) == 0 ? 30 : kept % (1u << 20) == 0 ? 20 : kept % 1024 == 0 ? 10 : 0;
+  jw_format(def, sizeof def, "%llu%s", (unsigned long long)(kept >> shift),
+            shift == 30 ? "G" : shift == 20 ? "M" : shift == 10 ? "K" : "");
+  jw_option_bad(name, value, want, def);
 }
 
 /* Decimal number with an optional K, M or G suffix (powers of 1024); -1 if
@@ -35,11 +43,6 @@ static int64_t parse_size(const char *s, int suffixes) {
     return v << shift;
   }
   return *s ? -1 : v;
-}
-
-static int str_eq(const char *a, const char *b) {
-  while (*a && *a == *b) a++, b++;
-  return *a == *b;
 }
 
 static void apply(const jw_reclaim_config *c) {
@@ -71,39 +74,40 @@ void jw_reclaim_init(void) {
     if ((v = parse_size(s, 0)) == 0 || v == 1)
       c.enabled = (int)v;
     else
-      bad("JWMALLOC_RECLAIM", s, "0 or 1");
+      bad("RECLAIM", s, "0 or 1", (uint64_t)c.enabled);
   }
   if ((s = getenv("JWMALLOC_RECLAIM_INTERVAL_MS")) != NULL) {
     if ((v = parse_size(s, 0)) >= 1 && v <= MAX_INTERVAL_MS)
       c.interval_ms = (uint32_t)v;
     else
-      bad("JWMALLOC_RECLAIM_INTERVAL_MS", s, "milliseconds, 1 to 600000");
+      bad("RECLAIM_INTERVAL_MS", s, "milliseconds, 1 to 600000", (uint64_t)c.interval_ms);
   }
   if ((s = getenv("JWMALLOC_RECLAIM_WATERMARK")) != NULL) {
     if ((v = parse_size(s, 1)) >= 0)
       c.watermark = (uint64_t)v;
     else
-      bad("JWMALLOC_RECLAIM_WATERMARK", s, "bytes with an optional K, M or G suffix");
+      bad("RECLAIM_WATERMARK", s, "bytes with an optional K, M or G suffix", c.watermark);
   }
   if ((s = getenv("JWMALLOC_RECLAIM_WATERMARK_MAX")) != NULL) {
     if ((v = parse_size(s, 1)) >= 0)
       c.watermark_max = (uint64_t)v;
     else
-      bad("JWMALLOC_RECLAIM_WATERMARK_MAX", s, "bytes with an optional K, M or G suffix");
+      bad("RECLAIM_WATERMARK_MAX", s, "bytes with an optional K, M or G suffix", c.watermark_max);
   }
   if ((s = getenv("JWMALLOC_RECLAIM_POLICY")) != NULL) {
-    if (str_eq(s, "lifetime"))
+    if (jw_str_eq(s, "lifetime"))
       c.policy = JW_POLICY_LIFETIME;
-    else if (str_eq(s, "fixed-delay"))
+    else if (jw_str_eq(s, "fixed-delay"))
       c.policy = JW_POLICY_FIXED_DELAY;
     else
-      bad("JWMALLOC_RECLAIM_POLICY", s, "lifetime or fixed-delay");
+      jw_option_bad("RECLAIM_POLICY", s, "lifetime or fixed-delay",
+                    c.policy == JW_POLICY_FIXED_DELAY ? "fixed-delay" : "lifetime");
   }
   if ((s = getenv("JWMALLOC_RECLAIM_THREAD")) != NULL) {
     if ((v = parse_size(s, 0)) == 0 || v == 1)
       c.thread = (int)v;
     else
-      bad("JWMALLOC_RECLAIM_THREAD", s, "0 or 1");
+      bad("RECLAIM_THREAD", s, "0 or 1", (uint64_t)c.thread);
   }
   apply(&c);
   jw_store(&jw_rc.last_cycle_ns, jw_reclaim_now_ns(), JW_RELAXED); /* a statistic-like clock: relaxed */
@@ -137,29 +141,29 @@ int jw_reclaim_option(const char *name, long *value, int set) {
   jw_reclaim_config c;
   jw_reclaim_get_config(&c);
   long v = set ? *value : 0;
-  if (str_eq(name, "RECLAIM")) {
+  if (jw_str_eq(name, "RECLAIM")) {
     if (!set) *value = c.enabled;
     c.enabled = (int)v;
-  } else if (str_eq(name, "RECLAIM_INTERVAL_MS")) {
+  } else if (jw_str_eq(name, "RECLAIM_INTERVAL_MS")) {
     if (!set) *value = (long)c.interval_ms;
     c.interval_ms = (uint32_t)(v < 1 || v > (long)MAX_INTERVAL_MS ? 0 : v); /* 0: refused below */
-  } else if (str_eq(name, "RECLAIM_WATERMARK")) {
+  } else if (jw_str_eq(name, "RECLAIM_WATERMARK")) {
     if (!set) *value = (long)c.watermark;
     c.watermark = (uint64_t)v;
-  } else if (str_eq(name, "RECLAIM_WATERMARK_MAX")) {
+  } else if (jw_str_eq(name, "RECLAIM_WATERMARK_MAX")) {
     if (!set) *value = (long)c.watermark_max;
     c.watermark_max = (uint64_t)v;
-  } else if (str_eq(name, "RECLAIM_POLICY")) {
+  } else if (jw_str_eq(name, "RECLAIM_POLICY")) {
     if (!set) *value = (long)c.policy;
     c.policy = (unsigned)v;
-  } else if (str_eq(name, "RECLAIM_THREAD")) {
+  } else if (jw_str_eq(name, "RECLAIM_THREAD")) {
     if (!set) *value = c.thread;
     c.thread = (int)v;
   } else {
     return -2;
   }
   if (!set) return 0;
-  if (v < 0 || (v > 1 && (str_eq(name, "RECLAIM") || str_eq(name, "RECLAIM_THREAD")))) {
+  if (v < 0 || (v > 1 && (jw_str_eq(name, "RECLAIM") || jw_str_eq(name, "RECLAIM_THREAD")))) {
     errno = EINVAL;
     return -1;
   }

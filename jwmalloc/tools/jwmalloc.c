@@ -4,15 +4,20 @@
  *
  * PROG runs with LD_PRELOAD of libjwmalloc.so (found next to this tool: the
  * build tree's ../lib or the install's library directory; --lib or
- * JWMALLOC_LIB override). With --stats, PROG and every process it starts
+ * JWMALLOC_LIB override; a file that is not an ELF shared object of this
+ * machine is refused before PROG runs, as ld.so would only warn and run PROG
+ * on glibc's malloc). With --stats, PROG and every process it starts
  * append their statistics to a temporary file at exit (JWMALLOC_STATS_FILE);
  * the tool prints one row per process and the totals on stderr. The exit
- * status is PROG's (128 + signal when it was killed).
+ * status is PROG's (128 + signal when it was killed); the tool's own errors
+ * (bad usage, unknown command, library) are one line on stderr and status 2.
  *
  * Brief: "Tiers" (the main job of issue 2: real programs on jwmalloc).
  * This is an ordinary program: it uses stdio and the system's malloc.
  */
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +41,93 @@ static void usage(FILE *f) {
 }
 
 static int readable(const char *p) { return access(p, R_OK) == 0; }
+
+/* The ELF identification and type of the file at path; 0, or -1 with errno
+ * (ENOEXEC: shorter than an ELF header or without its magic). */
+static int elf_header(const char *path, unsigned char ident[EI_NIDENT], uint16_t *type, uint16_t *machine) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  Elf64_Ehdr h; /* e_type and e_machine lie at the same offsets in Elf32_Ehdr */
+  ssize_t n = read(fd, &h, sizeof h);
+  int err = errno;
+  close(fd);
+  if (n < 0) {
+    errno = err;
+    return -1;
+  }
+  if ((size_t)n < sizeof(Elf32_Ehdr) || memcmp(h.e_ident, ELFMAG, SELFMAG) != 0) {
+    errno = ENOEXEC;
+    return -1;
+  }
+  memcpy(ident, h.e_ident, EI_NIDENT);
+  *type = h.e_type;
+  *machine = h.e_machine;
+  return 0;
+}
+
+#if UINTPTR_MAX > 0xffffffffu
+typedef Elf64_Ehdr ehdr_t;
+typedef Elf64_Phdr phdr_t;
+typedef Elf64_Dyn dyn_t;
+#else
+typedef Elf32_Ehdr ehdr_t;
+typedef Elf32_Phdr phdr_t;
+typedef Elf32_Dyn dyn_t;
+#endif
+
+/* Is the ET_DYN file at path (of this machine's ELF class) a
+ * position-independent executable (DT_FLAGS_1 has DF_1_PIE)? ld.so refuses
+ * to preload one, as it refuses a non-ELF file. 0 when unreadable. */
+static int is_pie(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC), pie = 0;
+  if (fd < 0) return 0;
+  ehdr_t h;
+  if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.e_phentsize == sizeof(phdr_t)) {
+    for (unsigned i = 0; i < h.e_phnum && !pie; i++) {
+      phdr_t ph;
+      if (pread(fd, &ph, sizeof ph, (off_t)(h.e_phoff + (uint64_t)i * sizeof ph)) != (ssize_t)sizeof ph) break;
+      if (ph.p_type != PT_DYNAMIC) continue;
+      for (uint64_t off = 0; off + sizeof(dyn_t) <= ph.p_filesz; off += sizeof(dyn_t)) {
+        dyn_t d;
+        if (pread(fd, &d, sizeof d, (off_t)(ph.p_offset + off)) != (ssize_t)sizeof d || d.d_tag == DT_NULL) break;
+        if (d.d_tag == DT_FLAGS_1 && (d.d_un.d_val & DF_1_PIE)) pie = 1;
+      }
+    }
+  }
+  close(fd);
+  return pie;
+}
+
+/* Is lib a shared object ld.so can preload into programs of this machine?
+ * ld.so would print its own error, ignore the library and run the program on
+ * glibc's malloc, exit status 0: checked before running instead. Compared
+ * with this tool's own executable for class, byte order and machine (the
+ * tool and the library are built together). 0, or -1 after a one-line
+ * message. */
+static int check_library(const char *lib) {
+  unsigned char id[EI_NIDENT], self_id[EI_NIDENT];
+  uint16_t type, machine, self_type, self_machine;
+  if (elf_header(lib, id, &type, &machine) != 0) {
+    if (errno == ENOEXEC) fprintf(stderr, "jwmalloc: not an ELF shared object (no ELF header): %s\n", lib);
+    else fprintf(stderr, "jwmalloc: cannot read the library %s: %s\n", lib, strerror(errno));
+    return -1;
+  }
+  if (type != ET_DYN) {
+    fprintf(stderr, "jwmalloc: not an ELF shared object (ELF type %u, not ET_DYN): %s\n", (unsigned)type, lib);
+    return -1;
+  }
+  if (elf_header("/proc/self/exe", self_id, &self_type, &self_machine) == 0 &&
+      (id[EI_CLASS] != self_id[EI_CLASS] || id[EI_DATA] != self_id[EI_DATA] || machine != self_machine)) {
+    fprintf(stderr, "jwmalloc: a shared object for another machine (ELF class %u, machine %u; want %u, %u): %s\n",
+            (unsigned)id[EI_CLASS], (unsigned)machine, (unsigned)self_id[EI_CLASS], (unsigned)self_machine, lib);
+    return -1;
+  }
+  if (is_pie(lib)) {
+    fprintf(stderr, "jwmalloc: not a shared library but a position-independent executable: %s\n", lib);
+    return -1;
+  }
+  return 0;
+}
 
 /* The library: --lib, $JWMALLOC_LIB, then relative to this executable. */
 static int find_library(const char *opt, char *out) {
@@ -189,7 +281,13 @@ static int cmd_run(int argc, char **argv) {
   int i = 0;
   for (; i < argc; i++) {
     if (strcmp(argv[i], "--stats") == 0) stats = 1;
-    else if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc) libopt = argv[++i];
+    else if (strcmp(argv[i], "--lib") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "jwmalloc run: --lib needs a PATH\n");
+        return 2;
+      }
+      libopt = argv[++i];
+    }
     else if (strcmp(argv[i], "--") == 0) {
       i++;
       break;
@@ -205,7 +303,7 @@ static int cmd_run(int argc, char **argv) {
     return 2;
   }
   char lib[PATH_MAX];
-  if (find_library(libopt, lib) != 0) return 2;
+  if (find_library(libopt, lib) != 0 || check_library(lib) != 0) return 2;
   /* ld.so splits LD_PRELOAD at spaces and colons, with no escape: such a
    * path would be ignored (the program would run on glibc's malloc). */
   if (strpbrk(lib, " :\t\n") != NULL) {
@@ -260,6 +358,8 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
+  if (argc >= 2) fprintf(stderr, "jwmalloc: unknown command '%s'\n", argv[1]);
+  else fprintf(stderr, "jwmalloc: no command given\n");
   usage(stderr);
   return 2;
 }

@@ -3,7 +3,9 @@
  * after doing what the flags ask of a program's end:
  *   --close-stderr   fclose(stderr) before exit, as GNU tools do
  *   --scribble-env   overwrite every environment string in place, as
- *                    programs that set their process title do */
+ *                    programs that set their process title do
+ *   --exit N         exit with status N (through exit(), so the exit
+ *                    report runs) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,13 +15,15 @@
 extern char **environ;
 
 int main(int argc, char **argv) {
-  int close_stderr = 0;
+  int close_stderr = 0, status = 0;
   free(malloc(100)); /* jwmalloc starts (options read) */
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--close-stderr") == 0) {
       close_stderr = 1;
     } else if (strcmp(argv[i], "--scribble-env") == 0) {
       for (char **e = environ; *e; e++) memset(*e, 'Z', strlen(*e));
+    } else if (strcmp(argv[i], "--exit") == 0 && i + 1 < argc) {
+      status = atoi(argv[++i]);
     } else {
       long v;
       if (jw_option_get(argv[i], &v) == 0) printf("%s=%ld\n", argv[i], v);
@@ -28,5 +32,5 @@ int main(int argc, char **argv) {
   }
   fflush(stdout);
   if (close_stderr) fclose(stderr);
-  return 0;
+  exit(status);
 }

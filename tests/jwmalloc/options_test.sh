@@ -2,11 +2,13 @@
 # JWMALLOC_* options with bad values, unknown names and a program's end that
 # loses the exit report (README "Options"; docs/design/api.md "Options").
 #   - a bad value: one line "jwmalloc: JWMALLOC_X=v: expected ...; default D
-#     kept", the default in force, the program runs as without it;
+#     kept" (the reclamation options too), the default in force, the program
+#     runs as without it;
 #   - an unknown JWMALLOC_ name: one line "unknown option"; every name of the
 #     README's option tables is known (no such line);
 #   - JWMALLOC_STATS=1 still reports when the program closed stderr before
-#     exit; an unwritable JWMALLOC_STATS_FILE says so and reports on stderr;
+#     exit; an unwritable JWMALLOC_STATS_FILE says so and reports on stderr
+#     (stderr closed or not, the program's exit status unchanged);
 #     a program that overwrites its environment strings (process titles)
 #     does not redirect the stats line to a garbage file name;
 #   - a setuid program ignores every JWMALLOC_* variable.
@@ -32,10 +34,27 @@ for v in 7 no ' 1'; do bad ABORT_ON_ERROR "$v" 1; done
 for v in abc -5 1001 99999999999999999999 25%; do bad POOL_PERCENT "$v" 25; done
 for v in 1e3 0x10 2000000; do bad POOL_MIN "$v" 4; done
 for v in maybe '' 3; do bad PLACEMENT "$v" 2 auto; done
+# the reclamation options (reclaim/options.c) name their default the same way
+for v in 2 on; do bad RECLAIM "$v" 1; done
+for v in 0 600001 5s ''; do bad RECLAIM_INTERVAL_MS "$v" 500; done
+for v in 64X -1 1T; do bad RECLAIM_WATERMARK "$v" 67108864 64M; done
+bad RECLAIM_WATERMARK_MAX 1.5G 0
+bad RECLAIM_POLICY lru 0 lifetime
+bad RECLAIM_THREAD yes 1
 # good values are taken, silently
 JWMALLOC_POOL_PERCENT=60 JWMALLOC_POOL_MIN=0 "$PROBE" POOL_PERCENT POOL_MIN >"$T/out" 2>"$T/err"
 [ "$(tr '\n' ' ' <"$T/out")" = "POOL_PERCENT=60 POOL_MIN=0 " ] && [ ! -s "$T/err" ] ||
   fail "good values: $(cat "$T/out" "$T/err")"
+
+# PLACEMENT: 2 is auto's number, on purpose: what jw_option_get reads back for
+# auto and what jw_option_set("PLACEMENT", 2) takes (backend.md 7b), so a value
+# read back can be given back through the environment
+for v in 0 1 2 auto; do
+  JWMALLOC_PLACEMENT=$v "$PROBE" PLACEMENT >"$T/out" 2>"$T/err"
+  want=$v; [ "$v" = auto ] && want=2
+  [ "$(cat "$T/out")" = "PLACEMENT=$want" ] && [ ! -s "$T/err" ] ||
+    fail "JWMALLOC_PLACEMENT=$v: $(cat "$T/out" "$T/err")"
+done
 
 # unknown names: one line each
 JWMALLOC_STAT=1 JWMALLOC_POOLMIN=3 "$PROBE" >"$T/out" 2>"$T/err"
@@ -56,6 +75,14 @@ grep -q '^jwmalloc statistics (pid' "$T/err" || fail "stderr closed before exit:
 JWMALLOC_STATS=1 JWMALLOC_STATS_FILE="$T/no/such/dir/f" "$PROBE" >"$T/out" 2>"$T/err"
 grep -q '^jwmalloc: JWMALLOC_STATS_FILE=.*: cannot open' "$T/err" && grep -q '^jwmalloc statistics' "$T/err" ||
   fail "unwritable stats file: $(cat "$T/err")"
+# ... also when the program closed stderr before exit (GNU tools such as ls
+# do): the one-line message and the report still reach the caller's stderr,
+# and the program's exit status is its own
+st=0; JWMALLOC_STATS=1 JWMALLOC_STATS_FILE="$T/no/such/dir/f" "$PROBE" --close-stderr --exit 3 >"$T/out" 2>"$T/err" ||
+  st=$?
+[ $st -eq 3 ] || fail "unwritable stats file, stderr closed: exit status $st, want 3"
+[ "$(grep -c '^jwmalloc: JWMALLOC_STATS_FILE=.*: cannot open' "$T/err")" -eq 1 ] &&
+  grep -q '^jwmalloc statistics' "$T/err" || fail "unwritable stats file, stderr closed: $(cat "$T/err")"
 # a program that overwrites its environment strings
 (cd "$T" && JWMALLOC_STATS=1 JWMALLOC_STATS_FILE="$T/stats" "$PROBE" --scribble-env >"$T/out" 2>"$T/err")
 grep -q '^jwmalloc-stats v1 ' "$T/stats" || fail "stats line lost after the environment was overwritten"

@@ -27,12 +27,40 @@ check_tool() { # TOOL
 check_tool "$BUILD/bin/jwmalloc"
 st=0; "$BUILD/bin/jwmalloc" run 2>"$T/err" || st=$?
 [ $st -eq 2 ] && grep -q 'no program given' "$T/err" || fail "missing program: status $st"
+# an unknown command: one line naming it, then the usage hint, status 2
 st=0; "$BUILD/bin/jwmalloc" frobnicate 2>"$T/err" || st=$?
-[ $st -eq 2 ] && grep -q usage "$T/err" || fail "unknown command: status $st"
+[ $st -eq 2 ] && [ "$(head -1 "$T/err")" = "jwmalloc: unknown command 'frobnicate'" ] && grep -q '^usage:' "$T/err" ||
+  fail "unknown command: status $st, $(cat "$T/err")"
+st=0; "$BUILD/bin/jwmalloc" 2>"$T/err" || st=$?
+[ $st -eq 2 ] && [ "$(head -1 "$T/err")" = "jwmalloc: no command given" ] || fail "no command: status $st, $(cat "$T/err")"
+# --help: the usage on stdout, status 0
+st=0; "$BUILD/bin/jwmalloc" --help >"$T/out" 2>"$T/err" || st=$?
+[ $st -eq 0 ] && grep -q '^usage: jwmalloc run' "$T/out" && [ ! -s "$T/err" ] || fail "--help: status $st"
+st=0; "$BUILD/bin/jwmalloc" run --lib 2>"$T/err" || st=$?
+[ $st -eq 2 ] && grep -q -- '--lib needs a PATH' "$T/err" || fail "--lib without a path: status $st, $(cat "$T/err")"
 st=0; "$BUILD/bin/jwmalloc" run -- /nonexistent/prog 2>"$T/err" || st=$?
 [ $st -eq 127 ] && grep -q 'cannot run /nonexistent/prog' "$T/err" || fail "missing program: status $st"
 st=0; "$BUILD/bin/jwmalloc" run --lib /nonexistent.so -- true 2>"$T/err" || st=$?
 [ $st -eq 2 ] && grep -q 'library not found' "$T/err" || fail "bad --lib: status $st"
+
+# --lib naming a file ld.so cannot preload (it would print its own error and
+# run the program on glibc, status 0): refused before running, one line,
+# status 2, and the program does not run.
+printf 'not a library\n' >"$T/text.so"
+printf 'int f(void) { return 1; }\n' >"$T/f.c"
+gcc -c "$T/f.c" -o "$T/f.o" || fail "cannot build an object file"
+printf 'int main(void) { return 0; }\n' >"$T/m.c"
+gcc -fPIE -pie "$T/m.c" -o "$T/pie" || fail "cannot build a PIE"
+# an ELF shared object of another class (32-bit, i386): header only
+{ printf '\177ELF\001\001\001'; head -c 9 /dev/zero; printf '\003\000\003\000'; head -c 44 /dev/zero; } >"$T/elf32.so"
+for bad in "$T/text.so:no ELF header" "$T/f.o:not ET_DYN" "$T/pie:position-independent executable" \
+  "$T/elf32.so:another machine" "$T:Is a directory"; do
+  file=${bad%%:*} why=${bad#*:}
+  st=0; "$BUILD/bin/jwmalloc" run --stats --lib "$file" -- touch "$T/ran" >"$T/out" 2>"$T/err" || st=$?
+  [ $st -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^jwmalloc: .*$why" "$T/err" ||
+    fail "--lib $file ($why): status $st, $(cat "$T/err")"
+  [ ! -e "$T/ran" ] || fail "--lib $file: the program ran"
+done
 
 # A library path LD_PRELOAD cannot carry (ld.so splits it at spaces and colons
 # and would run the program on glibc): refused in one line, status 2.
