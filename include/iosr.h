@@ -64,8 +64,11 @@ typedef struct iosr_connect_opts {
  * creates the userfaultfd and hands it over, starts the agent threads.
  * opts may be NULL. Returns NULL with errno: ECONNREFUSED/ENOENT (no daemon),
  * EACCES (refused: wrong uid), EEXIST (app name in use), ENOTSUP (kernel lacks
- * userfaultfd write-protect or events), EPROTO (daemon misbehaved).
- * Thread-safe; one process may hold several contexts (several apps). */
+ * userfaultfd write-protect or events), EPROTO (daemon misbehaved), EINVAL
+ * (a malformed IOSR_LOG or IOSR_RECONNECT_MS, named in a line on stderr).
+ * The first call warns on stderr about each IOSR_* variable IOSR does not
+ * read (a misspelt option). Thread-safe; one process may hold several
+ * contexts (several apps). */
 iosr_ctx *iosr_connect(const iosr_connect_opts *opts);
 
 /* Destroys every region of ctx, says goodbye and frees ctx. 0 or -1. */

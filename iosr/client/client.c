@@ -21,6 +21,7 @@
 
 #include "client/client_int.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "common/opts.h"
 #include "fault/pagetable.h"
@@ -383,6 +384,12 @@ static void ctx_free(iosr_ctx *ctx) {
 iosr_ctx *iosr_connect(const iosr_connect_opts *opts) {
   iosr_connect_opts o = {0};
   if (opts) o = *opts;
+  char env_err[256];
+  if (iosr_env_check(env_err, sizeof env_err)) {
+    iosr_err("%s", env_err);
+    errno = EINVAL;
+    return NULL;
+  }
   iosr_ctx *ctx = mmap(NULL, sizeof *ctx, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (ctx == MAP_FAILED) return NULL;
   ctx->sock = ctx->uffd = ctx->ptfd = -1;

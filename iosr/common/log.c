@@ -13,10 +13,15 @@ void iosr_log_init(const char *who, int level) {
   log_lvl = level;
 }
 
+int iosr_log_parse(const char *s) {
+  if (!s || s[0] < '0' || s[0] > '0' + IOSR_LOG_DEBUG || s[1]) return -1;
+  return s[0] - '0';
+}
+
 int iosr_log_level(void) {
   if (log_lvl < 0) {
-    const char *v = getenv("IOSR_LOG");
-    log_lvl = v && *v ? atoi(v) : IOSR_LOG_WARN;
+    int v = iosr_log_parse(getenv("IOSR_LOG"));
+    log_lvl = v >= 0 ? v : IOSR_LOG_WARN;
   }
   return log_lvl;
 }

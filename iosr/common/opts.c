@@ -87,6 +87,8 @@ static const struct key keys[] = {
     {"rt_prio", K_U32, OFF(rt_prio), 0, 99, NULL},
 };
 
+const char *iosr_settings_key(size_t i) { return i < sizeof keys / sizeof keys[0] ? keys[i].name : NULL; }
+
 static void set_err(char *err, size_t cap, const char *fmt, const char *a, const char *b) {
   if (err && cap) snprintf(err, cap, fmt, a, b);
   errno = EINVAL;

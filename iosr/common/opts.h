@@ -60,6 +60,10 @@ int iosr_settings_set(iosr_settings *s, const char *key, const char *value, char
 /* Applies a comma-separated list of key=value. 0 or -1/EINVAL. */
 int iosr_settings_parse(iosr_settings *s, const char *list, char *err, size_t cap);
 
+/* The i-th option's key (lower case, without the IOSR_ prefix), or NULL for
+ * i past the last: the names IOSR_* variables may take (common/env.c). */
+const char *iosr_settings_key(size_t i);
+
 /* Names of the enumerated values, for statistics. */
 const char *iosr_slot_name(int v);
 const char *iosr_ra_name(int v);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "client/client_int.h"
+#include "common/env.h"
 #include "common/log.h"
 #include "common/opts.h"
 #include "engine/engine.h"
@@ -68,9 +69,8 @@ int main(int argc, char **argv) {
   const char *swap = iosr_env("SWAP"), *sock = NULL;
   char settings[1024] = "";
   size_t sl = 0;
-  int level = IOSR_LOG_WARN;
-  const char *lv = iosr_env("LOG");
-  if (lv) level = atoi(lv);
+  int level = iosr_log_parse(iosr_env("LOG")); /* a bad IOSR_LOG fails iosr_env_check below */
+  if (level < 0) level = IOSR_LOG_WARN;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -80,7 +80,13 @@ int main(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--swap") && v) swap = v, i++;
     else if (!strcmp(a, "--socket") && v) sock = v, i++;
-    else if (!strcmp(a, "--log") && v) level = atoi(v), i++;
+    else if (!strcmp(a, "--log") && v) {
+      if ((level = iosr_log_parse(v)) < 0) {
+        fprintf(stderr, "iosrd: bad --log '%s' (want 0..3)\n", v);
+        return 2;
+      }
+      i++;
+    }
     else if (!strcmp(a, "--test-hooks")) key = "test_hooks=1";
     else if ((!strcmp(a, "--slot") || !strcmp(a, "--readahead") || !strcmp(a, "--sched") || !strcmp(a, "--budget")) && v) {
       static char kv[256];
@@ -89,8 +95,7 @@ int main(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--set") && v) key = v, i++;
     else {
-      fprintf(stderr, "iosrd: unknown or incomplete argument '%s'\n", a);
-      usage(stderr);
+      fprintf(stderr, "iosrd: unknown or incomplete argument '%s' (iosrd --help shows the usage)\n", a);
       return 2;
     }
     if (key) {
@@ -103,6 +108,11 @@ int main(int argc, char **argv) {
     }
   }
   iosr_log_init("iosrd", level);
+  char err[256] = "";
+  if (iosr_env_check(err, sizeof err)) {
+    fprintf(stderr, "iosrd: %s\n", err);
+    return 1;
+  }
   if (!swap) {
     fprintf(stderr, "iosrd: no swap area: give --swap PATH (or IOSR_SWAP)\n");
     return 2;
@@ -111,7 +121,6 @@ int main(int argc, char **argv) {
   if (!sock) sock = iosr_default_socket(def, sizeof def);
   int lfd = listen_on(sock);
   if (lfd < 0) return 1;
-  char err[256] = "";
   engine = iosr_eng_create(swap, settings, lfd, "iosrd", err, sizeof err);
   if (!engine) {
     fprintf(stderr, "iosrd: %s\n", err[0] ? err : strerror(errno));

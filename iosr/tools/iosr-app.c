@@ -5,10 +5,13 @@
  * its pages, in --pattern order; the time until the last is touched is the
  * switch time), then checks every touched page and prints one line:
  *   switch app=NAME n=K ms=T pages=P mb=M verified=ok|BAD
- * It exits on SIGTERM/SIGINT or when stdin closes (if --stdin).
+ * It exits on SIGTERM/SIGINT, and with --stdin also when its standard input
+ * reaches end of file (a parent that holds the pipe's write end ends the app
+ * by closing it, or by dying).
  *
  *   iosr-app --name NAME --size BYTES [--hot PCT] [--pattern seq|random]
  *            [--socket PATH] [--stdin]
+ *   iosr-app --help
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -85,6 +88,14 @@ static void *stdin_watch(void *arg) {
   return NULL;
 }
 
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: iosr-app --name NAME --size BYTES [--hot PCT] [--pattern seq|random] [--socket PATH] [--stdin]\n"
+          "A demo app on iosrd: fills a region of BYTES, and at each switch to the foreground touches its hot set\n"
+          "(PCT%% of its pages, default 100, in seq or random order) and checks it, printing one `switch` line.\n"
+          "--socket: iosrd's socket (default $IOSR_SOCKET); --stdin: also exit when standard input reaches EOF.\n");
+}
+
 int main(int argc, char **argv) {
   const char *name = NULL, *sock = NULL, *pattern = "seq";
   uint64_t size = 64u << 20;
@@ -92,7 +103,10 @@ int main(int argc, char **argv) {
   int use_stdin = 0;
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(argv[i], "--name") && v) name = v, i++;
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--name") && v) name = v, i++;
     else if (!strcmp(argv[i], "--size") && v) {
       if (iosr_parse_size(v, &size) || size < 4096) {
         fprintf(stderr, "iosr-app: bad size '%s'\n", v);
@@ -104,8 +118,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--socket") && v) sock = v, i++;
     else if (!strcmp(argv[i], "--stdin")) use_stdin = 1;
     else {
-      fprintf(stderr, "usage: iosr-app --name NAME --size BYTES [--hot PCT] [--pattern seq|random] "
-                      "[--socket PATH] [--stdin]\n");
+      fprintf(stderr, "iosr-app: unknown or incomplete argument '%s' (iosr-app --help shows the usage)\n", argv[i]);
       return 2;
     }
   }

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/env.h"
 #include "common/log.h"
 #include "common/opts.h"
 #include "iosr.h"
@@ -35,6 +36,13 @@ static void usage(FILE *f) {
           "       iosr idle                                        wait until no swap I/O is pending\n"
           "options: --socket PATH (default $IOSR_SOCKET, /run/iosrd.sock as root, /tmp/iosrd-UID.sock)\n"
           "APP: a name, #PID, or #id:N\n");
+}
+
+/* Bad usage: one line naming the problem, exit status 2. */
+static int bad_usage(const char *cmd, const char *arg) {
+  if (arg) fprintf(stderr, "iosr %s: unexpected argument '%s' (iosr --help shows the usage)\n", cmd, arg);
+  else fprintf(stderr, "iosr %s: missing argument (iosr --help shows the usage)\n", cmd);
+  return 2;
 }
 
 static int fail(const char *what) {
@@ -61,8 +69,19 @@ static void print_stats(const iosr_app_stats *s) {
          s->ra_window, (unsigned long long)reqs, avg, mbps, s->lat_p50_ns / 1e6, s->lat_p99_ns / 1e6);
 }
 
+static void print_header(void) {
+  printf("%-20s %7s %2s %10s %10s %9s %8s %6s %8s %8s %9s %8s %8s\n", "app", "pid", "", "resident", "swapped",
+         "faults", "major", "window", "reads", "avgKiB", "in-MB/s", "p50-ms", "p99-ms");
+}
+
 int main(int argc, char **argv) {
-  iosr_log_init("iosr", iosr_env("LOG") ? atoi(iosr_env("LOG")) : IOSR_LOG_WARN);
+  int level = iosr_log_parse(iosr_env("LOG"));
+  iosr_log_init("iosr", level >= 0 ? level : IOSR_LOG_WARN);
+  char env_err[256];
+  if (iosr_env_check(env_err, sizeof env_err)) {
+    fprintf(stderr, "iosr: %s\n", env_err);
+    return 1;
+  }
   const char *sock = NULL;
   /* pull out --socket anywhere */
   int n = 0;
@@ -70,14 +89,17 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc && n < 63; i++) {
     if (!strcmp(argv[i], "--socket") && i + 1 < argc) sock = argv[++i];
     else if (!strncmp(argv[i], "--socket=", 9)) sock = argv[i] + 9;
-    else args[n++] = argv[i];
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout); /* also after a command: `iosr stat --help` */
+      return 0;
+    } else args[n++] = argv[i];
   }
   if (!n) {
     usage(stderr);
     return 2;
   }
   const char *cmd = args[0];
-  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+  if (!strcmp(cmd, "help")) {
     usage(stdout);
     return 0;
   }
@@ -95,15 +117,9 @@ int main(int argc, char **argv) {
         have_size = 1;
       } else if (!strcmp(args[i], "--label") && i + 1 < n) label = args[++i];
       else if (!path && args[i][0] != '-') path = args[i];
-      else {
-        usage(stderr);
-        return 2;
-      }
+      else return bad_usage(cmd, args[i]);
     }
-    if (!path) {
-      usage(stderr);
-      return 2;
-    }
+    if (!path) return bad_usage(cmd, NULL);
     struct stat st;
     if (!have_size && (stat(path, &st) || !S_ISBLK(st.st_mode))) {
       fprintf(stderr, "iosr: mkswap on a file needs --size N (e.g. --size 1G)\n");
@@ -121,10 +137,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cmd, "info")) {
-    if (n != 2) {
-      usage(stderr);
-      return 2;
-    }
+    if (n != 2) return bad_usage(cmd, n > 2 ? args[2] : NULL);
     iosr_swap_header h;
     char err[256];
     if (iosr_swap_read_header(args[1], &h, err, sizeof err)) {
@@ -138,10 +151,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cmd, "fg")) {
-    if (n != 2) {
-      usage(stderr);
-      return 2;
-    }
+    if (n != 2) return bad_usage(cmd, n > 2 ? args[2] : NULL);
     iosr_ctl *c = open_ctl(sock);
     if (!c) return 1;
     int r = iosr_ctl_foreground(c, strcmp(args[1], "--none") ? args[1] : "");
@@ -158,15 +168,9 @@ int main(int argc, char **argv) {
           return 2;
         }
       } else if (!app) app = args[i];
-      else {
-        usage(stderr);
-        return 2;
-      }
+      else return bad_usage(cmd, args[i]);
     }
-    if (!app) {
-      usage(stderr);
-      return 2;
-    }
+    if (!app) return bad_usage(cmd, NULL);
     iosr_ctl *c = open_ctl(sock);
     if (!c) return 1;
     uint64_t got = 0;
@@ -189,10 +193,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < n; i++) {
       if (!strcmp(args[i], "--json")) json = 1;
       else if (!app) app = args[i];
-      else {
-        usage(stderr);
-        return 2;
-      }
+      else return bad_usage(cmd, args[i]);
     }
     if (json && app) {
       /* The JSON is the engine's whole document; one app's figures are the table's row. */
@@ -209,13 +210,24 @@ int main(int argc, char **argv) {
       free(s);
       return 0;
     }
+    iosr_app_stats st;
+    if (app) {
+      /* one app, by name, #PID or #id:N; one that does not exist fails as `fg` and `reclaim` do */
+      int r = iosr_ctl_app_stats(c, app, &st);
+      int e = errno;
+      iosr_ctl_close(c);
+      errno = e;
+      if (r) return fail(app);
+      print_header();
+      print_stats(&st);
+      return 0;
+    }
     char *s = iosr_ctl_stat_json(c);
     if (!s) {
       iosr_ctl_close(c);
       return fail("stat");
     }
-    printf("%-20s %7s %2s %10s %10s %9s %8s %6s %8s %8s %9s %8s %8s\n", "app", "pid", "", "resident", "swapped",
-           "faults", "major", "window", "reads", "avgKiB", "in-MB/s", "p50-ms", "p99-ms");
+    print_header();
     /* names from the JSON, figures from the per-app call */
     for (char *p = strstr(s, "\"apps\":["); p && (p = strstr(p, "{\"name\":\"")); p++) {
       p += 9;
@@ -223,8 +235,6 @@ int main(int argc, char **argv) {
       size_t k = 0;
       while (*p && *p != '"' && k < sizeof name - 1) name[k++] = *p++;
       name[k] = 0;
-      if (app && strcmp(app, name)) continue;
-      iosr_app_stats st;
       if (iosr_ctl_app_stats(c, name, &st) == 0) print_stats(&st);
     }
     free(s);
@@ -232,10 +242,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(cmd, "set")) {
-    if (n != 3) {
-      usage(stderr);
-      return 2;
-    }
+    if (n != 3) return bad_usage(cmd, n > 3 ? args[3] : NULL);
     iosr_ctl *c = open_ctl(sock);
     if (!c) return 1;
     int r = iosr_ctl_set(c, args[1], args[2]);
@@ -243,10 +250,7 @@ int main(int argc, char **argv) {
     return r ? 1 : 0;
   }
   if (!strcmp(cmd, "slots")) {
-    if (n != 2) {
-      usage(stderr);
-      return 2;
-    }
+    if (n != 2) return bad_usage(cmd, n > 2 ? args[2] : NULL);
     iosr_ctl *c = open_ctl(sock);
     if (!c) return 1;
     iosr_slot_entry *v;
@@ -265,7 +269,6 @@ int main(int argc, char **argv) {
     iosr_ctl_close(c);
     return r ? fail("idle") : 0;
   }
-  fprintf(stderr, "iosr: unknown command '%s'\n", cmd);
-  usage(stderr);
+  fprintf(stderr, "iosr: unknown command '%s' (iosr --help shows the usage)\n", cmd);
   return 2;
 }

@@ -51,7 +51,22 @@ int main(void) {
   char swap[256], out[65536];
   iosr_test_swap(swap, sizeof swap, 64u << 20);
   snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
-  pid_t d = iosr_test_daemon(swap, sock, NULL, NULL);
+  /* an unknown IOSR_* name: one warning line, and iosrd goes on */
+  char errlog[300];
+  snprintf(errlog, sizeof errlog, "%s/iosrd.err", iosr_test_dir);
+  CHECK(setenv("IOSR_READAHAED", "vma", 1) == 0);
+  pid_t d = iosr_test_daemon(swap, sock, NULL, errlog);
+  CHECK(unsetenv("IOSR_READAHAED") == 0);
+  {
+    FILE *f = fopen(errlog, "r");
+    CHECK(f);
+    size_t k = fread(out, 1, sizeof out - 1, f);
+    out[k] = 0;
+    fclose(f);
+    CHECKF(strstr(out, "iosrd: IOSR_READAHAED: unknown variable, ignored (did you mean IOSR_READAHEAD?)\n") &&
+               !strstr(strstr(out, "READAHAED") + 1, "READAHAED"),
+           "iosrd's stderr: %s", out);
+  }
   int ta, fa, tb, fb;
   pid_t pa = app("appA", 1, &ta, &fa), pb = app("appB", 2, &tb, &fb);
   CHECK(chan_recv(fa) == 'r' && chan_recv(fb) == 'r');
@@ -83,6 +98,15 @@ int main(void) {
   CHECK(iosr_tool(sock, "stat appA", out, sizeof out) == 0);
   CHECKF(strstr(out, "appA") && strstr(out, "fg"), "%s", out);
   CHECK(iosr_tool(sock, "reclaim nosuchapp", out, sizeof out) == 1);
+  /* stat of an app that does not exist fails as fg and reclaim do; stat of all still lists */
+  CHECKF(iosr_tool(sock, "stat nosuchapp", out, sizeof out) == 1 && !strcmp(out, "iosr: nosuchapp: No such process\n"),
+         "%s", out);
+  CHECKF(iosr_tool(sock, "fg nosuchapp", out, sizeof out) == 1 && !strcmp(out, "iosr: nosuchapp: No such process\n"),
+         "%s", out);
+  CHECK(iosr_tool(sock, "stat", out, sizeof out) == 0 && strstr(out, "appA"));
+  char by_pid[64];
+  snprintf(by_pid, sizeof by_pid, "stat '#%d'", (int)pa);
+  CHECKF(iosr_tool(sock, by_pid, out, sizeof out) == 0 && strstr(out, "appA"), "%s", out);
   CHECK(iosr_tool(sock, "set readahead sideways", out, sizeof out) == 1);
   CHECK(iosr_tool(sock, "set readahead vma", out, sizeof out) == 0);
   CHECK(iosr_tool(sock, "set buffer 64M", out, sizeof out) == 1); /* start-time option */

@@ -1,9 +1,111 @@
 /* `iosr mkswap` and the swap area header (issue 5, "Swap area"): format,
  * header fields, refusal of a path that holds data without --force, refusal of
- * an area a running engine uses, bad input with a one-line message. */
+ * an area a running engine uses, bad input with a one-line message.
+ * Also what every IOSR tool does with --help, bad usage, a bad IOSR_LOG and
+ * unknown IOSR_* names (none of it needs a running daemon). */
 #include "util.h"
 
 #include "swaparea/format.h"
+
+static const char *bin(const char *var, const char *def) {
+  const char *b = getenv(var);
+  return b && *b ? b : def;
+}
+
+static int lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+static int count(const char *s, const char *what) {
+  int n = 0;
+  for (; (s = strstr(s, what)); s++) n++;
+  return n;
+}
+
+/* --help: the usage on stdout and exit 0; bad usage: one line on stderr, exit 2. */
+static void check_usage(void) {
+  const char *tools[] = {bin("IOSR_TOOL", "iosr"), bin("IOSRD", "iosrd"), bin("IOSR_APP_BIN", "iosr-app"),
+                         bin("IOSR_BENCH_APP_BIN", "iosr-bench-app")};
+  char out[4096], cmd[1024];
+  for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
+    snprintf(cmd, sizeof cmd, "%s --help 2>/dev/null", tools[i]);
+    int st = iosr_sh(cmd, out, sizeof out);
+    CHECKF(st == 0 && !strncmp(out, "usage: ", 7), "%s: status %d, stdout: %s", cmd, st, out);
+    snprintf(cmd, sizeof cmd, "%s --frobnicate 2>&1 >/dev/null", tools[i]);
+    st = iosr_sh(cmd, out, sizeof out);
+    CHECKF(st == 2 && lines(out) == 1 && strstr(out, "--frobnicate") && strstr(out, "--help"), "%s: status %d, stderr: %s",
+           cmd, st, out);
+  }
+  /* iosr: --help after a command too; a command's bad usage is one line */
+  snprintf(cmd, sizeof cmd, "%s stat --help 2>/dev/null", tools[0]);
+  CHECK(iosr_sh(cmd, out, sizeof out) == 0 && strstr(out, "iosr stat"));
+  snprintf(cmd, sizeof cmd, "%s fg 2>&1 >/dev/null", tools[0]);
+  CHECKF(iosr_sh(cmd, out, sizeof out) == 2 && lines(out) == 1, "%s", out);
+  snprintf(cmd, sizeof cmd, "%s --log 9 --swap /nonexistent/swap 2>&1", tools[1]);
+  CHECKF(iosr_sh(cmd, out, sizeof out) == 2 && strstr(out, "--log"), "%s", out);
+}
+
+/* IOSR_LOG out of range or malformed is refused as a bad engine option is
+ * (IOSR_READAHEAD=bogus): one line naming it, exit 1; iosr_connect: EINVAL. */
+static void check_bad_log(const char *dir) {
+  char out[4096], cmd[1024];
+  snprintf(cmd, sizeof cmd, "IOSR_READAHEAD=bogus %s --swap /nonexistent/swap --socket %s/s 2>&1", bin("IOSRD", "iosrd"),
+           dir);
+  CHECKF(iosr_sh(cmd, out, sizeof out) == 1 && strstr(out, "IOSR_READAHEAD: bad value 'bogus'"), "%s", out);
+  const char *bad[] = {"9", "-1", "x", "1x", "4"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(cmd, sizeof cmd, "IOSR_LOG=%s %s --swap /nonexistent/swap --socket %s/s 2>&1", bad[i],
+             bin("IOSRD", "iosrd"), dir);
+    CHECKF(iosr_sh(cmd, out, sizeof out) == 1 && lines(out) == 1 && strstr(out, "IOSR_LOG: bad value"), "%s: %s", cmd,
+           out);
+    snprintf(cmd, sizeof cmd, "IOSR_LOG=%s %s info /nonexistent/swap 2>&1", bad[i], bin("IOSR_TOOL", "iosr"));
+    CHECKF(iosr_sh(cmd, out, sizeof out) == 1 && strstr(out, "IOSR_LOG: bad value"), "%s: %s", cmd, out);
+  }
+  snprintf(cmd, sizeof cmd, "IOSR_LOG=3 %s info /nonexistent/swap 2>&1", bin("IOSR_TOOL", "iosr"));
+  CHECKF(iosr_sh(cmd, out, sizeof out) == 1 && !strstr(out, "IOSR_LOG"), "%s", out); /* 0..3 accepted */
+  iosr_connect_opts o = {.app_name = "badlog", .socket_path = "/nonexistent/sock"};
+  CHECK(setenv("IOSR_LOG", "9", 1) == 0);
+  errno = 0;
+  CHECK(!iosr_connect(&o));
+  CHECKF(errno == EINVAL, "iosr_connect with IOSR_LOG=9: errno %d", errno);
+  CHECK(unsetenv("IOSR_LOG") == 0);
+  errno = 0;
+  CHECK(!iosr_connect(&o) && errno != EINVAL); /* no daemon there, but the environment is fine */
+}
+
+/* Unknown IOSR_* names: one line each on stderr, and the program goes on. */
+static void check_unknown_names(const char *swap) {
+  char out[4096], cmd[1024];
+  snprintf(cmd, sizeof cmd, "IOSR_READAHAED=vma IOSR_BOGUS=1 %s info %s 2>&1", bin("IOSR_TOOL", "iosr"), swap);
+  CHECKF(iosr_sh(cmd, out, sizeof out) == 0 && strstr(out, "clean 1"), "%s", out);
+  CHECKF(count(out, "unknown variable") == 2 && strstr(out, "IOSR_READAHAED: unknown variable") &&
+             strstr(out, "did you mean IOSR_READAHEAD?") && strstr(out, "IOSR_BOGUS: unknown variable"),
+         "%s", out);
+  /* known names (this test's own IOSR_TOOL among them) are not reported */
+  snprintf(cmd, sizeof cmd, "IOSR_LOG=1 IOSR_READAHEAD=vma %s info %s 2>&1", bin("IOSR_TOOL", "iosr"), swap);
+  CHECKF(iosr_sh(cmd, out, sizeof out) == 0 && !strstr(out, "unknown"), "%s", out);
+  /* the client library: the first iosr_connect reports them */
+  char log[300];
+  snprintf(log, sizeof log, "%s/connect.err", iosr_test_dir);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || dup2(fd, 2) < 0 || setenv("IOSR_BOGUS", "1", 1)) _exit(1);
+    iosr_connect_opts o = {.app_name = "unknown-names", .socket_path = "/nonexistent/sock"};
+    _exit(iosr_connect(&o) == NULL && errno != EINVAL ? 0 : 1);
+  }
+  int st;
+  CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  FILE *f = fopen(log, "r");
+  CHECK(f);
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  fclose(f);
+  CHECKF(count(out, "IOSR_BOGUS: unknown variable") == 1, "%s", out);
+}
 
 int main(void) {
   char out[4096], path[300], cmd[700];
@@ -50,6 +152,9 @@ int main(void) {
   CHECK(iosr_tool("/nonexistent", cmd, out, sizeof out) == 1 && strstr(out, "not an IOSR swap area"));
   CHECK(iosr_tool("/nonexistent", "frobnicate", out, sizeof out) == 2);
   CHECK(iosr_tool("/nonexistent", "stat", out, sizeof out) == 1 && strstr(out, "cannot reach iosrd"));
+  check_usage();
+  check_unknown_names(path); /* first: its child's iosr_connect must be the process's first */
+  check_bad_log(iosr_test_dir);
   /* in use by an engine: refused, and marked dirty while used */
   int uffd_ok = 1;
   {

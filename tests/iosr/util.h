@@ -228,11 +228,10 @@ static inline int iosr_test_stop_daemon(pid_t pid) {
   return st;
 }
 
-/* Runs `iosr ARGS` with --socket sock; returns its exit status. */
-static inline int iosr_tool(const char *sock, const char *args, char *out, size_t cap) {
-  char cmd[1024];
-  const char *tool = getenv("IOSR_TOOL");
-  snprintf(cmd, sizeof cmd, "%s --socket %s %s 2>&1", tool ? tool : "iosr", sock, args);
+/* Runs the shell command cmd with stderr joined to stdout; its output goes
+ * to out (cap bytes, NUL-terminated; discarded when out is NULL). Returns the
+ * exit status (128 when killed by a signal). */
+static inline int iosr_sh(const char *cmd, char *out, size_t cap) {
   FILE *f = popen(cmd, "r");
   CHECK(f);
   size_t n = 0;
@@ -246,6 +245,14 @@ static inline int iosr_tool(const char *sock, const char *args, char *out, size_
   }
   int st = pclose(f);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* Runs `iosr ARGS` with --socket sock; returns its exit status. */
+static inline int iosr_tool(const char *sock, const char *args, char *out, size_t cap) {
+  char cmd[1024];
+  const char *tool = getenv("IOSR_TOOL");
+  snprintf(cmd, sizeof cmd, "%s --socket %s %s 2>&1", tool ? tool : "iosr", sock, args);
+  return iosr_sh(cmd, out, cap);
 }
 
 /* A one-byte message channel between test processes. */

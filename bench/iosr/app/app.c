@@ -43,8 +43,8 @@ static uint64_t now_ns(void) {
 
 static uint64_t tv_us(struct timeval t) { return (uint64_t)t.tv_sec * 1000000ull + (uint64_t)t.tv_usec; }
 
-static void usage(void) {
-  fprintf(stderr, "usage: iosr-bench-app --name NAME --mem malloc|iosr --heap BYTES [--seed S] [--write-every K]\n"
+static void usage(FILE *f) {
+  fprintf(f, "usage: iosr-bench-app --name NAME --mem malloc|iosr --heap BYTES [--seed S] [--write-every K]\n"
                   "                      [--hot-epochs F] [--socket PATH] [--no-mlock]\n");
 }
 
@@ -68,7 +68,10 @@ int main(int argc, char **argv) {
   int do_mlock = 1;
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(argv[i], "--name") && v) name = v, i++;
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--name") && v) name = v, i++;
     else if (!strcmp(argv[i], "--mem") && v) mem = v, i++;
     else if (!strcmp(argv[i], "--heap") && v) {
       if (iosr_parse_size(v, &heap_bytes)) heap_bytes = 0;
@@ -79,14 +82,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--socket") && v) sock = v, i++;
     else if (!strcmp(argv[i], "--no-mlock")) do_mlock = 0;
     else {
-      usage();
+      fprintf(stderr, "iosr-bench-app: unknown or incomplete argument '%s' (iosr-bench-app --help shows the usage)\n",
+              argv[i]);
       return 2;
     }
   }
   if (!mem || (strcmp(mem, "malloc") && strcmp(mem, "iosr")) || heap_bytes < (16u << 20) ||
       (hot_epochs != -1 && (hot_epochs < 0 || hot_epochs > 1))) {
     fprintf(stderr, "iosr-bench-app: --mem malloc|iosr and --heap >= 16M are required; --hot-epochs is 0..1\n");
-    usage();
     return 2;
   }
   int use_iosr = !strcmp(mem, "iosr");
