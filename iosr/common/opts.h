@@ -45,7 +45,7 @@ typedef struct iosr_settings {
   uint32_t restart_grace_ms; /* after a dirty start, no new slots for this long (5000) */
   int test_hooks;        /* test_hooks=1: fault injection, dispatch pause/log */
   int32_t nice;          /* CPU nice value of the engine thread (-10): faults wait on it */
-  uint32_t rt_prio;      /* SCHED_FIFO priority of the engine thread (1); 0: ordinary scheduling with `nice` */
+  uint32_t rt_prio;      /* SCHED_FIFO priority of the engine thread (default 0: ordinary scheduling with `nice`; iosr-eval.md) */
 } iosr_settings;
 
 /* Fills *s with the defaults, then applies IOSR_* environment variables.
