@@ -1,3 +1,4 @@
+/* See env.h: the IOSR_* variables read outside the settings table, checked once per process. */
 #include "env.h"
 
 #include <errno.h>
