@@ -32,6 +32,16 @@ static void *background(void *arg) {
   return NULL;
 }
 
+/* The background thread always runs its N iterations: joined at exit, or a
+ * process that finishes first (a loaded machine) would cut its count short
+ * and the attribution test would see less allocator work than it set. */
+static pthread_t bg;
+static atomic_int bg_started;
+
+__attribute__((destructor)) static void join_background(void) {
+  if (atomic_load(&bg_started)) pthread_join(bg, NULL);
+}
+
 static void work(void) {
   if (iters < 0) {
     thread_iters = env_long("SPIN_ALLOC_THREAD");
@@ -41,8 +51,7 @@ static void work(void) {
   long c = atomic_fetch_add(&calls, 1) + 1;
   if (abort_after && c == abort_after) abort();
   if (thread_iters && c == 1000) {
-    pthread_t t;
-    if (pthread_create(&t, NULL, background, NULL) == 0) pthread_detach(t);
+    if (pthread_create(&bg, NULL, background, NULL) == 0) atomic_store(&bg_started, 1);
   }
   spin(iters);
 }
