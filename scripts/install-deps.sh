@@ -12,6 +12,7 @@ pkgs=(
   libjemalloc2 libmimalloc2.0 libmimalloc-dev libtcmalloc-minimal4  # peer allocators
   gnuplot-nox fio                                              # reports and disk limits
   time                                                         # jwmalloc demo: wall time and peak RSS
+  stress-ng                                                    # the test suite under load (a busy machine)
 )
 
 missing=()

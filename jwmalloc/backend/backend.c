@@ -12,7 +12,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "../common/backoff.h"
 #include "../common/log.h"
+#include "../common/test_hooks.h"
 #include "../os/os_mem.h"
 #include "../reclaim/policy.h"
 #include "../reclaim/reclaim.h"
@@ -97,12 +99,25 @@ static inline int placing(void) { return jw_place_on(); /* follows the switch (s
  * reads every count. Sequentially consistent orders make at least one of
  * them see the other: the operation backs off, or the checker waits. */
 
+/* The checker's flag: 0 down, LF_RAISED up, LF_SLEEPER up with a waiter
+ * asleep on it (lf_enter_wait), whom jw_backend_lf_resume wakes. */
+enum { LF_RAISED = 1, LF_SLEEPER = 2 };
+
 static inline int lf_enter(unsigned c) {
   jw_fetch_add(&jw_fast[c].inflight, 1, JW_SEQ_CST);
   if (jw_load(&jw_be.lf_checking, JW_SEQ_CST) == 0) return 1;
   /* Release: nothing was written; keeps the count's updates uniform. */
   jw_fetch_sub(&jw_fast[c].inflight, 1, JW_RELEASE);
   return 0;
+}
+
+/* lf_enter for the paths that have no other way to go (a fresh root): while
+ * the flag is up, spin and yield briefly, then sleep on the flag until the
+ * checker lowers it (common/backoff.h). A checker preempted with the flag
+ * up costs each waiter a few microseconds of CPU, not its time off the CPU. */
+static void lf_enter_wait(unsigned c) {
+  jw_backoff b = JW_BACKOFF_INIT;
+  while (!lf_enter(c)) jw_backoff_futex(&b, &jw_be.lf_checking, LF_SLEEPER);
 }
 
 static inline void lf_exit(unsigned c) {
@@ -118,20 +133,26 @@ static int lf_any_inflight(void) {
 }
 
 int jw_backend_lf_pause(int wait) {
-  jw_store(&jw_be.lf_checking, 1, JW_SEQ_CST); /* see above */
+  jw_store(&jw_be.lf_checking, LF_RAISED, JW_SEQ_CST); /* see above */
   /* Operations that entered before the flag finish without waiting for
-   * anything; new ones back off. */
+   * anything; new ones back off. One of them may be descheduled half-way:
+   * spin, yield, then sleep (nobody wakes the checker: it looks again). */
+  jw_backoff b = JW_BACKOFF_INIT;
   while (lf_any_inflight()) {
     if (!wait) {
-      jw_store(&jw_be.lf_checking, 0, JW_RELEASE);
+      jw_backend_lf_resume();
       return 0;
     }
-    jw_cpu_relax();
+    jw_backoff_pause(&b);
   }
+  JW_TEST_POINT(JW_TP_BE_CHECKING);
   return 1;
 }
 
-void jw_backend_lf_resume(void) { jw_store(&jw_be.lf_checking, 0, JW_RELEASE); /* see lf_enter */ }
+void jw_backend_lf_resume(void) {
+  /* Release (see lf_enter); an exchange, to see a sleeper's mark. */
+  if (jw_xchg(&jw_be.lf_checking, 0, JW_RELEASE) == LF_SLEEPER) jw_futex_wake(&jw_be.lf_checking, 1 << 30);
+}
 
 static void check_root(jw_rec *recs, uintptr_t base, const char *op) {
   char err[256];
@@ -160,7 +181,8 @@ static inline unsigned kind_state(jw_range_kind k) {
 #endif
 
 /* A short bounded wait for the lock holder to finish (section 7a, step 4):
- * bounded, so a descheduled holder costs at most the grace. */
+ * bounded, so a descheduled holder costs at most the grace; then the caller
+ * goes another way (a lock-free path), it never waits on. */
 static inline void lf_grace(void) {
   for (unsigned spin = 0; spin < JW_LF_GRACE_SPINS && jw_lock_is_held(&jw_be.lock); spin++) jw_cpu_relax();
 }
@@ -190,21 +212,6 @@ static inline jw_rec *rid_recs(jw_rid r) { return jw_meta_rid_rec(r) - jw_meta_r
 
 static void deferred_push(jw_rid r, jw_rec *rec);
 
-/* Test hook (built with JW_TEST_HOOKS only, never in a release library): a
- * test parks a thread at a named point of the deferred hand-over
- * (tests/backend/test_handoff.c). */
-#ifdef JW_TEST_HOOKS
-static jw_atomic_ptr test_point_hook;
-void jw_backend_test_set_point_hook(void (*fn)(int point)) {
-  jw_store(&test_point_hook, (void *)fn, JW_RELEASE); /* release: the test's setup, to the acquire below */
-}
-static void test_point(int point) {
-  void (*fn)(int) = (void (*)(int))jw_load(&test_point_hook, JW_ACQUIRE); /* see above */
-  if (fn) fn(point);
-}
-#else
-#define test_point(point) ((void)0)
-#endif
 
 /* ---- the hand-over of deferred frees (section 7c, "The deferred hand-over") ----
  * A free (or a lock-free split's remainder) that finds the lock held is
@@ -239,7 +246,7 @@ static unsigned deferred_help(void) {
 
 unsigned jw_backend_unlock(void) {
   unsigned drained = jw_backend_drain_deferred();
-  test_point(JW_BE_TP_UNLOCK);
+  JW_TEST_POINT(JW_TP_BE_UNLOCK); /* tests/backend/test_handoff.c */
   jw_lock_release(&jw_be.lock);
   return drained + deferred_help();
 }
@@ -393,11 +400,12 @@ static uintptr_t root_map(jw_rec **recs) {
 
 /* Step 5: nothing to recycle and the lock held: a fresh root mapped without
  * the lock and carved without it, like a bitmap range (its remainders are
- * filed lock-free). Waits only while a whole-tree check runs
- * (jw_backend_lf_pause: checking mode, jw_backend_check_all; the checker
- * walks trees for a bounded time and waits for nothing). */
+ * filed lock-free). Waits only while a whole-tree check or a fork holds
+ * the checker's flag (jw_backend_lf_pause: checking mode,
+ * jw_backend_check_all, fork prepare), asleep after a few microseconds
+ * (lf_enter_wait). */
 static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
-  while (!lf_enter(c)) jw_cpu_relax();
+  lf_enter_wait(c);
   void *p = lf_deferred_alloc(c, kind, zeroed);
   if (p) {
     lf_exit(c);
@@ -407,7 +415,7 @@ static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
   /* A root may have entered the reserve (or a larger range a bitmap)
    * during the grace. */
   if ((p = lf_split_alloc(c, kind, zeroed)) != NULL) return p;
-  while (!lf_enter(c)) jw_cpu_relax();
+  lf_enter_wait(c);
   jw_rec *recs;
   uintptr_t base = root_map(&recs);
   p = base ? lf_carve(base, recs, 0, c, kind, zeroed) : NULL;
@@ -536,7 +544,7 @@ static void *alloc_locked(unsigned c, jw_range_kind kind, bool *zeroed, uintptr_
  * carved without it as in step 5 (without counting as step 5: no holder was
  * in the way when the allocation looked). */
 static void *root_alloc(unsigned c, jw_range_kind kind, bool *zeroed, unsigned *drained) {
-  while (!lf_enter(c)) jw_cpu_relax();
+  lf_enter_wait(c);
   jw_rec *recs;
   uintptr_t base = root_map(&recs);
   void *p = NULL;
@@ -784,7 +792,7 @@ static int defer_free(void *start, unsigned state) {
     if (!jw_state_is_live(jw_tag_state(old))) goto bad;
     /* Relaxed: the push below publishes with release. */
   } while (!jw_cas_weak(&rec->tag, &old, (old & ~JW_REC_STATE_MASK) | state, JW_RELAXED, JW_RELAXED));
-  test_point(JW_BE_TP_DEFER);
+  JW_TEST_POINT(JW_TP_BE_DEFER);
   deferred_push(jw_meta_rid(base, g), rec);
   bump(&jw_be.deferred_frees, 1);
   return 0;

@@ -147,16 +147,7 @@ void jw_backend_set_reclaim_mode(int age_roots, unsigned policy);
 void jw_backend_test_lock(void);
 void jw_backend_test_unlock(void);
 
-/* Built with JW_TEST_HOOKS only (tests/backend/test_handoff.c): fn runs at
- * the named points of the deferred hand-over (docs/design/backend.md,
- * section 7c, "The deferred hand-over"), in the thread that reaches them; NULL
- * removes it. Not thread-safe against operations in flight: install first. */
-enum {
-  JW_BE_TP_UNLOCK, /* a holder after its last drain, before its release */
-  JW_BE_TP_DEFER   /* a free that found the lock held, before its push */
-};
-#ifdef JW_TEST_HOOKS
-void jw_backend_test_set_point_hook(void (*fn)(int point));
-#endif
+/* The backend's test points (JW_TP_BE_*: the deferred hand-over, the
+ * checker's flag) are common/test_hooks.h's. */
 
 #endif

@@ -29,7 +29,8 @@ typedef struct jw_backend_state {
   /* Section 7c: roots put into the reserve, and taken from it instead of mapped. */
   jw_atomic_u64 roots_reserved, roots_reused;
   /* Raised while the lock holder checks whole trees (lock-free operations
-   * back off; their in-flight counts are in fast.h). */
+   * back off; their in-flight counts are in fast.h): 0 down, 1 up, 2 up
+   * with an allocation asleep on it (a futex word, backend.c lf_enter_wait). */
   jw_atomic_u32 lf_checking;
   /* Placement (backend.md section 7b): the root (range id >> 10) the locked
    * allocation path last took from, lowered when a range of a lower root is
@@ -56,9 +57,11 @@ unsigned jw_backend_unlock(void);
 void jw_backend_flush_fast(void);
 
 /* Keeps lock-free operations off the records while the caller (lock held)
- * reads whole trees (checking mode, jw_backend_check_all). Returns 1 when none is in flight
- * (waiting for those in flight if `wait`), 0 otherwise (nothing held);
- * after 1, jw_backend_lf_resume ends the pause. */
+ * reads whole trees (checking mode, jw_backend_check_all, fork prepare).
+ * Returns 1 when none is in flight (waiting for those in flight if `wait`:
+ * spin, yield, then short sleeps, common/backoff.h), 0 otherwise (nothing
+ * held); after 1 (test point JW_TP_BE_CHECKING), jw_backend_lf_resume ends
+ * the pause and wakes the allocations asleep on the flag. */
 int jw_backend_lf_pause(int wait);
 void jw_backend_lf_resume(void);
 

@@ -6,8 +6,7 @@
  * state's release/acquire (or the lock) orders them. */
 #include "release.h"
 
-#include <time.h>
-
+#include "../common/backoff.h"
 #include "../os/os_mem.h"
 #include "../reclaim/policy.h"
 #include "backend_internal.h"
@@ -187,11 +186,10 @@ void jw_release_file(void) {
 }
 
 void jw_release_quiesce(void) {
-  /* Acquire pairs with the run's release store of DONE. */
-  while (jw_load(&batch.state, JW_ACQUIRE) == B_RELEASING) {
-    struct timespec ts = {0, 200000}; /* the reclaimer is in a system call: let it finish */
-    nanosleep(&ts, NULL);
-  }
+  /* Acquire pairs with the run's release store of DONE. The reclaimer is in
+   * its system calls, or descheduled: spin, yield, then short sleeps. */
+  jw_backoff b = JW_BACKOFF_INIT;
+  while (jw_load(&batch.state, JW_ACQUIRE) == B_RELEASING) jw_backoff_pause(&b);
   jw_release_file();
 }
 

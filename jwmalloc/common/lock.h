@@ -13,6 +13,7 @@
  * jwmalloc_api_hooks, never the release libraries), every successful
  * acquisition calls the hook installed with jw_test_set_lock_hook, naming the
  * lock's kind; a test freezes the holder there (tests/jwmalloc/test_frozen.c).
+ * Its rules are the point hook's (common/test_hooks.h).
  */
 #ifndef JW_COMMON_LOCK_H
 #define JW_COMMON_LOCK_H
@@ -20,12 +21,7 @@
 #include <stdbool.h>
 
 #include "atomic.h"
-
-#ifndef JW_VERIFY
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
+#include "backoff.h"
 
 typedef struct jw_lock {
   jw_atomic_u32 state;
@@ -85,23 +81,13 @@ static inline void jw_lock_acquire(jw_lock *l, jw_lock_kind kind) {
   }
   /* Acquire on the exchange that finds it free, as in jw_lock_try; state 2
    * tells the holder to wake a sleeper. */
-  while (jw_xchg(&l->state, 2, JW_ACQUIRE) != 0) {
-#ifdef JW_VERIFY
-    jw_cpu_relax(); /* under the model checker: a scheduling point, no kernel */
-#else
-    syscall(SYS_futex, &l->state.v, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
-#endif
-  }
+  while (jw_xchg(&l->state, 2, JW_ACQUIRE) != 0) jw_futex_wait(&l->state, 2, NULL);
   JW_LOCK_TAKEN(kind);
 }
 
 static inline void jw_lock_release(jw_lock *l) {
   /* Release: publishes the holder's writes to the next holder. */
-  if (jw_xchg(&l->state, 0, JW_RELEASE) == 2) {
-#ifndef JW_VERIFY
-    syscall(SYS_futex, &l->state.v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-#endif
-  }
+  if (jw_xchg(&l->state, 0, JW_RELEASE) == 2) jw_futex_wake(&l->state, 1);
 }
 
 /* Before sharing, or in a fork child (the holder, if any, does not exist

@@ -2,10 +2,10 @@
 #include "thread_cache.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stddef.h>
 #include <string.h>
 
+#include "../common/backoff.h"
 #include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/log.h"
@@ -642,10 +642,12 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc) {
     jw_slab *s = todo;
     list_remove(&todo, s);
     jw_abandon_result r;
+    jw_backoff b = JW_BACKOFF_INIT;
     while ((r = jw_slab_abandon(s)) == JW_ABANDON_BUSY) {
-      /* A notifier is between its two steps (concurrency.md). */
+      /* A notifier is between its two steps (concurrency.md), maybe
+       * descheduled there: spin, yield, then short sleeps. */
       drain_ready(tc, false);
-      sched_yield();
+      jw_backoff_pause(&b);
     }
     if (r == JW_ABANDON_EMPTY) {
       jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* ours alone */

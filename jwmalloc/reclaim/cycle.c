@@ -1,13 +1,11 @@
 /* The reclaim cycle and the synchronous release: batches of the backend's
  * release mechanism (backend/release.h) under the reclaimer token.
  * docs/design/reclamation.md, sections 1, 3 and 4. */
-#include <linux/futex.h>
-#include <sched.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "../backend/backend.h"
+#include "../common/backoff.h"
+#include "../common/test_hooks.h"
 #include "reclaim_internal.h"
 
 static void sleep_us(long us) {
@@ -37,8 +35,7 @@ static void maybe_hold(uint32_t where) {
    * it; the order is for the test's own data). */
   if (jw_load(&jw_rc.hold, JW_ACQUIRE) != where) return;
   jw_rc_bump(&jw_rc.held);
-  while (jw_load(&jw_rc.hold, JW_ACQUIRE) == where)
-    syscall(SYS_futex, &jw_rc.hold.v, FUTEX_WAIT_PRIVATE, where, NULL, NULL, 0);
+  while (jw_load(&jw_rc.hold, JW_ACQUIRE) == where) jw_futex_wait(&jw_rc.hold, where, NULL);
 }
 
 void jw_reclaim_test_point_aging(void) { maybe_hold(HOLD_AGING); }
@@ -90,6 +87,7 @@ uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait) {
       break;
     }
     maybe_hold(HOLD_BATCH);
+    JW_TEST_POINT(JW_TP_RC_BATCH);
     released += jw_release_run(); /* filed by the next lock holder */
   }
   /* Under the token: the watermark's record and decay (section 4a). */
@@ -144,7 +142,7 @@ void jw_reclaim_get_stats(jw_reclaim_stats *o) {
 
 static void set_hold(uint32_t v) {
   jw_store(&jw_rc.hold, v, JW_RELEASE); /* see maybe_hold */
-  if (v == HOLD_NONE) syscall(SYS_futex, &jw_rc.hold.v, FUTEX_WAKE_PRIVATE, 1 << 30, NULL, NULL, 0);
+  if (v == HOLD_NONE) jw_futex_wake(&jw_rc.hold, 1 << 30);
 }
 
 void jw_reclaim_test_hold(int on) { set_hold(on ? HOLD_BATCH : HOLD_NONE); }

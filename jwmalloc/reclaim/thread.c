@@ -1,14 +1,12 @@
 /* The reclaim thread: started lazily, exits when idle, never keeps the
  * process alive, restarted in a forked child; without it, freeing threads
  * run due cycles. docs/design/reclamation.md, section 5. */
-#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "../common/backoff.h"
 #include "../common/log.h"
 #include "../os/os_mem.h"
 #include "reclaim_internal.h"
@@ -78,7 +76,7 @@ static int sleep_interval(void) {
     uint64_t now = jw_reclaim_now_ns();
     if (now >= deadline) return 0;
     struct timespec ts = {(time_t)((deadline - now) / 1000000000u), (long)((deadline - now) % 1000000000u)};
-    syscall(SYS_futex, &jw_rc.wake.v, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+    jw_futex_wait(&jw_rc.wake, 0, &ts);
   }
 }
 
@@ -188,7 +186,7 @@ void jw_reclaim_thread_wake(unsigned why) {
   /* Release pairs with the sleeper's acquire exchange; one system call per
    * wake-up, not per free. */
   if ((jw_fetch_or(&jw_rc.wake, why, JW_RELEASE) & why) == 0)
-    syscall(SYS_futex, &jw_rc.wake.v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    jw_futex_wake(&jw_rc.wake, 1);
 }
 
 void jw_reclaim_kick(void) {

@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "common/atomic.h"
+#include "common/test_hooks.h"
 #include "tb.h"
 
 /* Each case starts from figures a lock holder settled (a loss in an earlier
@@ -43,7 +44,7 @@ static void wait_for(jw_atomic_u32 *v) {
   while (jw_load(v, JW_ACQUIRE) == 0) usleep(100); /* acquire: the other thread's steps before it */
 }
 
-static void point_hook(int point) {
+static void point_hook(jw_test_point point) {
   uint32_t want = (uint32_t)point;
   /* Relaxed: the hand-shake variables below order the test's steps. */
   if (!jw_cas(&armed, &want, NO_POINT, JW_RELAXED, JW_RELAXED)) return;
@@ -51,7 +52,7 @@ static void point_hook(int point) {
   wait_for(&go);
 }
 
-static void arm(int point) {
+static void arm(uint32_t point) {
   jw_store(&parked, 0, JW_RELAXED);
   jw_store(&go, 0, JW_RELAXED);
   jw_store(&armed, (uint32_t)point, JW_RELEASE);
@@ -76,7 +77,7 @@ static void t_after_release(void) {
   uint64_t base = live_settled();
   victim = alloc1();
   jw_backend_test_lock();
-  arm(JW_BE_TP_DEFER);
+  arm(JW_TP_BE_DEFER);
   pthread_t th;
   pthread_create(&th, NULL, aged_freer, NULL);
   wait_for(&parked);             /* its try-lock failed: it is about to push */
@@ -94,7 +95,7 @@ static void t_after_release(void) {
 static void *holder(void *arg) {
   (void)arg;
   jw_backend_test_lock();
-  jw_backend_test_unlock(); /* parks at JW_BE_TP_UNLOCK */
+  jw_backend_test_unlock(); /* parks at JW_TP_BE_UNLOCK */
   return NULL;
 }
 
@@ -108,7 +109,7 @@ static void t_after_drain(void) {
     x = y, y = t;
   }
   jw_pages_free(y);
-  arm(JW_BE_TP_UNLOCK);
+  arm(JW_TP_BE_UNLOCK);
   pthread_t th;
   pthread_create(&th, NULL, holder, NULL);
   wait_for(&parked); /* the holder has drained for the last time */
@@ -129,7 +130,7 @@ static void t_after_drain(void) {
 int main(void) {
   jw_backend_set_check(1);
   arm(NO_POINT);
-  jw_backend_test_set_point_hook(point_hook);
+  jw_test_set_point_hook(point_hook);
   for (int i = 0; i < 3; i++) {
     t_after_release();
     t_after_drain();

@@ -111,7 +111,7 @@ static void run_owner_consumer(void *(*consumer)(void *), atomic_int *ready) {
   pthread_t to, tc;
   pthread_create(&tc, NULL, consumer, NULL);
   if (ready)
-    while (!atomic_load(ready)) sched_yield();
+    TEST_WAIT_UNTIL(atomic_load(ready));
   pthread_create(&to, NULL, owner_thread, NULL);
   pthread_join(tc, NULL);
   set_step(3);

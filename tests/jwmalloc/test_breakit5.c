@@ -383,7 +383,7 @@ static void *xexit_thread(void *arg) {
   atomic_store(&handed_ready[id], 1);
   /* Free the neighbour's half (it may be exiting right now). */
   int nb = (id + 1) % XT;
-  while (!atomic_load(&handed_ready[nb])) sched_yield();
+  TEST_WAIT_UNTIL(atomic_load(&handed_ready[nb]));
   for (int i = 1; i < XN; i += 2) {
     if (!intact(&handed[nb][i])) FAIL("xexit: a handed range corrupted");
     jw_free(handed[nb][i].p);
@@ -673,7 +673,7 @@ static void *lp_owner(void *arg) {
   }
   set_step(1);
   if (stay) { /* idle until the others freed everything, then trim: collects the queued slabs */
-    while (atomic_load(&lp_freed) < LP_BLOCKS) sched_yield();
+    TEST_WAIT_UNTIL(atomic_load(&lp_freed) >= LP_BLOCKS);
     jw_malloc_trim(0);
   }
   return NULL;

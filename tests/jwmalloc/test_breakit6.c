@@ -536,7 +536,7 @@ static int case_setrace(void) {
     /* Two whole trim requests after the set returned: a request that read
      * the old state has finished, later ones keep what they find. */
     unsigned long t0 = atomic_load(&trims);
-    while (!getenv("SETRACE_CONTROL") && atomic_load(&trims) < t0 + 2) sched_yield();
+    TEST_WAIT_UNTIL(getenv("SETRACE_CONTROL") || atomic_load(&trims) >= t0 + 2);
     if (jw_place_on() != (want == 1)) {
       stuck++;
       FAIL("iteration %ld: PLACEMENT set to %u but placement is %s for good", i, want, jw_place_on() ? "on" : "off");

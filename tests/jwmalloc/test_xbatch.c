@@ -121,7 +121,7 @@ static void *producer(void *arg) {
     void *p = make(size, rnd(&s));
     if (p == NULL) continue;
     live_add(p);
-    for (;;) {
+    for (unsigned round = 0;; test_backoff(&round)) { /* the queue is full: its consumer is behind */
       pthread_mutex_lock(&q[i].mu);
       if (q[i].tail - q[i].head < QCAP) {
         q[i].item[q[i].tail++ % QCAP] = p;
@@ -129,7 +129,6 @@ static void *producer(void *arg) {
         break;
       }
       pthread_mutex_unlock(&q[i].mu);
-      sched_yield();
     }
   }
   pthread_mutex_lock(&q[i].mu);
