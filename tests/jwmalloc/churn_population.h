@@ -2,12 +2,19 @@
  * a test grows, churns (replaces a random block) and shrinks; each block
  * holds its own index, checked when it is freed. Shared by the placement
  * tests (test_placement_auto.c, test_placement_guard.c). Single-threaded.
- * Include after check.h and jwmalloc.h. */
+ * Include after check.h and jwmalloc.h.
+ *
+ * The placement tests run their reclaim cycles themselves (churn_cycles;
+ * CTest turns the reclaim thread off and the interval up): the trough
+ * detector counts cycles, and how many cycles fall in a given amount of the
+ * program's work must not depend on how busy the machine is. */
 #ifndef JW_TESTS_CHURN_POPULATION_H
 #define JW_TESTS_CHURN_POPULATION_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "reclaim/reclaim.h"
 
 #define POP_CAP 200000
 
@@ -40,6 +47,14 @@ static void churn(long ops) {
     size_t i = rnd() % n;
     drop(i);
     put(i);
+  }
+}
+
+/* ops replacements with a reclaim cycle after each `per_cycle` of them. */
+static void churn_cycles(long ops, long per_cycle) {
+  for (long k = 0; k < ops; k += per_cycle) {
+    churn(per_cycle);
+    jw_reclaim_cycle();
   }
 }
 

@@ -12,14 +12,14 @@
  * only churns short-lived blocks) the stall bound switches it off after 16
  * full cycles.
  *
- * The reclaim interval is short (JWMALLOC_RECLAIM_INTERVAL_MS, set by CTest)
- * so that cycles come often; every wait for a switch is bounded (a hang is a
- * failure, not a duration). Usage: test_placement_auto
+ * The test runs the reclaim cycles itself, one per fixed amount of churn
+ * (the reclaim thread off and the interval long, set by CTest), so that what
+ * the detector sees does not depend on how busy the machine is; every wait
+ * for a switch is bounded by a count of cycles. Usage: test_placement_auto
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "backend/page_source.h"
 #include "jwmalloc.h"
@@ -35,11 +35,6 @@ static void stats(jw_reclaim_stats *r, jw_pages_stats *p) {
   jw_pages_get_stats(p);
 }
 
-static void nap_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-  nanosleep(&ts, NULL);
-}
-
 int main(void) {
   long mode = -1;
   CHECK(jw_option_get("PLACEMENT", &mode) == 0 && mode == 2, "PLACEMENT %ld, want 2 (auto: JWMALLOC_PLACEMENT=auto)", mode);
@@ -51,8 +46,7 @@ int main(void) {
   stats(&r, &p);
   uint64_t c0 = r.cycles;
   for (int i = 0; i < 400 && r.cycles < c0 + 20; i++) {
-    churn(20000);
-    nap_ms(2);
+    churn_cycles(20000, 20000);
     stats(&r, &p);
   }
   CHECK(r.cycles >= c0 + 20, "only %llu reclaim cycles in the steady phase", (unsigned long long)(r.cycles - c0));
@@ -61,18 +55,17 @@ int main(void) {
   uint64_t steady_live = p.live_bytes, steady_mapped = p.mapped_bytes;
   /* Peak, then the trough. */
   while (bytes < 5 * STEADY && n < POP_CAP) put(n++);
-  churn(200000);
+  churn_cycles(200000, 40000);
   stats(&r, &p);
   uint64_t peak_mapped = p.mapped_bytes;
   while (n > steady_n) drop(--n);
   for (int i = 0; i < 500 && !r.placement_active; i++) {
-    churn(2000);
-    nap_ms(2);
+    churn_cycles(2000, 2000);
     stats(&r, &p);
   }
   CHECK(r.placement_active && r.placement_on == 1, "placement not switched on after the peak (on %llu, active %d)",
         (unsigned long long)r.placement_on, r.placement_active);
-  for (int round = 0; round < 10; round++) churn(200000);
+  churn_cycles(2000000, 40000);
   stats(&r, &p);
   printf("placement auto: steady live %.1f MiB mapped %.1f; peak mapped %.1f; after the trough live %.1f MiB (%.2fx) "
          "mapped %.1f (%.2fx); switches on %llu off %llu\n",
@@ -87,8 +80,7 @@ int main(void) {
   /* Back to the peak: mapped is in use again, placement goes off. */
   while (bytes < 5 * STEADY && n < POP_CAP) put(n++);
   for (int i = 0; i < 500 && r.placement_active; i++) {
-    churn(2000);
-    nap_ms(2);
+    churn_cycles(2000, 2000);
     stats(&r, &p);
   }
   CHECK(!r.placement_active && r.placement_off >= 1, "placement still on at the second peak (off %llu)",
@@ -97,12 +89,11 @@ int main(void) {
    * program only allocates and frees short-lived blocks (no survivor moves),
    * no root comes back, and placement goes off after 16 full cycles instead
    * of staying on for as long as the program runs. */
-  churn(200000);
+  churn_cycles(200000, 40000);
   while (n > steady_n) drop(--n);
   uint64_t on0 = r.placement_on;
   for (int i = 0; i < 500 && r.placement_on == on0; i++) {
-    churn(2000);
-    nap_ms(2);
+    churn_cycles(2000, 2000);
     stats(&r, &p);
   }
   CHECK(r.placement_on == on0 + 1, "placement not switched on after the second trough (on %llu)",
@@ -112,7 +103,7 @@ int main(void) {
     void *tmp[64];
     for (int k = 0; k < 64; k++) CHECK((tmp[k] = jw_malloc(4000)) != NULL, "jw_malloc");
     for (int k = 0; k < 64; k++) jw_free(tmp[k]);
-    nap_ms(2);
+    jw_reclaim_cycle();
     stats(&r, &p);
   }
   CHECK(!r.placement_active && r.placement_stalled >= 1,

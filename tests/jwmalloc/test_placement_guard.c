@@ -10,8 +10,10 @@
  * back to its steady level (a trough the detector switches on for, as in
  * jwmalloc.placement.auto). Asserted: the guard saw the contention; placement
  * stayed off for the cycles it holds it off; and it still switched on once
- * the cooldown was over (the guard delays, it does not disable). Every wait is
- * bounded (a hang is a failure, not a duration). Usage: test_placement_guard
+ * the cooldown was over (the guard delays, it does not disable). The test
+ * runs the reclaim cycles itself (the reclaim thread off, set by CTest;
+ * churn_population.h says why); every wait is bounded by a count of cycles.
+ * Usage: test_placement_guard
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -32,20 +34,15 @@
 #include "churn_population.h"
 #define NBIG 24
 
-static void nap_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-  nanosleep(&ts, NULL);
-}
-
 int main(void) {
   long mode = -1;
   CHECK(jw_option_get("PLACEMENT", &mode) == 0 && mode == 2, "PLACEMENT %ld, want 2 (auto)", mode);
   alarm(120); /* a hang bound */
   while (bytes < STEADY) put(n++);
   size_t steady_n = n;
-  churn(200000);
+  churn_cycles(200000, 40000);
   while (bytes < 5 * STEADY && n < POP_CAP) put(n++);
-  churn(200000);
+  churn_cycles(200000, 40000);
   /* Contention at the peak: the backend lock frozen, big blocks from roots
    * mapped without it. */
   freeze_kind = JW_LK_BACKEND;
@@ -69,8 +66,8 @@ int main(void) {
   for (int i = 0; i < NBIG; i++) jw_free(big[i]);
   jw_reclaim_stats r;
   jw_reclaim_get_stats(&r);
-  for (int i = 0; i < 500 && r.placement_contended == 0; i++) {
-    nap_ms(2);
+  for (int i = 0; i < 50 && r.placement_contended == 0; i++) {
+    jw_reclaim_cycle();
     jw_reclaim_get_stats(&r);
   }
   CHECK(r.placement_contended >= 1, "the guard did not see %llu roots mapped without the lock", (unsigned long long)lf);
@@ -80,7 +77,7 @@ int main(void) {
   while (n > steady_n) drop(--n);
   int seen_off = 0;
   for (int i = 0; i < 2000; i++) {
-    churn(500);
+    churn_cycles(500, 500);
     jw_reclaim_get_stats(&r);
     if (r.cycles > c1 + 6) break;
     CHECK(!r.placement_active && r.placement_on == on0, "placement switched on %llu cycles after the contention",
@@ -90,8 +87,7 @@ int main(void) {
   CHECK(seen_off, "no check made within the cooldown");
   /* After the cooldown, the trough switches it on. */
   for (int i = 0; i < 1000 && !r.placement_active; i++) {
-    churn(2000);
-    nap_ms(2);
+    churn_cycles(2000, 2000);
     jw_reclaim_get_stats(&r);
   }
   printf("placement guard: %llu roots mapped without the lock; contended cycles %llu; switched on %llu cycles "
