@@ -234,7 +234,7 @@ static void t_deferred_free(void) {
   pthread_create(&th, NULL, holder, NULL);
   while (jw_load(&hold_state, JW_ACQUIRE) != 1) usleep(1000);
   signal(SIGALRM, on_alarm);
-  alarm(10); /* a bound for a hang, not a timing check */
+  alarm(60); /* a bound for a hang, not a timing check */
   /* A free: into its class's bitmap or onto the deferred list, never waiting. */
   TB_CHECK(jw_backend_free(a) == 0, "free with the lock held failed");
   jw_range_info info;
@@ -305,7 +305,7 @@ static void t_root_reserve(void) {
   pthread_create(&th, NULL, holder, NULL);
   while (jw_load(&hold_state, JW_ACQUIRE) != 1) usleep(1000);
   signal(SIGALRM, on_alarm);
-  alarm(10); /* a bound for a hang, not a timing check */
+  alarm(60); /* a bound for a hang, not a timing check */
   for (unsigned i = 0; i < SLOTS - 1; i++) r[i] = alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL);
   char *mib = alloc(256, JW_KIND_LARGE, NULL);
   jw_backend_stats s2 = st();

@@ -857,7 +857,7 @@ static int case_huge_fork(void) {
   jw_free(jw_malloc(16));
   freeze_kind = JW_LK_HUGE;
   jw_test_set_lock_hook(freeze_hook);
-  alarm(30); /* a hang bound: fork must not deadlock */
+  alarm(60); /* a hang bound: fork must not deadlock */
   pthread_t h, r;
   pthread_create(&h, NULL, holder, NULL);
   while (!atomic_load(&frozen)) usleep(1000);

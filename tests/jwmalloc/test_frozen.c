@@ -25,7 +25,7 @@
 #include "common/lock.h"
 #include "jwmalloc.h"
 
-enum { WORKERS = 4, ROUNDS = 40, PER_ROUND = 24, HANG_SECONDS = 30 };
+enum { WORKERS = 4, ROUNDS = 40, PER_ROUND = 24, HANG_SECONDS = 60 };
 #define MID_SIZE 4000 /* a midend class; the midend trigger freezes it */
 
 static int target;

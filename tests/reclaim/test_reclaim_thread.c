@@ -13,7 +13,7 @@
 #include "rt.h"
 
 #define PAGES(n) ((size_t)(n) * JW_GRANULE)
-#define HANG 20.0 /* seconds: a bound for a hang */
+#define HANG 60.0 /* seconds: a bound for a hang */
 
 enum { N = 32 };
 
