@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""The harness's own cost per call against the allocators' (docs/design/bench.md, "Harness cost").
+
+Reads runs of the suite's throughput workloads made by run.py with the null
+allocator among the allocators (--allocator null=BUILD/lib/libjwb_null.so),
+from one or more run.py folders (--runs, e.g. one per quiet session, so that
+repetitions can be split), and optionally run.py's callgrind records
+(--callgrind DIR) and outputs of the public programs' compare.sh (--public
+FILE...). Writes OUT/report.md and a PNG:
+
+- per workload and thread count, the time per call under the null allocator
+  (the harness plus about 25 instructions of allocator) as a share of the
+  fastest peer's time per call (target: under 10%);
+- the instructions per call of the harness, of the null allocator and of the
+  fastest peer (callgrind, deterministic);
+- whether the suite ranks the allocators as the public programs do.
+Time per call = the cores the threads can use x wall time / calls.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plots  # noqa: E402
+
+PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "scudo"]
+# The suite's workload at a thread count, and the public program it follows
+# (compare.sh's names).
+PUBLIC = [("larson", 2, "larson-2T"), ("rptest-16k", 2, "rptest-2T"), ("rptest-16k", 20, "rptest-20T"),
+          ("xmalloc", 2, "xmalloc-test-2T"), ("xmalloc", 20, "xmalloc-test-20T"), ("mstress", 2, "mstress-2T"),
+          ("mstress", 20, "mstress-20T"), ("mleak", 2, "mleak")]
+SHORT = {"jw": "jwmalloc", "mi": "mimalloc", "tc": "tcmalloc", "je": "jemalloc", "sys": "glibc"}
+
+
+def load_runs(dirs):
+    runs, meta = [], None
+    for d in dirs:
+        with open(os.path.join(d, "raw", "runs.jsonl")) as f:
+            runs += [json.loads(x) for x in f if x.strip()]
+        with open(os.path.join(d, "meta.json")) as f:
+            meta = meta or json.load(f)
+    return runs, meta
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def public_figures(files):
+    """{program: {allocator: [medians, one per file]}} from compare.sh outputs."""
+    out = {}
+    for path in files:
+        with open(path) as f:
+            for line in f:
+                parts = line.split("|")[0].split()
+                if len(parts) < 2 or "=" not in parts[1]:
+                    continue
+                for tok in parts[1:]:
+                    k, v = tok.split("=", 1)
+                    try:
+                        out.setdefault(parts[0], {}).setdefault(SHORT.get(k, k), []).append(float(v))
+                    except ValueError:
+                        pass
+    return out
+
+
+def order(vals):
+    return [a for a, _ in sorted(vals.items(), key=lambda kv: -kv[1])]
+
+
+def kendall(o1, o2):
+    common = [a for a in o1 if a in o2]
+    agree = total = 0
+    for i in range(len(common)):
+        for j in range(i + 1, len(common)):
+            total += 1
+            a, b = common[i], common[j]
+            agree += 1 if (o2.index(a) < o2.index(b)) else -1
+    return agree / total if total else None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", nargs="+", required=True, help="run.py result folders (with the null allocator)")
+    ap.add_argument("--callgrind", help="a run.py folder with callgrind records (null and peers)")
+    ap.add_argument("--public", nargs="*", default=[], help="compare.sh outputs (one per repetition or session)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--command", action="append", default=[], help="a command line to quote in the report")
+    a = ap.parse_args(argv)
+    runs, meta = load_runs(a.runs)
+    ncores = meta["machine"]["ncores"]
+    ok = [r for r in runs if r.get("kind") == "run" and r.get("status") == "ok"]
+    works, threads = [], []
+    for r in ok:
+        if r["workload"] not in works:
+            works.append(r["workload"])
+        if r["threads"] not in threads:
+            threads.append(r["threads"])
+    threads.sort()
+
+    def ops(w, t, alloc):
+        return med([r["result"].get("ops_per_s") for r in ok if r["workload"] == w and r["threads"] == t and
+                    r["allocator"] == alloc])
+
+    def reps(w, t, alloc):
+        return len([r for r in ok if r["workload"] == w and r["threads"] == t and r["allocator"] == alloc])
+
+    lines = ["# Harness cost", "",
+             "The suite's own work per allocator call (random requests, block tags written and checked, counters, "
+             "one timed call in 32) against the allocators' (docs/design/bench.md, \"Harness cost\"), measured "
+             "with the null allocator (`build/lib/libjwb_null.so`: per-thread LIFO lists per power-of-two class, "
+             "about 25 instructions per call) through the same launcher, LD_PRELOAD and harness as every "
+             "allocator. Time per call: cores the threads can use (%d here) x wall time / calls; share = null's "
+             "time per call / the fastest peer's (peers: %s). Target: under 10%%. Medians of %s interleaved runs."
+             % (ncores, ", ".join(PEERS), ", ".join(sorted({str(reps(w, t, "null")) for w in works for t in threads}))),
+             "", "Commands:", ""] + ["    " + c for c in a.command] + [""]
+    lines += ["| workload | threads | null ns/call | fastest peer | its ns/call | share | jwmalloc ns/call | "
+              "within 10% |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    shares = {}
+    for w in works:
+        for t in threads:
+            n = ops(w, t, "null")
+            peers = {p: ops(w, t, p) for p in PEERS if ops(w, t, p)}
+            if not n or not peers:
+                continue
+            best = max(peers, key=peers.get)
+            ns = lambda x: min(t, ncores) * 1e9 / x  # noqa: E731
+            share = ns(n) / ns(peers[best])
+            shares[(w, "%d threads" % t)] = 100 * share
+            jw = ops(w, t, "jwmalloc")
+            lines.append("| %s | %d | %.1f | %s | %.1f | %.0f%% | %s | %s |" % (
+                w, t, ns(n), best, ns(peers[best]), 100 * share, "%.1f" % ns(jw) if jw else "-",
+                "yes" if share < 0.10 else "**no**"))
+    lines.append("")
+    png = plots.bars(a.out, "harness-share", "Harness cost: null allocator's time per call / fastest peer's",
+                     "percent", works, ["%d threads" % t for t in threads], shares, ref_line=10)
+    lines += (["![harness share](%s)" % png, ""] if png else ["(no plot: gnuplot missing or failed)", ""])
+
+    if a.callgrind:
+        cg, _ = load_runs([a.callgrind])
+        cg = [r for r in cg if r.get("kind") == "callgrind" and r.get("status") == "ok"]
+        lines += ["## Instructions per call (callgrind)", "",
+                  "Deterministic counts at %s threads (run.py's callgrind runs, a fixed amount of work): the "
+                  "harness's (everything but the allocator), the null allocator's, the fewest of a peer's." %
+                  ", ".join(sorted({str(r["threads"]) for r in cg})), "",
+                  "| workload | harness | null allocator | fewest peer | its instructions | harness / fewest peer |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for w in works:
+            rs = {r["allocator"]: r for r in cg if r["workload"] == w}
+            if "null" not in rs:
+                continue
+            peers = {p: rs[p]["alloc_instr_per_op"] for p in PEERS if p in rs}
+            if not peers:
+                continue
+            best = min(peers, key=peers.get)
+            h = rs["null"]["workload_instr_per_op"]
+            lines.append("| %s | %.0f | %.0f | %s | %.0f | %.0f%% |" % (
+                w, h, rs["null"]["alloc_instr_per_op"], best, peers[best], 100 * h / peers[best]))
+        lines.append("")
+
+    if a.public:
+        pub = public_figures(a.public)
+        lines += ["## Ranking against the public programs", "",
+                  "The allocators ordered by the suite's throughput and by the public program's own figure "
+                  "(compare.sh, medians over %d outputs), best first; tau: Kendall's rank agreement (1: the same "
+                  "order)." % len(a.public), "",
+                  "| public program | suite workload | public order | suite order | same best | tau |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for w, t, prog in PUBLIC:
+            if prog not in pub:
+                continue
+            pv = {k: med(v) for k, v in pub[prog].items() if med(v)}
+            sv = {k: ops(w, t, k) for k in pv if ops(w, t, k)}
+            if not sv:
+                continue
+            po, so = order(pv), order(sv)
+            tau = kendall(po, so)
+            lines.append("| %s | %s, %d threads | %s | %s | %s | %s |" % (
+                prog, w, t, " > ".join(po), " > ".join(so), "yes" if po[0] == so[0] else "**no**",
+                "%.2f" % tau if tau is not None else "-"))
+        lines.append("")
+    text = "\n".join(lines) + "\n"
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "report.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
