@@ -13,17 +13,27 @@ FILE...). Writes OUT/report.md and a PNG:
   fastest peer's time per call (target: under 10%);
 - the instructions per call of the harness, of the null allocator and of the
   fastest peer (callgrind, deterministic);
-- whether the suite ranks the allocators as the public programs do.
+- whether the suite ranks the allocators as the public programs do;
+- with --perf-measure, where the time goes: perf's cpu-clock samples of one
+  run per workload, thread count and allocator (and, with --public-bin, of
+  the public programs), split by the object they fall in: the workload
+  program (the harness and the workload's own request generation), the vDSO
+  (the harness's timer reads), the allocator's library, the kernel, libc.
 Time per call = the cores the threads can use x wall time / calls.
 """
 import argparse
 import json
 import os
+import re
 import statistics
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import allocators  # noqa: E402
+import interleave  # noqa: E402
 import plots  # noqa: E402
+import workloads as wl_mod  # noqa: E402
 
 PEERS = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "scudo"]
 # The suite's workload at a thread count, and the public program it follows
@@ -32,6 +42,109 @@ PUBLIC = [("larson", 2, "larson-2T"), ("rptest-16k", 2, "rptest-2T"), ("rptest-1
           ("xmalloc", 2, "xmalloc-test-2T"), ("xmalloc", 20, "xmalloc-test-20T"), ("mstress", 2, "mstress-2T"),
           ("mstress", 20, "mstress-20T"), ("mleak", 2, "mleak")]
 SHORT = {"jw": "jwmalloc", "mi": "mimalloc", "tc": "tcmalloc", "je": "jemalloc", "sys": "glibc"}
+
+
+# compare.sh's programs and arguments, for --public-bin.
+PUBLIC_ARGS = {"larson-2T": ("larson", "5 8 1000 5000 100 4141 2"),
+               "rptest-2T": ("rptest", "2 0 1 2 500 1000 100 8 16000"),
+               "xmalloc-test-2T": ("xmalloc-test", "-w 2 -t 5 -s 64"), "mstress-2T": ("mstress", "2 200 200")}
+
+
+def perf_split(cmd, env, prog, alloc_lib, cwd=None, timeout=300):
+    """Runs cmd under perf record (cpu-clock samples) and returns the share
+    of samples per part: workload, timer, allocator, kernel, libc, other."""
+    data = os.path.join(os.environ.get("TMPDIR", "/tmp"), "jwb-perf-%d.data" % os.getpid())
+    p = subprocess.run(["perf", "record", "-q", "-F", "1999", "-e", "cpu-clock", "-o", data, "--"] + cmd,
+                       env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        sys.exit("harness_cost.py: perf record %s failed (exit %d): %s" % (
+            " ".join(cmd), p.returncode, (p.stderr.strip().splitlines() or [""])[-1]))
+    rep = subprocess.run(["perf", "report", "-i", data, "--sort", "dso", "--stdio", "-q"], capture_output=True,
+                         text=True, timeout=120).stdout
+    os.unlink(data)
+    parts = {}
+    stem = os.path.basename(alloc_lib).split(".so")[0] if alloc_lib else "libc"
+    for line in rep.splitlines():
+        m = re.match(r"\s*([0-9.]+)%\s+(\S+)", line)
+        if not m:
+            continue
+        share, dso = float(m.group(1)), m.group(2)
+        if dso == os.path.basename(prog):
+            k = "workload"
+        elif dso == "[vdso]":
+            k = "timer"
+        elif dso.startswith(stem):
+            k = "allocator"
+        elif dso.startswith("[kernel"):
+            k = "kernel"
+        elif dso.startswith("libc.so"):
+            k = "libc"
+        else:
+            k = "other"
+        parts[k] = parts.get(k, 0.0) + share
+    return parts, p.stdout
+
+
+def perf_measure(a):
+    """One perf run per (workload, threads, allocator), interleaved; and the
+    public programs under each allocator when --public-bin is given."""
+    lib = os.path.join(a.build, "lib", "libjwmalloc.so")
+    custom = {"null": (os.path.abspath(os.path.join(a.build, "lib", "libjwb_null.so")), {})}
+    allocs = [allocators.resolve(n, lib, custom=custom) for n in a.allocators.split(",") if n]
+    os.makedirs(os.path.join(a.out, "raw"), exist_ok=True)
+    out = open(os.path.join(a.out, "raw", "perf.jsonl"), "w")
+    threads = [int(t) for t in a.threads.split(",") if t]
+    cells = [(w, t, A.name) for w in a.workloads.split(",") if w for t in threads for A in allocs if A.ok]
+    by = {A.name: A for A in allocs}
+
+    def run_cell(cell, r):
+        w, t, name = cell
+        W = wl_mod.BY_NAME[w]
+        prog = os.path.join(a.build, "bin", W.prog)
+        cmd = [prog] + W.args("full", t, a.duration) + ["--seed", str(r + 1)]
+        parts, stdout = perf_split(cmd, interleave.env_for(by[name]), prog, by[name].lib)
+        res = interleave.kv(interleave.result_line(stdout) or "")
+        rec = {"kind": "suite", "workload": w, "threads": t, "allocator": name, "parts": parts,
+               "ops_per_s": float(res.get("ops_per_s", 0))}
+        out.write(json.dumps(rec) + "\n")
+        return rec
+
+    interleave.interleaved(cells, 1, run_cell, "perf")
+    if a.public_bin:
+        pcells = [(prog, A.name) for prog in PUBLIC_ARGS for A in allocs if A.ok]
+
+        def run_public(cell, r):
+            prog, name = cell
+            exe, args = PUBLIC_ARGS[prog]
+            path = os.path.join(a.public_bin, exe)
+            parts, _ = perf_split([path] + args.split(), interleave.env_for(by[name]), path, by[name].lib,
+                                  cwd=a.public_bin)
+            rec = {"kind": "public", "workload": prog, "threads": 2, "allocator": name, "parts": parts}
+            out.write(json.dumps(rec) + "\n")
+            return rec
+
+        interleave.interleaved(pcells, 1, run_public, "perf public")
+    out.close()
+
+
+def perf_lines(path):
+    recs = [json.loads(x) for x in open(path) if x.strip()]
+    lines = ["## Where the time goes (perf)", "",
+             "Shares of perf's cpu-clock samples (`perf record -e cpu-clock`, about 2,000 a second; this machine "
+             "has no hardware counters) in one run per cell: *program*: the workload program (the harness and "
+             "the workload's own request generation: for a public program, the whole program); *timer*: the "
+             "vDSO, i.e. the harness's clock reads (one timed call in 32, and the floor's two reads); "
+             "*allocator*: the allocator's library (glibc's malloc lies in libc: its share is in the libc "
+             "column); *kernel*: system calls, page faults, thread creation, scheduling.", "",
+             "| program | threads | allocator | program % | timer % | allocator % | libc % | kernel % | other % |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in recs:
+        p = r["parts"]
+        lines.append("| %s%s | %d | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |" % (
+            r["workload"], " (public)" if r["kind"] == "public" else "", r["threads"], r["allocator"],
+            p.get("workload", 0), p.get("timer", 0), p.get("allocator", 0), p.get("libc", 0), p.get("kernel", 0),
+            p.get("other", 0)))
+    return lines + [""]
 
 
 def load_runs(dirs):
@@ -84,12 +197,29 @@ def kendall(o1, o2):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", nargs="+", required=True, help="run.py result folders (with the null allocator)")
+    ap.add_argument("--runs", nargs="*", default=[], help="run.py result folders (with the null allocator)")
+    ap.add_argument("--perf-measure", action="store_true", help="measure the perf split into OUT/raw/perf.jsonl")
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--allocators", default="null,glibc,jemalloc,mimalloc,tcmalloc,scudo,jwmalloc")
+    ap.add_argument("--workloads", default="rptest-16k,xmalloc,mstress,larson,reformat")
+    ap.add_argument("--threads", default="2,20")
+    ap.add_argument("--duration", type=float, default=1.0)
+    ap.add_argument("--public-bin", help="the public programs built by build.sh (perf of them too)")
     ap.add_argument("--callgrind", help="a run.py folder with callgrind records (null and peers)")
     ap.add_argument("--public", nargs="*", default=[], help="compare.sh outputs (one per repetition or session)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", action="append", default=[], help="a command line to quote in the report")
+    ap.add_argument("--notes", help="a Markdown file appended to the report (the analysis)")
     a = ap.parse_args(argv)
+    if a.perf_measure:
+        if subprocess.run(["sh", "-c", "command -v perf"], capture_output=True).returncode == 0:
+            perf_measure(a)
+        else:
+            print("harness_cost.py: perf is not installed: no split of the time", file=sys.stderr)
+    if not a.runs:
+        if not a.perf_measure:
+            sys.exit("harness_cost.py: --runs or --perf-measure")
+        return
     runs, meta = load_runs(a.runs)
     ncores = meta["machine"]["ncores"]
     ok = [r for r in runs if r.get("kind") == "run" and r.get("status") == "ok"]
@@ -182,6 +312,12 @@ def main(argv=None):
                 prog, w, t, " > ".join(po), " > ".join(so), "yes" if po[0] == so[0] else "**no**",
                 "%.2f" % tau if tau is not None else "-"))
         lines.append("")
+    perf = os.path.join(a.out, "raw", "perf.jsonl")
+    if os.path.exists(perf):
+        lines += perf_lines(perf)
+    if a.notes:
+        with open(a.notes) as f:
+            lines += [f.read().rstrip("\n"), ""]
     text = "\n".join(lines) + "\n"
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "report.md"), "w") as f:

@@ -129,32 +129,34 @@ def write_report(a, allocs, runs):
         if r["workload"] not in works:
             works.append(r["workload"])
     names = [A.name for A in allocs]
-    absent = [A for A in allocs if not A.ok]
     d = runs[0]["result"] if runs else {}
+    nrep = sorted({len([x for x in runs if (x["workload"], x["allocator"], x["mode"]) == c])
+                   for c in {(x["workload"], x["allocator"], x["mode"]) for x in runs}})
     lines = ["# Preemption injection", "",
-             "What a paused thread costs the others (docs/design/bench.md, \"Preemption injection\"). %s threads; "
-             "a pause of %s ms every %s us; every allocator call timed; a call is *slow* when it takes longer "
-             "than half a pause (%s ns) on a thread other than the paused one. Modes: *none* (no pauses), "
-             "*random* (a signal to a random worker, whose handler sleeps), *section* (the next thread to enter "
-             "one of the allocator's lock-holding sections sleeps there, holding the lock). Each cell: median "
-             "[min-max] over %d interleaved runs." % (
+             "What a paused thread costs the others (docs/design/bench.md, \"Preemption injection\"). %s worker "
+             "threads; a pause of %s ms every %s us on average; every allocator call timed; a call is *slow* when "
+             "it takes longer than half a pause (%s ns) and is not the paused thread's own. Modes: *none* (no "
+             "pauses), *random* (a signal to a random worker, whose handler sleeps), *section* (the next thread "
+             "to enter one of the allocator's lock-holding sections sleeps there, holding the lock; run only "
+             "where a hook reaches a section). Each cell: median [min-max] over %s interleaved runs." % (
                  d.get("threads", a.threads), d.get("pause_ms", a.pause_ms), d.get("pause_every_us", a.pause_every),
-                 d.get("lat_slow_ns", "?"), max([len([x for x in runs if x["workload"] == works[0] and
-                                                      x["allocator"] == runs[0]["allocator"] and x["mode"] == "none"])]
-                                                  if works else [0])),
+                 d.get("lat_slow_ns", "?"), "/".join(map(str, nrep)) or "0"),
              "",
-             "jwmalloc runs as its test-hooks library (`build/lib/libjwmalloc_hooks.so`, the release sources with "
+             "jwmalloc runs as its test-hooks library (`build/lib/libjwmalloc_hooks.so`: the release sources with "
              "the lock hooks compiled in) in every mode; every peer runs behind the pause shim "
-             "(`build/lib/libjwb_pause.so`) in every mode, so each allocator is compared with itself under the same "
-             "instrumentation. *sections/s*: entries into sections a hook reaches, per second (mode none).", ""]
-    for A in absent:
-        lines.append("- %s: %s (%s)" % (A.name, A.state, A.reason))
-    if absent:
-        lines.append("")
+             "(`build/lib/libjwb_pause.so`) in every mode, so each allocator is compared with itself under the "
+             "same instrumentation. *sections/s*: entries into the sections a hook reaches, per second (mode "
+             "none); *beyond none*: the median's difference to mode none's median.", ""]
+    if a.command:
+        lines += ["Commands:", ""] + ["    " + c for c in a.command] + [""]
+    for A in allocs:
+        if not A.ok:
+            lines.append("- %s: %s (%s)" % (A.name, A.state, A.reason))
+    lines.append("")
     diffs = {}
     for w in works:
         lines += ["## %s, %s threads" % (w, d.get("threads", a.threads)), "",
-                  "| allocator | sections/s | hooks reached (none) | mode | pauses/s | pauses in a section | "
+                  "| allocator | sections/s | sections entered in one run (none) | mode | pauses/s | pauses by section | "
                   "slow / M calls | slow per run | beyond none / M | own pause / M | floor slow / M | M calls/s |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for name in names:
@@ -162,29 +164,30 @@ def write_report(a, allocs, runs):
             if not rs:
                 continue
             base = [slow_pm(r) for r in rs if r["mode"] == "none"]
+            first = True
             for m in MODES:
                 ms = [r for r in rs if r["mode"] == m]
                 if not ms:
+                    if m == "section":
+                        lines.append("| | | | section | not run: no section reached | | | | | | | |")
                     continue
                 el = [float(r["result"]["elapsed_s"]) or 1 for r in ms]
                 slows = [slow_pm(r) for r in ms]
                 beyond = (med(slows) - med(base)) if base and m != "none" else None
                 if beyond is not None:
                     diffs[(w, name, m)] = beyond
-                in_sec = [num(r, "pauses") - 0 for r in ms] if m == "section" else None
-                lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                    name if m == MODES[0] or not base else "",
+                lines.append("| %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %.1f |" % (
+                    name if first else "",
                     "%.0f" % med([num(r, "hook_calls") / e for r, e in zip(ms, el)]) if m == "none" else "",
                     hook_kinds(ms[0], "hooks") if m == "none" else "",
-                    m,
-                    "%.0f" % med([num(r, "pauses") / e for r, e in zip(ms, el)]),
-                    (hook_kinds(ms[0], "hook_pauses") if in_sec and med(in_sec) else
-                     ("0 (no section reached)" if m == "section" else "")),
+                    m, med([num(r, "pauses") / e for r, e in zip(ms, el)]),
+                    hook_kinds(ms[0], "hook_pauses") if m == "section" else "",
                     fmt_range(slows), fmt_range([num(r, "lat_slow") for r in ms], "%.0f"),
                     "%+.1f" % beyond if beyond is not None else "",
                     fmt_range([interleave.per_million(num(r, "lat_slow_own"), num(r, "lat_samples")) for r in ms]),
                     fmt_range([interleave.per_million(num(r, "floor_slow"), num(r, "lat_samples")) for r in ms]),
-                    "%.1f" % (med([float(r["result"]["ops_per_s"]) for r in ms]) / 1e6)))
+                    med([float(r["result"]["ops_per_s"]) for r in ms]) / 1e6))
+                first = False
         lines.append("")
         png = plots.bars(out, "preempt-" + w, "%s, %s threads: slow calls beyond the run without pauses" % (
             w, d.get("threads", a.threads)), "slow calls per million, beyond none (median)", names,
@@ -193,6 +196,9 @@ def write_report(a, allocs, runs):
         lines += (["![slow calls beyond none, %s](%s)" % (w, png), ""] if png else
                   ["(no plot: gnuplot missing or failed)", ""])
     lines += target_lines(runs, works)
+    if a.notes:
+        with open(a.notes) as f:
+            lines += [f.read().rstrip("\n"), ""]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text)
@@ -235,6 +241,8 @@ def main(argv=None):
     ap.add_argument("--append", action="store_true", help="add repetitions to the raw runs already in OUT")
     ap.add_argument("--report-only", action="store_true", help="write the report from OUT's raw runs")
     ap.add_argument("--publish", help="copy the report and its plots to this folder")
+    ap.add_argument("--notes", help="a Markdown file appended to the report (the analysis)")
+    ap.add_argument("--command", action="append", default=[], help="a command line quoted in the report")
     a = ap.parse_args(argv)
     if a.repeat < 1 or a.threads < 2 or a.duration <= 0 or a.pause_every < 10 or a.pause_ms <= 0:
         sys.exit("preempt.py: --repeat >= 1, --threads >= 2, --duration > 0, --pause-every >= 10, --pause-ms > 0")
