@@ -148,10 +148,12 @@ def perf_lines(path):
 
 
 def load_runs(dirs):
+    """The runs of every folder, each tagged with its folder's number
+    (`session`: the allocators are interleaved within one)."""
     runs, meta = [], None
-    for d in dirs:
+    for i, d in enumerate(dirs):
         with open(os.path.join(d, "raw", "runs.jsonl")) as f:
-            runs += [json.loads(x) for x in f if x.strip()]
+            runs += [dict(json.loads(x), session=i) for x in f if x.strip()]
         with open(os.path.join(d, "meta.json")) as f:
             meta = meta or json.load(f)
     return runs, meta
@@ -231,9 +233,20 @@ def main(argv=None):
             threads.append(r["threads"])
     threads.sort()
 
-    def ops(w, t, alloc):
+    def ops(w, t, alloc, session=None):
         return med([r["result"].get("ops_per_s") for r in ok if r["workload"] == w and r["threads"] == t and
-                    r["allocator"] == alloc])
+                    r["allocator"] == alloc and session in (None, r["session"])])
+
+    sessions = sorted({r["session"] for r in ok})
+
+    def share_range(w, t, best):
+        """The null allocator's time per call / best's, per session (interleaved runs): median, min, max."""
+        xs = []
+        for sn in sessions:
+            n, b = ops(w, t, "null", sn), ops(w, t, best, sn)
+            if n and b:
+                xs.append(b / n)
+        return (med(xs), min(xs), max(xs)) if xs else (None, None, None)
 
     def reps(w, t, alloc):
         return len([r for r in ok if r["workload"] == w and r["threads"] == t and r["allocator"] == alloc])
@@ -243,12 +256,25 @@ def main(argv=None):
              "one timed call in 32) against the allocators' (docs/design/bench.md, \"Harness cost\"), measured "
              "with the null allocator (`build/lib/libjwb_null.so`: per-thread LIFO lists per power-of-two class, "
              "about 25 instructions per call) through the same launcher, LD_PRELOAD and harness as every "
-             "allocator. Time per call: cores the threads can use (%d here) x wall time / calls; share = null's "
-             "time per call / the fastest peer's (peers: %s). Target: under 10%%. Medians of %s interleaved runs."
-             % (ncores, ", ".join(PEERS), ", ".join(sorted({str(reps(w, t, "null")) for w in works for t in threads}))),
+             "allocator. Time per call: cores the threads can use (%d here) x wall time / calls (medians of %s "
+             "runs, one per session); *fastest peer*: by the medians (peers: %s); *share* = the null allocator's "
+             "time per call / the fastest peer's, computed within each session (its allocators interleaved run by "
+             "run) and given as the median [min-max] over the sessions. Target: under 10%%."
+             % (ncores, ", ".join(sorted({str(reps(w, t, "null")) for w in works for t in threads})),
+                ", ".join(PEERS)),
              "", "Commands:", ""] + ["    " + c for c in a.command] + [""]
-    lines += ["| workload | threads | null ns/call | fastest peer | its ns/call | share | jwmalloc ns/call | "
-              "within 10% |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    perf_path = os.path.join(a.out, "raw", "perf.jsonl")
+    perf = {}
+    if os.path.exists(perf_path):
+        for x in open(perf_path):
+            if x.strip():
+                r = json.loads(x)
+                if r["kind"] == "suite":
+                    perf[(r["workload"], r["threads"], r["allocator"])] = r["parts"]
+    lines += ["*perf*: the share of the run's time in the workload program and the timer under that fastest "
+              "peer (see \"Where the time goes\"): the harness's and the workload's own work, measured directly.",
+              "", "| workload | threads | null ns/call | fastest peer | its ns/call | share | perf: program + timer | "
+              "jwmalloc ns/call | within 10% |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     shares = {}
     for w in works:
         for t in threads:
@@ -258,12 +284,16 @@ def main(argv=None):
                 continue
             best = max(peers, key=peers.get)
             ns = lambda x: min(t, ncores) * 1e9 / x  # noqa: E731
-            share = ns(n) / ns(peers[best])
+            share, lo, hi = share_range(w, t, best)
+            if share is None:
+                continue
             shares[(w, "%d threads" % t)] = 100 * share
             jw = ops(w, t, "jwmalloc")
-            lines.append("| %s | %d | %.1f | %s | %.1f | %.0f%% | %s | %s |" % (
-                w, t, ns(n), best, ns(peers[best]), 100 * share, "%.1f" % ns(jw) if jw else "-",
-                "yes" if share < 0.10 else "**no**"))
+            pp = perf.get((w, t, best))
+            lines.append("| %s | %d | %.1f | %s | %.1f | %.0f%% [%.0f-%.0f] | %s | %s | %s |" % (
+                w, t, ns(n), best, ns(peers[best]), 100 * share, 100 * lo, 100 * hi,
+                "%.0f%%" % (pp.get("workload", 0) + pp.get("timer", 0)) if pp else "-",
+                "%.1f" % ns(jw) if jw else "-", "yes" if share < 0.10 else "**no**"))
     lines.append("")
     png = plots.bars(a.out, "harness-share", "Harness cost: null allocator's time per call / fastest peer's",
                      "percent", works, ["%d threads" % t for t in threads], shares, ref_line=10)
@@ -312,9 +342,8 @@ def main(argv=None):
                 prog, w, t, " > ".join(po), " > ".join(so), "yes" if po[0] == so[0] else "**no**",
                 "%.2f" % tau if tau is not None else "-"))
         lines.append("")
-    perf = os.path.join(a.out, "raw", "perf.jsonl")
-    if os.path.exists(perf):
-        lines += perf_lines(perf)
+    if os.path.exists(perf_path):
+        lines += perf_lines(perf_path)
     if a.notes:
         with open(a.notes) as f:
             lines += [f.read().rstrip("\n"), ""]

@@ -156,7 +156,7 @@ def write_report(a, allocs, runs):
     diffs = {}
     for w in works:
         lines += ["## %s, %s threads" % (w, d.get("threads", a.threads)), "",
-                  "| allocator | sections/s | sections entered in one run (none) | mode | pauses/s | pauses by section | "
+                  "| allocator | sections/s | sections entered, first run (none) | mode | pauses/s | pauses by section, first run | "
                   "slow / M calls | slow per run | beyond none / M | own pause / M | floor slow / M | M calls/s |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for name in names:
