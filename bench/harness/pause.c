@@ -12,7 +12,7 @@
  * Per-worker timers (timer_create) avoid that but tick only when their
  * thread runs, a third of the rate asked for at 10 threads per core.
  * In random mode the handler sleeps --pause-ms, so the worker is descheduled
- * wherever it was, inside the allocator or not. In section mode it arms a
+ * wherever it was, inside the allocator or not. In section mode the tick arms a
  * flag instead; the next thread that enters one of the allocator's
  * lock-holding sections (reached through a section hook) takes the flag and
  * sleeps there, holding the lock. Each arm names one kind of section, in
@@ -35,7 +35,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
