@@ -116,6 +116,9 @@ typedef struct jw_stats {
                                             (reclamation.md section 6a) */
   uint64_t placement_stalled;            /* switches off by the stall bound: no root came back for 16
                                             reclaim cycles of a trough (reclamation.md section 6a) */
+  uint64_t backend_ahead_bytes;          /* roots mapped ahead, held ready now (address space, untouched;
+                                            in backend_released_bytes too; backend.md 7a) */
+  uint64_t backend_ahead_taken;          /* of backend_lf_roots, those taken mapped ahead (no mmap) */
 } jw_stats;
 
 /* Fills *out with the first `size` bytes of the statistics (size: the

@@ -42,6 +42,8 @@ JWMALLOC_VARIANTS = {
     "jwmalloc": ({}, "jwmalloc (this project)"),
     "jwmalloc-fixed": ({"JWMALLOC_RECLAIM_POLICY": "fixed-delay"},
                        "jwmalloc with the fixed-delay reclamation baseline (a merge keeps the oldest countdown)"),
+    "jwmalloc-noahead": ({"JWMALLOC_AHEAD_ROOTS": "0"},
+                         "jwmalloc without roots mapped ahead (step 5 maps on the caller's path; backend.md 7a)"),
 }
 
 

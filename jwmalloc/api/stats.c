@@ -85,6 +85,8 @@ static void collect(jw_stats *s) {
   s->backend_lf_recycled = bs.lf_recycled;
   s->backend_lf_roots = bs.lf_roots;
   s->backend_roots_reused = bs.roots_reused;
+  s->backend_ahead_bytes = bs.ahead_bytes;
+  s->backend_ahead_taken = bs.ahead_taken;
   jw_reclaim_stats rs;
   jw_reclaim_get_stats(&rs);
   s->reclaim_cycles = rs.cycles;
@@ -163,11 +165,13 @@ JW_EXPORT void jw_stats_print(int fd) {
              (unsigned long long)s.backend_allocs, (unsigned long long)s.backend_frees,
              (unsigned long long)s.backend_splits, (unsigned long long)s.backend_merges);
   jw_dprintf(fd, "  backend roots mapped: %llu, %llu emptied roots reused from the reserve; lock-free paths: %llu bitmap allocs, %llu splits and %llu "
-             "deferred frees reused with the lock busy, %llu roots mapped without it\n",
+             "deferred frees reused with the lock busy, %llu roots mapped without it (%llu of them mapped ahead, "
+             "%llu KiB held ahead now)\n",
              (unsigned long long)s.backend_roots_mapped, (unsigned long long)s.backend_roots_reused,
              (unsigned long long)s.backend_fast_allocs,
              (unsigned long long)s.backend_lf_splits, (unsigned long long)s.backend_lf_recycled,
-             (unsigned long long)s.backend_lf_roots);
+             (unsigned long long)s.backend_lf_roots, (unsigned long long)s.backend_ahead_taken,
+             (unsigned long long)(s.backend_ahead_bytes >> 10));
   jw_dprintf(fd, "  threads: %llu started, %llu exited; %llu abandoned slabs; %llu midend fallbacks; %llu bad frees\n",
              (unsigned long long)s.threads_started, (unsigned long long)s.threads_exited,
              (unsigned long long)s.abandoned_slabs, (unsigned long long)s.mid_fallbacks,

@@ -18,6 +18,7 @@
 #include "../os/os_mem.h"
 #include "../reclaim/policy.h"
 #include "../reclaim/reclaim.h"
+#include "ahead.h"
 #include "backend_internal.h"
 #include "fast.h"
 #include "lookup.h"
@@ -62,6 +63,7 @@ void jw_backend_init_once(void) {
   if (jw_load(&jw_be.inited, JW_ACQUIRE)) return;
   jw_store(&jw_be.check, env_uint("JWMALLOC_CHECK", JWMALLOC_CHECK_DEFAULT, 1, 1) ? 1u : 0u, JW_RELAXED);
   jw_store(&jw_be.retain_roots, env_uint("JWMALLOC_RETAIN_ROOTS", 1, 1u << 20, 1), JW_RELAXED);
+  jw_ahead_set_target(env_uint("JWMALLOC_AHEAD_ROOTS", 2, JW_AHEAD_MAX, 1)); /* section 7a, "Roots mapped ahead" */
   /* The same variable as the tiers' (common/options.h, README "Options"):
    * read here too because the backend also runs without the tiers (tests),
    * where it defaults to off; the library's options set it first (default
@@ -93,23 +95,7 @@ static inline int checking(void) { return jw_load(&jw_be.check, JW_RELAXED) != 0
 static inline int placing(void) { return jw_place_on(); /* follows the switch (section 7b) */ }
 
 /* ---- lock-free operations and whole-tree checks exclude each other
- * (docs/design/backend.md, section 7a, "Checks"). Dekker-style: an operation
- * counts itself in flight (in its class's bitmap line, which it writes
- * anyway), then reads the checker's flag; the checker raises its flag, then
- * reads every count. Sequentially consistent orders make at least one of
- * them see the other: the operation backs off, or the checker waits. */
-
-/* The checker's flag: 0 down, LF_RAISED up, LF_SLEEPER up with a waiter
- * asleep on it (lf_enter_wait), whom jw_backend_lf_resume wakes. */
-enum { LF_RAISED = 1, LF_SLEEPER = 2 };
-
-static inline int lf_enter(unsigned c) {
-  jw_fetch_add(&jw_fast[c].inflight, 1, JW_SEQ_CST);
-  if (jw_load(&jw_be.lf_checking, JW_SEQ_CST) == 0) return 1;
-  /* Release: nothing was written; keeps the count's updates uniform. */
-  jw_fetch_sub(&jw_fast[c].inflight, 1, JW_RELEASE);
-  return 0;
-}
+ * (lf_enter, lf_exit: backend_internal.h). */
 
 /* lf_enter for the paths that have no other way to go (a fresh root): while
  * the flag is up, spin and yield briefly, then sleep on the flag until the
@@ -118,12 +104,6 @@ static inline int lf_enter(unsigned c) {
 static void lf_enter_wait(unsigned c) {
   jw_backoff b = JW_BACKOFF_INIT;
   while (!lf_enter(c)) jw_backoff_futex(&b, &jw_be.lf_checking, LF_SLEEPER);
-}
-
-static inline void lf_exit(unsigned c) {
-  /* Release: the operation's record writes happen before a checker that
-   * reads the count as 0 (seq-cst load, stronger than acquire). */
-  jw_fetch_sub(&jw_fast[c].inflight, 1, JW_RELEASE);
 }
 
 static int lf_any_inflight(void) {
@@ -398,10 +378,11 @@ static uintptr_t root_map(jw_rec **recs) {
   return base;
 }
 
-/* Step 5: nothing to recycle and the lock held: a fresh root mapped without
- * the lock and carved without it, like a bitmap range (its remainders are
- * filed lock-free). Waits only while a whole-tree check or a fork holds
- * the checker's flag (jw_backend_lf_pause: checking mode,
+/* Step 5: nothing to recycle and the lock held: a fresh root, carved
+ * without the lock like a bitmap range (its remainders are filed
+ * lock-free): a root mapped ahead when one is ready (ahead.h: no system
+ * call on this path), else mapped here. Waits only while a whole-tree check
+ * or a fork holds the checker's flag (jw_backend_lf_pause: checking mode,
  * jw_backend_check_all, fork prepare), asleep after a few microseconds
  * (lf_enter_wait). */
 static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
@@ -417,7 +398,9 @@ static void *lf_root_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
   if ((p = lf_split_alloc(c, kind, zeroed)) != NULL) return p;
   lf_enter_wait(c);
   jw_rec *recs;
-  uintptr_t base = root_map(&recs);
+  uintptr_t base = jw_ahead_take(&recs);
+  if (base) note_root_mapped();
+  else base = root_map(&recs);
   p = base ? lf_carve(base, recs, 0, c, kind, zeroed) : NULL;
   if (p) bump(&jw_be.lf_roots, 1);
   lf_exit(c);
@@ -1147,6 +1130,13 @@ void jw_backend_get_stats(jw_backend_stats *o) {
   o->lf_recycled = jw_load(&jw_be.lf_recycled, JW_RELAXED);
   o->roots_reserved = jw_load(&jw_be.roots_reserved, JW_RELAXED);
   o->roots_reused = jw_load(&jw_be.roots_reused, JW_RELAXED);
+  jw_ahead_stats as;
+  jw_ahead_get_stats(&as);
+  o->ahead_bytes = as.held * JW_ROOT;
+  o->released_bytes += o->ahead_bytes; /* mapped, never touched */
+  o->ahead_filled = as.filled;
+  o->ahead_taken = as.taken;
+  o->ahead_returned = as.returned;
 }
 
 uint64_t jw_backend_live_bytes(void) { return jw_load(&jw_be.live_granules, JW_RELAXED) * JW_GRANULE; /* a figure */ }

@@ -16,6 +16,9 @@
  *                           back to the OS at once with its metadata (default 1).
  *                           Only with reclamation off (JWMALLOC_RECLAIM=0): with
  *                           it on, whole free roots age like any range.
+ *   JWMALLOC_AHEAD_ROOTS=N  roots the reclaim thread keeps mapped ahead for
+ *                           allocations that find the lock held (0-4, default
+ *                           2; 0: none; backend.md 7a, "Roots mapped ahead").
  * and the JWMALLOC_RECLAIM* options of reclaim/reclaim.h.
  * Thread-safety: every function may be called from any thread.
  */
@@ -81,7 +84,7 @@ typedef struct jw_backend_stats {
   uint64_t root_map_bytes;      /* root map leaves (32 KiB per 16 GiB region in use, kept) */
   uint64_t metadata_arena_bytes;/* address space of the record arena (pages released with roots) */
   uint64_t released_bytes;      /* free ranges with no physical pages (given back with madvise, or
-                                   never touched since mapped), still mapped */
+                                   never touched since mapped), still mapped, and the roots mapped ahead */
   uint64_t free_ranges;         /* in all buffers, and the root reserve's roots (section 7c) */
   uint64_t free_roots;          /* entirely free roots kept mapped (lists and root reserve) */
   uint64_t peak_roots, roots_mapped_total, roots_unmapped_total;
@@ -98,6 +101,9 @@ typedef struct jw_backend_stats {
   /* The root reserve (section 7c). */
   uint64_t roots_reserved;       /* entirely free roots a free put into the reserve */
   uint64_t roots_reused;         /* allocations that took a reserved root instead of mapping one */
+  /* Roots mapped ahead (section 7a, "Roots mapped ahead"; ahead.h). */
+  uint64_t ahead_bytes;          /* roots held ready now, 4 MiB each (untouched: in released_bytes) */
+  uint64_t ahead_filled, ahead_taken, ahead_returned; /* mapped ahead; taken by step 5; given back unused */
 } jw_backend_stats;
 void jw_backend_get_stats(jw_backend_stats *out);
 

@@ -4,6 +4,7 @@
 
 #include "backend.h"
 #include "bins.h"
+#include "fast.h"
 #include "../common/lock.h"
 
 #define JW_ROOT_CLASS (JW_NCLASSES - 1)
@@ -64,6 +65,33 @@ void jw_backend_flush_fast(void);
  * the pause and wakes the allocations asleep on the flag. */
 int jw_backend_lf_pause(int wait);
 void jw_backend_lf_resume(void);
+
+/* ---- lock-free operations and whole-tree checks exclude each other
+ * (docs/design/backend.md, section 7a, "Checks"). Dekker-style: an operation
+ * counts itself in flight (in its class's bitmap line, which it writes
+ * anyway), then reads the checker's flag; the checker raises its flag, then
+ * reads every count. Sequentially consistent orders make at least one of
+ * them see the other: the operation backs off, or the checker waits. */
+
+/* The checker's flag: 0 down, LF_RAISED up, LF_SLEEPER up with a waiter
+ * asleep on it (backend.c, lf_enter_wait), whom jw_backend_lf_resume wakes. */
+enum { LF_RAISED = 1, LF_SLEEPER = 2 };
+
+/* Counts a lock-free operation of class c in flight; 0 (nothing counted)
+ * while the checker's flag is up: the caller backs off. */
+static inline int lf_enter(unsigned c) {
+  jw_fetch_add(&jw_fast[c].inflight, 1, JW_SEQ_CST);
+  if (jw_load(&jw_be.lf_checking, JW_SEQ_CST) == 0) return 1;
+  /* Release: nothing was written; keeps the count's updates uniform. */
+  jw_fetch_sub(&jw_fast[c].inflight, 1, JW_RELEASE);
+  return 0;
+}
+
+static inline void lf_exit(unsigned c) {
+  /* Release: the operation's record writes happen before a checker that
+   * reads the count as 0 (seq-cst load, stronger than acquire). */
+  jw_fetch_sub(&jw_fast[c].inflight, 1, JW_RELEASE);
+}
 
 /* Lock held: files the free range [g, g+n) of the root at base (head state
  * any free or in-transit state) after merging it with every free sibling;

@@ -43,6 +43,14 @@ int jw_root_map_set(uintptr_t root_base, void *desc) {
   return 0;
 }
 
+int jw_root_map_prepare(uintptr_t root_base) {
+  if ((root_base >> 47) != 0 || leaf_for(root_base, 1) == NULL) {
+    errno = ENOMEM;
+    return -1;
+  }
+  return 0;
+}
+
 void jw_root_map_clear(uintptr_t root_base) {
   jw_atomic_ptr *leaf = leaf_for(root_base, 0);
   if (leaf) jw_store(&leaf[(root_base >> JW_ROOT_SHIFT) & (JW_ROOT_MAP_L2_SIZE - 1)], NULL, JW_RELEASE);

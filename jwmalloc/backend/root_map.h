@@ -41,6 +41,11 @@ static inline void *jw_root_map_get(const void *p) {
  * errno=EINVAL for a bad base. */
 int jw_root_map_set(uintptr_t root_base, void *desc);
 
+/* Maps the leaf that will hold root_base's entry, if not there yet, so that
+ * a later jw_root_map_set for it maps nothing and cannot fail. Returns 0, or
+ * -1 with errno=ENOMEM. Lock-free. */
+int jw_root_map_prepare(uintptr_t root_base);
+
 /* Forgets the root at root_base; later lookups there return NULL. */
 void jw_root_map_clear(uintptr_t root_base);
 

@@ -22,6 +22,16 @@
  * publishes it in the root map. Returns the base, or 0 with errno = ENOMEM. */
 uintptr_t jw_roots_map(unsigned state, jw_rec **recs);
 
+/* jw_roots_map in two steps, for roots mapped ahead of need (ahead.h):
+ * prepare does everything but publishing (the memory, the region's id, the
+ * root-map leaf, the records: every system call), publish makes the root
+ * visible (one release store, the counters; no system call, cannot fail).
+ * A prepared root that is never published goes back with jw_roots_discard.
+ * Lock-free, like jw_roots_map. */
+uintptr_t jw_roots_prepare(unsigned state, jw_rec **recs);
+void jw_roots_publish(uintptr_t base, jw_rec *recs);
+void jw_roots_discard(uintptr_t base, jw_rec *recs);
+
 /* Forgets the root at base (root map entry first), unmaps its memory and
  * gives its record array back (meta.h). */
 void jw_roots_unmap(uintptr_t base, jw_rec *recs);

@@ -31,7 +31,7 @@ static const struct {
 static const char *const others[] = {
     "STATS_FILE",                                     /* here, below */
     "LIB",                                            /* the jwmalloc run tool; inherited by its programs */
-    "CHECK", "RETAIN_ROOTS",                          /* backend/backend.c */
+    "CHECK", "RETAIN_ROOTS", "AHEAD_ROOTS",             /* backend/backend.c */
     "RECLAIM", "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK", "RECLAIM_WATERMARK_MAX", "RECLAIM_POLICY", "RECLAIM_THREAD", /* reclaim/ */
 };
 

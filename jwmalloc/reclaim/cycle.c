@@ -3,6 +3,7 @@
  * docs/design/reclamation.md, sections 1, 3 and 4. */
 #include <time.h>
 
+#include "../backend/ahead.h"
 #include "../backend/backend.h"
 #include "../common/backoff.h"
 #include "../common/test_hooks.h"
@@ -93,6 +94,9 @@ uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait) {
   /* Under the token: the watermark's record and decay (section 4a). */
   if (mode == JW_RELEASE_PRESSURE && released != 0) jw_reclaim_note_sync_release(released);
   if (mode == JW_RELEASE_DUE) jw_reclaim_watermark_decay();
+  /* Roots mapped ahead: kept while step 5 asks for them, given back one a
+   * cycle once it does not; only the reclaim thread maps (backend.md 7a). */
+  if (mode == JW_RELEASE_DUE) jw_ahead_cycle(jw_reclaim_on_thread());
 #ifndef JW_VERIFY
   jw_reclaim_place_check(mode == JW_RELEASE_DUE);
 #endif

@@ -103,6 +103,13 @@ void jw_reclaim_set_start_guard(jw_reclaim_start_guard_fn fn);
  * next interval (section 5). Cheap when no reclaim thread runs. */
 void jw_reclaim_last_thread_hint(void);
 
+/* An allocation took a root mapped ahead, or found none (the backend's
+ * step 5, docs/design/backend.md 7a, "Roots mapped ahead"): a running reclaim
+ * thread wakes and fills the empty slots (jw_ahead_fill), then sleeps on
+ * without running a cycle. Nothing happens without a thread. One atomic
+ * read-modify-write, and a futex wake-up when the thread was not already told. */
+void jw_reclaim_wake_ahead(void);
+
 /* One full cycle now: every range still in standby is released, then the
  * buffers swap. Waits for the backend lock and for another reclaimer. Returns
  * the bytes released. For tests and tools; also jw_backend_reclaim_step. */

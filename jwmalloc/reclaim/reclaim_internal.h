@@ -7,9 +7,10 @@
 #include "../common/lock.h"
 #include "reclaim.h"
 
-/* Wake word values (jw_rc.wake): an early cycle (the watermark), or a check
- * whether the reclaim thread is the last thread (jw_reclaim_last_thread_hint). */
-enum { JW_WAKE_NONE = 0, JW_WAKE_CYCLE = 1, JW_WAKE_LAST_THREAD = 2 };
+/* Wake word values (jw_rc.wake): an early cycle (the watermark), a check
+ * whether the reclaim thread is the last thread (jw_reclaim_last_thread_hint),
+ * or roots to map ahead (jw_reclaim_wake_ahead; no cycle). */
+enum { JW_WAKE_NONE = 0, JW_WAKE_CYCLE = 1, JW_WAKE_LAST_THREAD = 2, JW_WAKE_AHEAD = 4 };
 
 /* Reclaim thread states. */
 enum { JW_THREAD_NONE = 0, JW_THREAD_RUNNING = 1, JW_THREAD_FAILED = 2 };
@@ -84,7 +85,8 @@ void jw_reclaim_watermark_decay(void);
 
 /* thread.c */
 void jw_reclaim_thread_ensure(void); /* start it, or run a due cycle without it */
-void jw_reclaim_thread_wake(unsigned why); /* JW_WAKE_CYCLE or JW_WAKE_LAST_THREAD */
+void jw_reclaim_thread_wake(unsigned why); /* JW_WAKE_CYCLE, JW_WAKE_LAST_THREAD or JW_WAKE_AHEAD */
+int jw_reclaim_on_thread(void);        /* the caller is the reclaim thread */
 uint64_t jw_reclaim_now_ns(void);    /* CLOCK_MONOTONIC */
 
 #endif

@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include "../backend/ahead.h"
 #include "../common/backoff.h"
 #include "../common/log.h"
 #include "../os/os_mem.h"
@@ -38,11 +39,13 @@ static int alone(void) {
   return field == 20 && (threads == 1 || (threads == 2 && main_state == 'Z'));
 }
 
-/* Memory left to age: backed free ranges, deferred work, or pages the tiers'
- * caches held after the last pass (or put there since: the dirty flag). */
+/* Memory left to age: backed free ranges, deferred work, pages the tiers'
+ * caches held after the last pass (or put there since: the dirty flag), or
+ * roots mapped ahead, which the cycles give back once unused. */
 static int has_work(void) {
   return jw_release_cached_bytes() != 0 || jw_release_pending() || jw_load(&jw_rc.tier_held, JW_RELAXED) != 0 ||
-         jw_load(&jw_rc.tier_dirty, JW_RELAXED) != 0; /* figures and hints: relaxed (see reclaim_main's fence) */
+         jw_load(&jw_rc.tier_dirty, JW_RELAXED) != 0 || /* figures and hints: relaxed (see reclaim_main's fence) */
+         jw_ahead_held() != 0;
 }
 
 /* After a last-thread hint: the ending thread still exists for a moment
@@ -69,6 +72,7 @@ static int sleep_interval(void) {
       jw_rc_bump(&jw_rc.last_thread_checks);
       if (became_alone()) return 1;
     }
+    if (why & JW_WAKE_AHEAD) jw_ahead_fill(); /* then sleep on: no cycle */
     if (why & JW_WAKE_CYCLE) {
       jw_rc_bump(&jw_rc.early_wakes);
       return 0;
@@ -205,6 +209,10 @@ void jw_reclaim_kick(void) {
 }
 
 void jw_reclaim_last_thread_hint(void) { jw_reclaim_thread_wake(JW_WAKE_LAST_THREAD); }
+
+void jw_reclaim_wake_ahead(void) { jw_reclaim_thread_wake(JW_WAKE_AHEAD); }
+
+int jw_reclaim_on_thread(void) { return on_reclaim_thread; }
 
 void jw_reclaim_atfork_child(void) {
   /* Single-threaded child: relaxed. The parent's thread and reclaimer do not
