@@ -80,7 +80,7 @@ const char *jw_backend_ptr_class_name(jw_ptr_class c);
 
 typedef struct jw_backend_stats {
   jw_pages_stats pages;         /* as jw_pages_get_stats */
-  uint64_t record_bytes;        /* per-root record arrays in use: 12 B per granule of mapped roots */
+  uint64_t record_bytes;        /* per-root record arrays in use: 12 B per granule of mapped roots, those mapped ahead too */
   uint64_t root_map_bytes;      /* root map leaves (32 KiB per 16 GiB region in use, kept) */
   uint64_t metadata_arena_bytes;/* address space of the record arena (pages released with roots) */
   uint64_t released_bytes;      /* free ranges with no physical pages (given back with madvise, or
