@@ -1158,7 +1158,9 @@ void jw_backend_get_stats_quiet(jw_backend_stats *out) {
   jw_backend_drain_deferred();
   jw_backend_flush_fast();
   jw_release_quiesce();
+  jw_backend_lf_pause(1); /* a filler or taker of a root mapped ahead is not half-way */
   jw_backend_get_stats(out);
+  jw_backend_lf_resume();
   jw_backend_unlock();
 }
 

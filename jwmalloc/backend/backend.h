@@ -113,7 +113,9 @@ uint64_t jw_backend_live_bytes(void);
 
 /* The same figures at a quiet point, consistent with each other: under the
  * backend lock, deferred frees done, no release batch in flight (waits for
- * one to finish its system calls). For checks and reports. */
+ * one to finish its system calls), and no lock-free operation in flight (the
+ * checker's flag raised meanwhile: a root being mapped ahead is either ready
+ * or not begun). For checks and reports. */
 void jw_backend_get_stats_quiet(jw_backend_stats *out);
 
 /* The trough detector's peak (docs/design/reclamation.md 6a): the highest
