@@ -40,6 +40,7 @@ static void *small_alloc(unsigned c) {
       return jw_tc_refill(t, tc, c); /* a tail call */
     }
     t->bin[c] = jw_block_next(b);
+    t->room[c]++;
     jw_unpoison(b, jw_class_size[c]);
     b->key = 0;
     t->n_malloc++;
@@ -182,25 +183,23 @@ void *jw_memalign_impl(size_t align, size_t n) {
 
 /* ---- taking blocks back ---- */
 
-void jw_fast_free_emptied(jw_tls *t, jw_slab *s) { jw_tc_slab_emptied(t->tc, s); }
+/* The header tag of s, a page the backend says is a frontend slab: its
+ * owner may write it meanwhile (relaxed), and only a match with the
+ * caller's own key is acted on. The checker reads it unchecked
+ * (docs/design/verification.md). */
+static inline uint64_t slab_tag(jw_slab *s) {
+#ifdef JW_VERIFY
+  return vrf_validated_load(&s->tag.v, sizeof s->tag.v, VRF_SITE);
+#else
+  return jw_load(&s->tag, JW_RELAXED);
+#endif
+}
+
+void jw_fast_free_overflow(jw_tls *t, unsigned c) { jw_tc_bin_overflow(t, t->tc, c); }
 
 JW_NOINLINE void jw_free_remote_flush(jw_tls *t) {
   void *bad = jw_tc_remote_flush(t, t->state == JW_TLS_ACTIVE ? t->tc : NULL);
   if (JW_UNLIKELY(bad != NULL)) jw_report_bad("free", "double free detected", bad);
-}
-
-void jw_free_parked(jw_tls *t, jw_slab *s, void *p) {
-  uint64_t fkey = t->fkey;
-  if (JW_UNLIKELY(!jw_slab_is_block(s, p) || jw_block_key(p) == fkey)) {
-    jw_free_slow(p); /* not a block start, or a double free: reported there */
-    return;
-  }
-  jw_poison(p, jw_class_size[s->cls]);
-  t->n_free++;
-  jw_block_set_free(p, s->local, fkey);
-  s->local = p;
-  s->live--;
-  jw_tc_freed(t->tc, s); /* a tail call: the slab goes back to its partial list */
 }
 
 /* What a pointer is, after validation (bad ones are reported). */
@@ -372,12 +371,17 @@ static inline __attribute__((always_inline)) bool free_small(jw_tls *t, void *p,
     return false;
   /* Keys have the low bit clear, and the key is 0 without a thread cache. */
   uint64_t key = t->key;
-  free_small_block(t, s, p, key != 0 && (jw_fast_tag(s) | 1) == (key | 1));
+  free_small_block(t, s, p, key != 0 && (slab_tag(s) | 1) == (key | 1));
   return true;
 }
 
 void jw_free_slow(void *p) {
   jw_tls *t = &jw_tls_state;
+  /* A free into another GiB than the last: the fast path again with that
+   * GiB's tag table (page_tag.h), which is where a thread's first free goes. */
+  if (t->tag_last - ((uintptr_t)p >> 12) >= JW_TAG_WORDS && t->state == JW_TLS_ACTIVE &&
+      jw_tag_cache(&t->tag_last, &t->tag_words, (uintptr_t)p) && jw_fast_free(p))
+    return;
   if ((uintptr_t)p & (JW_GRANULE - 1)) {
     /* A frontend block the fast path did not take (another thread's), or a
      * midend block (never page-aligned: blocks start at 64 + i x 512k). One
@@ -408,7 +412,7 @@ static JW_NOINLINE void free_general(void *p) {
     case PTR_SMALL: {
       jw_tls *t = &jw_tls_state;
       jw_slab *s = jw_slab_of(p);
-      free_small_block(t, s, p, t->key != 0 && (jw_fast_tag(s) | 1) == (t->key | 1));
+      free_small_block(t, s, p, t->key != 0 && (slab_tag(s) | 1) == (t->key | 1));
       break;
     }
     case PTR_MID: /* validated: free_mid takes it */

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Issue 3's reformatting target, as a deterministic count: on the
 reformatting workload (bench/workloads/reformat.c: the dominant size class
-changes every 20,000 calls, live bytes constant), jwmalloc must spend fewer
-allocator instructions per call than mimalloc and jemalloc, measured in the
+changes every 20,000 calls, live bytes constant), jwmalloc must spend at most
+1.1x mimalloc's and jemalloc's allocator instructions per call (issue 23:
+wall-clock throughput wins over instruction counts where they conflict,
+docs/design/performance.md), measured in the
 same run the way the evaluation suite measures them (callgrind, allocator
 instructions attributed to the allocator's call arcs: docs/design/bench.md,
 "Allocator instructions"). The comparison is with the peers in the same run,
@@ -64,9 +66,9 @@ def main():
         for a in ["jwmalloc"] + peers:
             print("  %-9s %7.1f  (%.2fx jwmalloc)" % (a, got[a], got[a] / jw))
         print("command: " + recs["jwmalloc"].get("cmd", ""))
-        worse = [a for a in peers if not jw < got[a]]
+        worse = [a for a in peers if not jw <= 1.1 * got[a]]
         if worse:
-            print("reformat_vs_peers: jwmalloc needs at least as many instructions per call as %s" % ", ".join(worse),
+            print("reformat_vs_peers: jwmalloc needs more than 1.1x the instructions per call of %s" % ", ".join(worse),
                   file=sys.stderr)
             return 1
         return 0
