@@ -81,6 +81,19 @@ bench-harness-cost: build
 	@bench/suite/run.py --build $(BUILD) $(HC_ALLOCS) --workloads throughput --threads N --callgrind rptest-16k,rptest-1m,xmalloc,mstress,mleak,larson,reformat,near4k --callgrind-only --no-report --out $(HC)/callgrind
 	@bench/suite/harness_cost.py --build $(BUILD) --perf-measure --runs $(HC)/runs --callgrind $(HC)/callgrind --out $(HC) $(HARNESS_ARGS)
 
+# The public mimalloc-bench programs (issue 23), built outside the repository
+# by ../shared/bench-public/build.sh, every allocator interleaved run by run
+# (compare.sh), then jwmalloc's ratios plotted. Needs a quiet machine.
+# make bench-public [PUBLIC_REPEATS=3]; output and plot in build/bench-public.
+PUBLIC_BIN ?= /tmp/bench-public
+PUBLIC_REPEATS ?= 3
+.PHONY: bench-public
+bench-public: build
+	@[ -x $(PUBLIC_BIN)/larson ] || ../shared/bench-public/build.sh $(PUBLIC_BIN)
+	@mkdir -p $(BUILD)/bench-public
+	BIN=$(PUBLIC_BIN) ../shared/bench-public/compare.sh $(BUILD)/lib/libjwmalloc.so $(PUBLIC_REPEATS) | tee $(BUILD)/bench-public/compare.txt
+	@bench/public/plot.sh $(BUILD)/bench-public/compare.txt $(BUILD)/bench-public
+
 # What the slowest allocator calls are made of (issue 8): slow calls per
 # million at 10 threads per core, with a page fault, a context switch, and the
 # empty-call floor, every allocator (docs/design/bench.md, "Slow calls").

@@ -13,20 +13,6 @@
 #include "core.h"
 #include "runtime.h"
 
-/* Reads the first word of the page of any pointer given to free(). When
- * the page is not a frontend slab (a midend block spanning a page start),
- * that word is program data, which the program may write concurrently: the
- * read may race, and is validated instead (it is acted on only when it equals
- * this thread's secret key, which only our own slabs carry). So the
- * sanitizers leave this one read alone (docs/design/concurrency.md). */
-static inline __attribute__((no_sanitize("address", "thread"))) uint64_t jw_fast_tag(jw_slab *s) {
-#ifdef JW_VERIFY /* the checker reads it unchecked (docs/design/verification.md) */
-  return vrf_validated_load(&s->tag.v, sizeof s->tag.v, VRF_SITE);
-#else
-  return jw_load(&s->tag, JW_RELAXED); /* only a match with our own key is acted on */
-#endif
-}
-
 static inline void *jw_fast_malloc(size_t n) {
   if (JW_UNLIKELY(n > JW_SMALL_MAX)) return NULL;
   jw_tls *t = &jw_tls_state;
@@ -39,44 +25,48 @@ static inline void *jw_fast_malloc(size_t n) {
 #else
   t->bin[c] = b->next;
 #endif
+  t->room[c]++;
   b->key = 0;
   t->n_malloc++;
   return b;
 }
 
-/* Always inlined: the caller it notes on the emptied or parked branch is the
- * caller of the public function it is inlined into. A block of one of the
- * caller's own slabs is freed here: of a current or partial slab inline, of
- * a parked one (tag key | 1, frontend.md "Refill") out of line, where the
- * slab goes back to its partial list. */
+/* Always inlined: the caller it notes on the overflow branch is the caller
+ * of the public function it is inlined into. A block of one of the caller's
+ * own slabs (current, partial or parked) goes onto the bin of its class
+ * (frontend.md, "The bin"); ownership and class come from the tag table
+ * (frontend.md, "The tag table"), so no slab header is read. */
 static inline __attribute__((always_inline)) bool jw_fast_free(void *p) {
   uintptr_t a = (uintptr_t)p;
   /* Not in a slab's block area (offset < 64: header or page-aligned) or
    * misaligned: slow path. */
   if (JW_UNLIKELY((a & 0xfc0) == 0 || (a & 15) != 0)) return false;
   jw_tls *t = &jw_tls_state;
-  uint64_t key = t->key;
-  jw_slab *s = jw_slab_of(p);
-  uint64_t tag = jw_fast_tag(s);
-  if (JW_UNLIKELY(tag != key || key == 0)) {
-    /* Parked: tag == key | 1 with a key (key 0 would make that tag 1). */
-    if (tag != (key | 1) || tag == 1) return false;
-    t->caller = __builtin_return_address(0);
-    jw_free_parked(t, s, p); /* a tail call: no frame on the fast path */
-    return true;
-  }
+  /* The tag table of the GiB freed into last (jw_free_slow changes it). */
+  uintptr_t pg = a >> 12;
+  if (JW_UNLIKELY(t->tag_last - pg >= JW_TAG_WORDS)) return false;
+  jw_atomic_u64 *w = &t->tag_words[pg];
+  /* word ^ key: for our own slab of class c exactly 2c (the key bits
+   * cancel); any other word leaves key bits (an untagged page's 0 leaves the
+   * whole key, which is not 0 while a thread has a cached table: page_tag.h).
+   * So one compare decides. Relaxed: only our own key is acted on, and only
+   * we write it. */
+  uintptr_t c2 = (uintptr_t)(jw_load(w, JW_RELAXED) ^ t->key);
+  if (JW_UNLIKELY(c2 > 2 * (JW_NCLASSES - 1))) return false;
   jw_block *b = p;
   uint64_t fkey = t->fkey;
   if (JW_UNLIKELY(jw_block_key(b) == fkey)) return false; /* double free: reported by the slow path */
+  if (c2 & 1) __builtin_unreachable(); /* 2c: lets the compiler index bin and room by c2 */
+  uintptr_t c = c2 >> 1;
 #if JW_ASAN
-  jw_poison(b, jw_class_size[s->cls]);
+  jw_poison(b, jw_class_size[c]);
 #endif
-  jw_block_set_free(b, s->local, fkey);
-  s->local = b;
+  jw_block_set_free(b, t->bin[c], fkey);
+  t->bin[c] = b;
   t->n_free++;
-  if (JW_UNLIKELY(--s->live == 0)) {
+  if (JW_UNLIKELY(--t->room[c] < 0)) {
     t->caller = __builtin_return_address(0);
-    jw_fast_free_emptied(t, s);
+    jw_fast_free_overflow(t, (unsigned)c);
   }
   return true;
 }

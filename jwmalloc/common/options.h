@@ -19,6 +19,7 @@ typedef enum jw_option_id {
   JW_OPT_POOL_MIN,       /* POOL_MIN: pool watermark floor, pages (default 4) */
   JW_OPT_HUGE_CACHE_MB,  /* HUGE_CACHE_MB: freed direct mappings kept for reuse, MiB (default 32) */
   JW_OPT_PLACEMENT,      /* PLACEMENT: 0 never, 1 always, 2 ("auto") when the reclaimer sees a trough; default auto (backend.md 7b) */
+  JW_OPT_BIN,            /* BIN: 1 keeps freed blocks in a per-class bin, 0 frees each to its slab (default 1; frontend.md "The bin") */
   JW_OPT_COUNT
 } jw_option_id;
 

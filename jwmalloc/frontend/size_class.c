@@ -13,6 +13,9 @@
 
 const uint16_t jw_class_size[JW_NCLASSES] = {JW_CLASS_SIZES(JW_SIZE_ENTRY)};
 const uint32_t jw_class_recip[JW_NCLASSES] = {JW_CLASS_SIZES(JW_RECIP_ENTRY)};
+/* The bin's bound (frontend.md, "The bin"): a page's blocks, at least 16 and at most 64. */
+#define JW_BIN_LIMIT_ENTRY(s) (JW_SLAB_USABLE / (s) > 64 ? 64 : JW_SLAB_USABLE / (s) < 16 ? 16 : JW_SLAB_USABLE / (s)),
+const uint8_t jw_class_bin_limit[JW_NCLASSES] = {JW_CLASS_SIZES(JW_BIN_LIMIT_ENTRY)};
 _Static_assert(sizeof((const uint16_t[]){JW_CLASS_SIZES(JW_SIZE_ENTRY)}) == JW_NCLASSES * sizeof(uint16_t),
                "one size per class");
 

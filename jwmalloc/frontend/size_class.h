@@ -24,6 +24,10 @@ extern const uint16_t jw_class_size[JW_NCLASSES];
  * boundary with a multiply instead of a division. test_size_class checks it
  * for every class and offset. */
 extern const uint32_t jw_class_recip[JW_NCLASSES];
+/* Most free blocks a thread's bin of the class holds before a free gives
+ * some back to their slabs (frontend.md, "The bin"): min(64, max(16, the
+ * blocks of a page)). */
+extern const uint8_t jw_class_bin_limit[JW_NCLASSES];
 /* Index (n + 15) >> 4 for n <= JW_SMALL_MAX: the smallest class >= n. */
 extern const uint8_t jw_class_of_table[128];
 

@@ -7,6 +7,7 @@
 void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t tag) {
   /* The remote word keeps its count above bit 48 (slab.h). */
   if (JW_UNLIKELY((uintptr_t)s >> JW_RS_COUNT_SHIFT)) jw_fatal("slab at %p: above 2^48, beyond the remote word", (void *)s);
+  jw_tag_prepare((uintptr_t)s); /* once per GiB: its free fast path reads the table */
   unsigned size = jw_class_size[cls];
   unsigned cap = JW_SLAB_USABLE / size;
   char *base = jw_slab_blocks(s);
@@ -39,7 +40,7 @@ void jw_slab_reuse(jw_slab *s, struct jw_tcache *owner, uint64_t tag) {
    * and those hand-offs synchronize through the program's own means. */
   jw_store(&s->remote, (uintptr_t)JW_RS_ACTIVE, JW_RELAXED);
   /* Relaxed: only the owner acts on a tag equal to its own key. */
-  jw_store(&s->tag, tag, JW_RELAXED);
+  jw_slab_set_tag(s, tag);
 }
 
 unsigned jw_slab_give_back(jw_slab *s, jw_block *list) {
@@ -99,7 +100,7 @@ jw_abandon_result jw_slab_abandon(jw_slab *s) {
     /* Relaxed store, published by the release CAS below; a freer that
      * sees ABANDONED reads it after its acquire load. */
     jw_store(&s->abandoned_live, outstanding, JW_RELAXED);
-    jw_store(&s->tag, 0, JW_RELAXED);
+    jw_slab_set_tag(s, 0);
     if (jw_cas(&s->remote, &old, (uintptr_t)JW_RS_ABANDONED, JW_RELEASE, JW_ACQUIRE)) return JW_ABANDON_DONE;
   }
 }

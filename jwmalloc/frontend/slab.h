@@ -18,6 +18,7 @@
 #include "../common/asan.h"
 #include "../common/root_queue.h"
 #include "../common/atomic.h"
+#include "page_tag.h"
 #include "size_class.h"
 
 struct jw_tcache;
@@ -74,6 +75,16 @@ static inline jw_slab *jw_slab_of(const void *p) { return (jw_slab *)((uintptr_t
 
 static inline char *jw_slab_blocks(jw_slab *s) { return (char *)s + JW_SLAB_HEADER; }
 
+/* Sets the tag of slab s (class set): in its header and, when its GiB has
+ * one, in the tag table (page_tag.h), which free's fast path reads. Owner
+ * only (or the thread taking the page over); relaxed: only the owner acts
+ * on its own key. */
+static inline void jw_slab_set_tag(jw_slab *s, uint64_t tag) {
+  jw_store(&s->tag, tag, JW_RELAXED);
+  jw_atomic_u64 *w = jw_tag_slot((uintptr_t)s);
+  if (w) jw_store(w, jw_tag_word(tag, s->cls), JW_RELAXED);
+}
+
 /* Formats page `s` as an empty slab of class `cls` owned by `owner` with tag
  * `tag`: every block on the local list, live = 0. */
 void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t tag);
@@ -89,18 +100,19 @@ static inline bool jw_slab_list_whole(const jw_slab *s, unsigned cls) {
   return s->cls == cls && s->capacity != 0 && s->live == 0 && s->local != NULL;
 }
 
-/* True when p is the start of a block of slab s (not the header, on a block
- * boundary, below capacity). Reads only owner-stable fields (the class). No
+/* True when p is the start of a block of slab s of class c (not the header,
+ * on a block boundary, below capacity); jw_slab_is_block reads the class
+ * from the header (owner-stable). No
  * division: the class's reciprocal gives the block index, and a block i is
  * below capacity exactly when it ends inside the usable bytes. */
-static inline bool jw_slab_is_block(const jw_slab *s, const void *p) {
+static inline bool jw_slab_is_block_c(const jw_slab *s, const void *p, unsigned c) {
   uintptr_t off = (uintptr_t)p - ((uintptr_t)s + JW_SLAB_HEADER); /* huge when p is in the header */
-  unsigned c = s->cls;
   if (off >= JW_SLAB_USABLE || c >= JW_NCLASSES) return false;
   unsigned size = jw_class_size[c];
   uint32_t i = (uint32_t)(((uint64_t)off * jw_class_recip[c]) >> 32);
   return i * size == off && off + size <= JW_SLAB_USABLE;
 }
+static inline bool jw_slab_is_block(const jw_slab *s, const void *p) { return jw_slab_is_block_c(s, p, s->cls); }
 
 /* Owner: appends `list` (free blocks of s, NULL-terminated) to the local
  * list and lowers live by its length, which it returns. */
@@ -122,11 +134,11 @@ static inline unsigned jw_slab_collect(jw_slab *s) {
 /* Owner: moves a current slab with nothing free to the FULL state. Returns
  * false (state unchanged) when a remote free arrived meanwhile. */
 static inline bool jw_slab_park(jw_slab *s, uint64_t key) {
-  jw_store(&s->tag, key | 1, JW_RELAXED); /* only the owner reads its own key */
+  jw_slab_set_tag(s, key | 1);
   uintptr_t expected = JW_RS_ACTIVE;      /* empty list */
   /* Release: a notifier that sees FULL (acquire) reads the owner field. */
   if (jw_cas(&s->remote, &expected, (uintptr_t)JW_RS_FULL, JW_RELEASE, JW_RELAXED)) return true;
-  jw_store(&s->tag, key, JW_RELAXED);
+  jw_slab_set_tag(s, key);
   return false;
 }
 

@@ -10,6 +10,7 @@
 #include "../common/counter.h"
 #include "../common/log.h"
 #include "../common/meta.h"
+#include "../common/options.h"
 #include "../common/random.h"
 #include "../common/tier_pages.h"
 #include "../reclaim/reclaim.h"
@@ -20,6 +21,17 @@ jw_atomic_u64 jw_free_key = JW_ATOMIC_INIT(0x6a776d616c6c6f60ULL);
 static jw_atomic_ptr registry; /* every thread cache ever created */
 static jw_atomic_u64 pool_aged;  /* statistics: pages the aging passes gave back */
 static jw_atomic_u64 bc_aged;    /* statistics: block-cache blocks the aging passes gave back */
+
+/* Room of a bin that keeps no freed block (frontend.md, "The bin": placement
+ * on, or JWMALLOC_BIN=0): so negative that every free overflows, and the
+ * overflow gives that one block back to its slab; mallocs (at most a refill's
+ * worth, 64) do not bring it near zero. */
+#define JW_ROOM_DIRECT (-16384)
+
+/* Whether the bins keep freed blocks now: not with placement on, whose
+ * refills must find the freed blocks on their slabs (frontend.md, "The bin"),
+ * nor with JWMALLOC_BIN=0. */
+static inline bool bins_keep(const jw_tcache *tc) { return tc->rq_shift == 63 && jw_opt(JW_OPT_BIN) != 0; }
 
 /* ---- owner-only doubly linked lists (partial per class, full) ---- */
 
@@ -96,7 +108,12 @@ jw_tcache *jw_tc_acquire(void) {
       /* Release: the cache's initial contents and link. */
     } while (!jw_cas_weak(&registry, &head, tc, JW_RELEASE, JW_RELAXED));
   }
-  tc->key = jw_random_key();
+  /* Low 8 bits clear: the tag table keeps the class and a valid bit there
+   * (page_tag.h). */
+  uint64_t key;
+  while ((key = jw_random_key() & JW_TAG_KEY_MASK) == 0) {
+  }
+  tc->key = key;
   uint32_t w = jw_load(&jw_place_word, JW_RELAXED); /* a setting (page_source.h) */
   tc->rq_shift = (w & 1u) ? JW_ROOT_SHIFT : 63; /* its queues are empty: any mode */
   tc->place_word = w;
@@ -231,10 +248,20 @@ static void convert_queues(jw_tcache *tc, unsigned shift) {
  * to the mode in force and, with placement on, trims (the trim epoch). The
  * word is recorded only when both are done (a busy pool lock: the next
  * refill tries again). */
-static JW_NOINLINE __attribute__((cold)) void place_resync(jw_tcache *tc) {
+static void flush_bin(jw_tls *t, jw_tcache *tc, unsigned c);
+
+static JW_NOINLINE __attribute__((cold)) void place_resync(jw_tls *t, jw_tcache *tc) {
   uint32_t w = jw_load(&jw_place_word, JW_RELAXED); /* a setting */
   unsigned shift = (w & 1u) ? JW_ROOT_SHIFT : 63;
-  if (shift != tc->rq_shift) convert_queues(tc, shift);
+  if (shift != tc->rq_shift) {
+    /* The bins' blocks back to their slabs first (in the queues' old mode),
+     * and the bins set for the new one (frontend.md, "The bin"). */
+    unsigned old = tc->rq_shift;
+    for (unsigned c = 0; c < JW_NCLASSES; c++) flush_bin(t, tc, c);
+    convert_queues(tc, shift);
+    if (old == 63) /* now without bins */
+      for (unsigned c = 0; c < JW_NCLASSES; c++) t->room[c] = (int16_t)JW_ROOM_DIRECT;
+  }
   if ((w & 1u) && !trim_high_roots(tc)) return;
   tc->place_word = w;
 }
@@ -304,7 +331,7 @@ static inline void slab_unpark(jw_tcache *tc, jw_slab *s) {
   list_remove(&tc->full, s);
   s->where = JW_WHERE_PARTIAL;
   partial_append(tc, s);
-  jw_store(&s->tag, tc->key, JW_RELAXED); /* only the owner acts on its key */
+  jw_slab_set_tag(s, tc->key); /* only the owner acts on its key */
 }
 
 /* A refill moves at most this many notified slabs (frontend.md, "Refill"):
@@ -350,15 +377,27 @@ static inline void drain_ready_batch(jw_tcache *tc) {
     drain_ready_list(tc, true, JW_READY_BATCH);
 }
 
-/* Moves the local list of s into the bin and pops one block, ready to hand
- * out (unpoisoned, its key cleared, counted). */
-static jw_block *take_local(jw_tls *t, jw_slab *s) {
+/* Moves the local list of s into the bin, at most the bin's bound of it
+ * (the rest stays on the slab), and pops one block, ready to hand out
+ * (unpoisoned, its key cleared, counted). The bin is empty. */
+static jw_block *take_local(jw_tls *t, jw_tcache *tc, jw_slab *s) {
   JW_CHECK_LOCAL(s, s->capacity - s->live, "take_local");
+  unsigned c = s->cls, k = s->capacity - s->live, lim = jw_class_bin_limit[c];
   jw_block *b = s->local;
-  s->local = NULL;
-  s->live = s->capacity;
-  t->bin[s->cls] = jw_block_next(b);
-  jw_unpoison(b, jw_class_size[s->cls]);
+  if (JW_LIKELY(k <= lim)) {
+    s->local = NULL;
+    s->live = s->capacity;
+  } else { /* a class of more than 64 blocks a page: the first 64 */
+    jw_block *tail = b;
+    for (unsigned i = 1; i < lim; i++) tail = jw_block_next(tail);
+    s->local = jw_block_next(tail);
+    jw_block_set_next(tail, NULL);
+    s->live += lim;
+    k = lim;
+  }
+  t->bin[c] = jw_block_next(b);
+  t->room[c] = JW_LIKELY(bins_keep(tc)) ? (int16_t)(lim - (k - 1)) : (int16_t)JW_ROOM_DIRECT;
+  jw_unpoison(b, jw_class_size[c]);
   b->key = 0;
   t->n_malloc++;
   return b;
@@ -410,7 +449,7 @@ jw_block *jw_tc_refill(jw_tls *t, jw_tcache *tc, unsigned cls) {
     jw_fifo_add(&tc->partial[cls], &s->qnode);
     h->where = JW_WHERE_CURRENT;
     tc->current[cls] = h;
-    return take_local(t, h);
+    return take_local(t, tc, h);
   }
   return refill_slow(t, tc, cls);
 }
@@ -421,7 +460,7 @@ static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls)
   if (t->n_malloc >= JW_TC_FOLD_EVERY) jw_tc_fold(t, tc);
   /* Placement switched or a trim asked for (backend.md 7b). Relaxed: a
    * setting, re-read by place_resync. */
-  if (JW_UNLIKELY(tc->place_word != jw_load(&jw_place_word, JW_RELAXED))) place_resync(tc);
+  if (JW_UNLIKELY(tc->place_word != jw_load(&jw_place_word, JW_RELAXED))) place_resync(t, tc);
   jw_slab *s = tc->current[cls];
   if (s) {
     /* Placement: a partial slab in a lower root displaces the current slab
@@ -430,10 +469,10 @@ static JW_NOINLINE jw_block *refill_slow(jw_tls *t, jw_tcache *tc, unsigned cls)
         jw_rq_key(tc->partial[cls], tc->rq_shift) < jw_rq_key(&s->qnode, tc->rq_shift))
       return refill_other(t, tc, cls);
     if (s->local == NULL) jw_slab_collect(s);
-    if (s->local) return take_local(t, s);
+    if (s->local) return take_local(t, tc, s);
     if (!jw_slab_park(s, tc->key)) {
       jw_slab_collect(s); /* a remote free arrived: it is ours now */
-      return take_local(t, s);
+      return take_local(t, tc, s);
     }
     s->where = JW_WHERE_FULL;
     list_push(&tc->full, s);
@@ -455,11 +494,11 @@ static inline __attribute__((always_inline)) jw_block *refill_other(jw_tls *t, j
     if (s->local == NULL) jw_slab_collect(s);
     s->where = JW_WHERE_CURRENT;
     tc->current[cls] = s;
-    if (s->local) return take_local(t, s);
+    if (s->local) return take_local(t, tc, s);
     /* Defensive: a partial slab always has local blocks. */
     if (!jw_slab_park(s, tc->key)) {
       jw_slab_collect(s);
-      return take_local(t, s);
+      return take_local(t, tc, s);
     }
     s->where = JW_WHERE_FULL;
     list_push(&tc->full, s);
@@ -483,7 +522,7 @@ static inline __attribute__((always_inline)) jw_block *refill_other(jw_tls *t, j
   else jw_slab_init(s, cls, tc, tc->key);
   tc->nslabs++;
   tc->current[cls] = s;
-  return take_local(t, s);
+  return take_local(t, tc, s);
 }
 
 /* Pushes s on its owner's ready stack (after JW_REMOTE_NOTIFY). */
@@ -530,7 +569,7 @@ void jw_tc_freed(jw_tcache *tc, jw_slab *s) {
       list_remove(&tc->full, s);
       s->where = JW_WHERE_PARTIAL;
       jw_fifo_add(&tc->partial[s->cls], &s->qnode);
-      jw_store(&s->tag, tc->key, JW_RELAXED); /* as in slab_unpark */
+      jw_slab_set_tag(s, tc->key); /* as in slab_unpark */
     }
   }
   if (s->live == 0) jw_tc_slab_emptied(tc, s);
@@ -543,11 +582,71 @@ void jw_tc_free_own(jw_tcache *tc, jw_slab *s, jw_block *b, uint64_t fkey) {
   jw_tc_freed(tc, s);
 }
 
-/* Bin blocks go back to the local list of their (current) slab. */
+/* Gives the blocks of the list b (of bin c) back, each to the local list of
+ * its own slab (jw_tc_freed moves the slab as a free would); room grows by
+ * their number. */
+static void give_back_list(jw_tls *t, jw_tcache *tc, unsigned c, jw_block *b) {
+  while (b != NULL) {
+    jw_block *next = jw_block_next(b);
+    jw_slab *s = jw_slab_of(b);
+    jw_block_set_next(b, s->local); /* its key says free already */
+    s->local = b;
+    s->live--;
+    t->room[c]++;
+    jw_tc_freed(tc, s);
+    b = next;
+  }
+}
+
+/* Keeps the first `keep` blocks of bin c (the ones freed last) and gives the
+ * rest back (the oldest: so that a block cannot stay in the bin for ever while
+ * frees go on, pinning its slab). */
+static void bin_keep(jw_tls *t, jw_tcache *tc, unsigned c, unsigned keep) {
+  jw_block *b = t->bin[c];
+  if (keep == 0) {
+    t->bin[c] = NULL;
+    give_back_list(t, tc, c, b);
+    return;
+  }
+  for (unsigned i = 1; i < keep && b != NULL; i++) b = jw_block_next(b);
+  if (b == NULL) return;
+  jw_block *old = jw_block_next(b);
+  jw_block_set_next(b, NULL);
+  give_back_list(t, tc, c, old);
+}
+
+void jw_tc_bin_overflow(jw_tls *t, jw_tcache *tc, unsigned c) {
+  /* Placement switched (the reclaimer saw a trough): every bin goes back
+   * first (place_resync), so that the slabs of high roots can drain. */
+  if (JW_UNLIKELY(tc->place_word != jw_load(&jw_place_word, JW_RELAXED))) place_resync(t, tc);
+  if (t->room[c] < JW_ROOM_DIRECT / 2) {
+    if (!bins_keep(tc)) { /* no bin: the block just freed goes to its slab */
+      jw_block *b = t->bin[c];
+      if (b == NULL) return; /* place_resync gave it back */
+      t->bin[c] = jw_block_next(b);
+      jw_block_set_next(b, NULL);
+      give_back_list(t, tc, c, b);
+      return;
+    }
+    /* Bins are back on: this bin's length, then the usual bound. */
+    int16_t n = 0;
+    for (jw_block *b = t->bin[c]; b != NULL; b = jw_block_next(b)) n++;
+    t->room[c] = (int16_t)(jw_class_bin_limit[c] - n);
+    if (t->room[c] >= 0) return;
+  }
+  if (!bins_keep(tc)) {
+    bin_keep(t, tc, c, 0);
+    t->room[c] = JW_ROOM_DIRECT;
+    return;
+  }
+  bin_keep(t, tc, c, jw_class_bin_limit[c] / 2u);
+}
+
+/* Every block of bin c back to its slab; an empty bin has its whole bound as
+ * room (or the no-bin room). */
 static void flush_bin(jw_tls *t, jw_tcache *tc, unsigned c) {
-  if (t->bin[c] == NULL) return;
-  jw_slab_give_back(tc->current[c], t->bin[c]);
-  t->bin[c] = NULL;
+  bin_keep(t, tc, c, 0);
+  t->room[c] = bins_keep(tc) ? (int16_t)jw_class_bin_limit[c] : (int16_t)JW_ROOM_DIRECT;
 }
 
 bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
@@ -618,6 +717,7 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc) {
   jw_tc_fold(t, tc);
   flush_block_cache(tc);
   t->key = 0; /* our slabs no longer pass the fast-path check */
+  t->tag_last = 0; /* nor any page: the fast path compares words only with a key (page_tag.h) */
   /* Every slab onto one list (owner links), then each is abandoned or,
    * if empty, given back. */
   jw_slab *todo = NULL;
@@ -651,7 +751,7 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc) {
     }
     if (r == JW_ABANDON_EMPTY) {
       jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* ours alone */
-      jw_store(&s->tag, 0, JW_RELAXED);
+      jw_slab_set_tag(s, 0);
       jw_tier_release_pages(s, 1);
     } else {
       abandoned++;
@@ -671,7 +771,7 @@ void jw_tc_release(jw_tls *t, jw_tcache *tc) {
 static void trim_release(jw_tcache *tc, jw_slab *s) {
   tc->nslabs--;
   jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* owner-only now: relaxed */
-  jw_store(&s->tag, 0, JW_RELAXED);
+  jw_slab_set_tag(s, 0);
   jw_tier_release_pages(s, 1);
 }
 
@@ -700,9 +800,9 @@ bool jw_tc_trim(jw_tls *t, jw_tcache *tc) {
   drain_ready(tc, true);
   size_t n = flush_block_cache(tc);
   for (unsigned c = 0; c < JW_NCLASSES; c++) {
+    flush_bin(t, tc, c); /* its blocks may be of any slab of the class */
     jw_slab *s = tc->current[c];
     if (s == NULL) continue;
-    flush_bin(t, tc, c);
     jw_slab_collect(s);
     tc->current[c] = NULL;
     if (s->live == 0) {

@@ -24,7 +24,18 @@
 enum { JW_TLS_NONE = 0, JW_TLS_ACTIVE, JW_TLS_SETUP, JW_TLS_DEAD };
 
 typedef struct jw_tls {
-  jw_block *bin[JW_NCLASSES]; /* free blocks of each class's current slab */
+  /* jw_class_bin_limit[c] minus the blocks in bin[c]: a free that takes it
+   * below zero gives blocks back to their slabs (jw_tc_bin_overflow). */
+  int16_t room[JW_NCLASSES];
+  /* Per class, the thread's free blocks of its own slabs, any of them
+   * (frontend.md, "The bin"): what a refill took off a slab, and what the
+   * owner freed since. Counted live by their slabs. */
+  jw_block *bin[JW_NCLASSES];
+  /* The tag table of the GiB this thread freed into last (page_tag.h,
+   * jw_tag_cache): its last page index (0: none), and the table biased so
+   * that tag_words[a >> 12] is the word of address a in that GiB. */
+  uintptr_t tag_last;
+  jw_atomic_u64 *tag_words;
   uint64_t key;               /* tag of this thread's slabs; 0 without a cache */
   uint64_t fkey;              /* copy of jw_free_key (one TLS load on the free path) */
   uint64_t n_malloc, n_free;  /* fast-path calls since the last fold */
@@ -106,6 +117,12 @@ bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b);
  * partial or parked), marking it free with fkey. */
 void jw_tc_free_own(jw_tcache *tc, jw_slab *s, jw_block *b, uint64_t fkey);
 
+/* Owner (the free fast path took room[c] below zero): gives half of the
+ * bin's bound back, the blocks freed last first, each to its own slab's local
+ * list (a parked slab goes back to its partial queue, an emptied one leaves
+ * its class: jw_tc_freed). */
+void jw_tc_bin_overflow(jw_tls *t, jw_tcache *tc, unsigned c);
+
 /* Owner: a block was just put on the local list of its own slab s (live
  * lowered): a parked slab goes back to its partial list, an emptied one
  * leaves its class (jw_tc_slab_emptied). */
@@ -149,19 +166,24 @@ void *jw_tc_remote_flush_class(jw_tls *t, jw_tcache *tc, unsigned c);
 void *jw_tc_remote_flush(jw_tls *t, jw_tcache *tc);
 
 /* The common case of a batched cross-thread free (frontend.md, "Batched
- * remote frees"): t already has a chain of block b's slab s, below the bound
+ * remote frees"): t already has a chain of block b's slab s (of class c),
+ * below the bound
  * after b; b (validated, not free, not the caller's) is marked free with
  * fkey and linked on with plain stores. Returns false, having done nothing,
  * in every other case (jw_tc_chain_add then). A non-empty chain implies
  * t->rf_ok. Inline: a few loads and stores. */
-static inline bool jw_tc_chain_append(jw_tls *t, jw_slab *s, jw_block *b, uint64_t fkey) {
-  unsigned c = s->cls; /* owner-stable while the slab is live (validated) */
+static inline bool jw_tc_chain_append_c(jw_tls *t, jw_slab *s, jw_block *b, uint64_t fkey, unsigned c) {
   jw_block *h = t->rf_head[c];
   if (h == NULL || jw_slab_of(h) != s || t->rf_n[c] >= JW_RF_BOUND - 1) return false;
   jw_block_set_free(b, h, fkey);
   t->rf_head[c] = b;
   t->rf_n[c]++;
   return true;
+}
+
+/* The same, reading the class from s's header. */
+static inline bool jw_tc_chain_append(jw_tls *t, jw_slab *s, jw_block *b, uint64_t fkey) {
+  return jw_tc_chain_append_c(t, s, b, fkey, s->cls); /* owner-stable while the slab is live (validated) */
 }
 
 /* The rest of a batched cross-thread free (t->rf_ok set; block b of slab s

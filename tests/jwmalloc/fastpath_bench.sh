@@ -8,8 +8,10 @@
 # / N with only jw_bench_pair collected, so process start, warm-up and the
 # first refill cancel out; what remains is the steady-state pair, its
 # amortized refills included. With --check the exit status says whether
-# jwmalloc needed fewer instructions than mimalloc at every size (77: a tool
-# is missing, the comparison was skipped).
+# jwmalloc needed at most 1.1x mimalloc's instructions at every size (issue
+# 23: wall-clock throughput wins over instruction counts where they conflict,
+# docs/design/performance.md; 77: a tool is missing, the comparison was
+# skipped).
 set -euo pipefail
 BUILD=${1:?usage: fastpath_bench.sh BUILD_DIR [--check] [SIZE...]}
 shift
@@ -44,11 +46,11 @@ for s in "${sizes[@]}"; do
   j=$(per_pair "$jw" "$s")
   m=$(per_pair "$mi" "$s")
   printf '%8s %10s %10s %8s\n' "$s" "$j" "$m" "$(awk -v j="$j" -v m="$m" 'BEGIN { printf "%.2f", j / m }')"
-  awk -v j="$j" -v m="$m" 'BEGIN { exit !(j < m) }' || fail=1
+  awk -v j="$j" -v m="$m" 'BEGIN { exit !(j <= 1.1 * m) }' || fail=1
 done
 echo "command: valgrind --tool=callgrind --toggle-collect=jw_bench_pair $jw SIZE PAIRS (and $mi)"
 if [ $check -eq 1 ] && [ $fail -ne 0 ]; then
-  echo "fastpath: jwmalloc needs more instructions than mimalloc for some size" >&2
+  echo "fastpath: jwmalloc needs more than 1.1x mimalloc's instructions for some size" >&2
   exit 1
 fi
 exit 0

@@ -6,7 +6,8 @@
  * through its ready stack and keeps them for its next allocations (the
  * watermark of such pages is its recent peak slab count: frontend.md, "The
  * page pool"). White-box where needed: jw_pages_lookup() tells whether a page
- * is still a slab page or went back to the page source. Run with
+ * is still a slab page or went back to the page source. Frees go to their
+ * slabs (JWMALLOC_BIN=0), so a slab empties at its last free. Run with
  * JWMALLOC_RECLAIM=0: no aging pass takes the pool lock or resets the peak in
  * the middle of a step. */
 #include <pthread.h>
@@ -38,6 +39,10 @@ int main(void) {
   static void *a[N];
   jw_stats s0, s1, s2;
   long pct = 0, min = 0;
+  /* The steps below follow the order in which slabs empty, so every free
+   * goes to its slab (JWMALLOC_BIN=0): the bin's own giving back is
+   * jwmalloc.bin's. */
+  CHECK(jw_option_set("BIN", 0) == 0, "JWMALLOC_BIN is a run-time option");
   jw_option_get("POOL_PERCENT", &pct);
   jw_option_get("POOL_MIN", &min);
   for (int i = 0; i < N; i++) a[i] = jw_malloc(48);
