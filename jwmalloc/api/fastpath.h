@@ -11,6 +11,7 @@
 
 #include "../common/config.h"
 #include "core.h"
+#include "gate.h"
 #include "runtime.h"
 
 /* Reads the first word of the page of any pointer given to free(). When
@@ -28,7 +29,9 @@ static inline __attribute__((no_sanitize("address", "thread"))) uint64_t jw_fast
 }
 
 static inline void *jw_fast_malloc(size_t n) {
-  if (JW_UNLIKELY(n > JW_SMALL_MAX)) return NULL;
+  /* n <= JW_SMALL_MAX, the bound read from the gate (gate.h): 0 while malloc
+   * is disabled. Relaxed: a setting; a call that sees it late completes. */
+  if (JW_UNLIKELY(n >= jw_load(&jw_gate_state.fast_limit, JW_RELAXED))) return NULL;
   jw_tls *t = &jw_tls_state;
   unsigned c = jw_class_of(n);
   jw_block *b = t->bin[c];
@@ -52,8 +55,9 @@ static inline void *jw_fast_malloc(size_t n) {
 static inline __attribute__((always_inline)) bool jw_fast_free(void *p) {
   uintptr_t a = (uintptr_t)p;
   /* Not in a slab's block area (offset < 64: header or page-aligned) or
-   * misaligned: slow path. */
-  if (JW_UNLIKELY((a & 0xfc0) == 0 || (a & 15) != 0)) return false;
+   * misaligned: slow path. The alignment mask comes from the gate (gate.h):
+   * all ones while malloc is disabled. Relaxed: a setting, as above. */
+  if (JW_UNLIKELY((a & 0xfc0) == 0 || (a & jw_load(&jw_gate_state.free_mask, JW_RELAXED)) != 0)) return false;
   jw_tls *t = &jw_tls_state;
   uint64_t key = t->key;
   jw_slab *s = jw_slab_of(p);
