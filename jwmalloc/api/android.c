@@ -16,7 +16,10 @@
 #include <unistd.h>
 
 #include "../../include/jwmalloc.h"
+#include "../backend/backend.h"
 #include "../backend/page_source.h"
+#include "../backend/release.h"
+#include "../backend/roots.h"
 #include "../common/counter.h"
 #include "../common/lock.h"
 #include "../common/options.h"
@@ -196,19 +199,22 @@ JW_EXPORT int jw_mallopt(int param, int value) {
 /* ---- mallinfo ---- */
 
 void jw_mallinfo_fill(struct mallinfo2 *m) {
-  /* Counters only: no lock, no system call, no walk of threads or heap. */
-  jw_pages_stats ps;
-  jw_pages_get_stats(&ps);
+  /* A handful of relaxed counters: no lock, no system call, no walk of
+   * threads, classes or heap (jw_stats_get reads /proc and every thread
+   * cache; this is for callers that ask often, ART at every collection). */
+  jw_roots_stats rs;
+  jw_roots_get_stats(&rs);
   jw_os_counts os;
   jw_os_get_counts(&os);
   jw_api_counter_set *a = &jw_api_counters;
-  uint64_t huge = jw_counter_get(&a->huge_bytes);
+  uint64_t huge = jw_counter_get(&a->huge_bytes), roots = rs.roots * (uint64_t)JW_ROOT;
+  uint64_t live = jw_backend_live_bytes();
   memset(m, 0, sizeof *m);
-  m->arena = ps.mapped_bytes;
+  m->arena = roots;
   m->hblks = jw_counter_get(&a->huge_mallocs) - jw_counter_get(&a->huge_frees);
   m->hblkhd = huge;
-  m->uordblks = ps.live_bytes + huge;
-  m->fordblks = ps.mapped_bytes - ps.live_bytes;
-  m->keepcost = ps.cached_bytes;
+  m->uordblks = live + huge;
+  m->fordblks = roots > live ? roots - live : 0; /* racy counters: never negative */
+  m->keepcost = jw_release_cached_bytes();
   m->usmblks = os.peak_mapped_bytes;
 }
