@@ -8,6 +8,7 @@
  * are exported here; override.c gives them their standard names.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <linux/futex.h>
 #include <malloc.h>
 #include <stdint.h>
@@ -147,6 +148,26 @@ void jw_release_immediately(void) {
   jw_option_set("POOL_PERCENT", 0); /* an emptied slab goes to the backend, not the pool */
   jw_option_set("POOL_MIN", 0);
   jw_option_set("HUGE_CACHE_MB", 0); /* a freed direct mapping is unmapped */
+}
+
+/* ---- JWMALLOC_LOW_MEMORY ---- */
+
+/* Set explicitly in the environment (getenv reads environ: no allocation). */
+static int env_set(const char *name) { return getenv(name) != NULL; }
+
+void jw_low_memory_start(void) {
+  if (!jw_low_memory()) return;
+  /* docs/design/api.md, "Low-memory configuration". Each setting only where
+   * its own variable does not say otherwise. */
+  jw_reclaim_config c;
+  jw_reclaim_get_config(&c);
+  if (!env_set("JWMALLOC_RECLAIM_WATERMARK")) c.watermark = JW_LOW_MEMORY_WATERMARK;
+  if (!env_set("JWMALLOC_RECLAIM_INTERVAL_MS")) c.interval_ms = JW_LOW_MEMORY_INTERVAL_MS;
+  if (!env_set("JWMALLOC_RECLAIM_WATERMARK_MAX")) c.watermark_max = 0;
+  jw_reclaim_set_config(&c);
+  if (!env_set("JWMALLOC_POOL_PERCENT")) jw_option_set("POOL_PERCENT", 0);
+  if (!env_set("JWMALLOC_POOL_MIN")) jw_option_set("POOL_MIN", 0);
+  if (!env_set("JWMALLOC_HUGE_CACHE_MB")) jw_option_set("HUGE_CACHE_MB", 0);
 }
 
 static int set_decay(int value) {

@@ -5,6 +5,7 @@
 #define JW_API_ANDROID_H
 
 #include <malloc.h>
+#include <stdint.h>
 
 /* bionic's mallopt parameters (libc/include/malloc.h). */
 #define JW_M_DECAY_TIME (-100)
@@ -26,6 +27,18 @@ void jw_purge(int all_threads);
  * the watermark at one byte (every backend free releases what is cached at
  * once), no page pool, no kept direct mappings. */
 void jw_release_immediately(void);
+
+/* JWMALLOC_LOW_MEMORY=1 (docs/design/api.md, "Low-memory configuration"):
+ * at initialization, the release settings below, the page pool and the kept
+ * direct mappings off, each unless its own JWMALLOC_* variable is set; the
+ * tiers' smaller caches follow the option where they are created. */
+#ifndef JW_LOW_MEMORY_WATERMARK
+#define JW_LOW_MEMORY_WATERMARK ((uint64_t)256 << 10)
+#endif
+#ifndef JW_LOW_MEMORY_INTERVAL_MS
+#define JW_LOW_MEMORY_INTERVAL_MS 100u
+#endif
+void jw_low_memory_start(void);
 
 /* mallinfo2's fields from counters (no lock, no system call, no walk):
  * arena = bytes of roots, hblks/hblkhd = live direct mappings, uordblks =

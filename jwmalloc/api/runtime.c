@@ -15,6 +15,7 @@
 #include "../common/random.h"
 #include "../midend/midend.h"
 #include "../reclaim/reclaim.h"
+#include "android.h"
 #include "huge_cache.h"
 #include "core.h"
 #include "counters.h"
@@ -156,6 +157,7 @@ bool jw_global_init(void) {
   if (s == INIT_RUNNING) return false;
   if (!jw_cas(&init_state, &s, INIT_RUNNING, JW_ACQUIRE, JW_ACQUIRE)) return s == INIT_DONE;
   jw_options_init();
+  jw_low_memory_start(); /* JWMALLOC_LOW_MEMORY=1: its release settings (android.c) */
   jw_stats_at_start();
   /* Relaxed: published by the release store of INIT_DONE, and no block was
    * freed through a thread cache yet. */

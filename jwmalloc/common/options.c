@@ -22,6 +22,7 @@ static const struct {
     [JW_OPT_POOL_MIN] = {"POOL_MIN", 4, 1 << 20, "pages, 0 to 1048576", NULL},
     [JW_OPT_HUGE_CACHE_MB] = {"HUGE_CACHE_MB", 32, 65536, "MiB, 0 to 65536", NULL},
     [JW_OPT_PLACEMENT] = {"PLACEMENT", JW_PLACE_AUTO, 2, "0, 1 or auto", "auto"},
+    [JW_OPT_LOW_MEMORY] = {"LOW_MEMORY", 0, 1, "0 or 1", NULL},
 };
 
 /* JWMALLOC_* names read elsewhere (each reader checks its own values), so
@@ -42,6 +43,7 @@ jw_atomic_u64 jw_options[JW_OPT_COUNT] = {
     [JW_OPT_POOL_MIN] = JW_ATOMIC_INIT(4),
     [JW_OPT_HUGE_CACHE_MB] = JW_ATOMIC_INIT(32),
     [JW_OPT_PLACEMENT] = JW_ATOMIC_INIT(JW_PLACE_AUTO), /* docs/design/backend.md 7b, "Placement on demand" */
+    [JW_OPT_LOW_MEMORY] = JW_ATOMIC_INIT(0),
 };
 
 static jw_atomic_ptr stats_file;
@@ -164,7 +166,8 @@ JW_EXPORT int jw_option_set(const char *name, long value) {
     int rc = jw_reclaim_option(name, &value, 1);
     if (rc != -2) return rc;
   }
-  if (id < 0 || value < 0 || (uint64_t)value > table[id].max) {
+  /* LOW_MEMORY sizes caches as they are created: start-up only. */
+  if (id < 0 || id == JW_OPT_LOW_MEMORY || value < 0 || (uint64_t)value > table[id].max) {
     errno = EINVAL;
     return -1;
   }
