@@ -93,3 +93,9 @@ ANDROID_TRACE ?= ../shared/android-traces/systemui.zip
 bench-android: build
 	@bench/suite/android.py --build $(BUILD) --trace $(ANDROID_TRACE) --out bench/out/android \
 	  --publish bench/results/2026-12-01-android-replay $(ANDROID_ARGS)
+
+# Heap address entropy across runs (issue 27; docs/design/api.md, "Randomized
+# addresses"): jwmalloc beside glibc, Scudo, jemalloc, mimalloc, tcmalloc.
+.PHONY: bench-aslr
+bench-aslr: build
+	@bench/aslr/entropy.py --build $(BUILD) --runs 100 --publish bench/results/2026-12-01-aslr
