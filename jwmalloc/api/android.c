@@ -152,6 +152,11 @@ void jw_release_immediately(void) {
 
 /* ---- JWMALLOC_LOW_MEMORY ---- */
 
+/* backend/backend_internal.h (whose class count clashes with the
+ * frontend's name): the backend's one-time initialization, which reads the
+ * reclamation options from the environment. */
+void jw_backend_init_once(void);
+
 /* Set explicitly in the environment (getenv reads environ: no allocation). */
 static int env_set(const char *name) { return getenv(name) != NULL; }
 
@@ -159,6 +164,7 @@ void jw_low_memory_start(void) {
   if (!jw_low_memory()) return;
   /* docs/design/api.md, "Low-memory configuration". Each setting only where
    * its own variable does not say otherwise. */
+  jw_backend_init_once(); /* the reclamation options read from the environment first */
   jw_reclaim_config c;
   jw_reclaim_get_config(&c);
   if (!env_set("JWMALLOC_RECLAIM_WATERMARK")) c.watermark = JW_LOW_MEMORY_WATERMARK;

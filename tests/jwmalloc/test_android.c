@@ -603,6 +603,62 @@ static void t_mallinfo(void) {
   CHECK(b.arena >= b.uordblks - b.hblkhd && (size_t)d.uordblks == c.uordblks, "fields disagree");
 }
 
+/* JWMALLOC_LOW_MEMORY=1: a thread's cache is parked at its exit and the next
+ * thread fills its partly used slabs, so short-lived threads that each leave
+ * a few blocks behind do not leave a slab per class each (the default
+ * abandons them); a parked cache no thread takes gives everything back
+ * within two reclaim intervals. */
+#define SEQ_THREADS 300
+#define SEQ_CLASSES 10
+static void *kept[SEQ_THREADS][SEQ_CLASSES];
+
+static void *short_lived(void *arg) {
+  unsigned i = (unsigned)(uintptr_t)arg;
+  void *p[SEQ_CLASSES][5];
+  for (unsigned c = 0; c < SEQ_CLASSES; c++)
+    for (unsigned k = 0; k < 5; k++) {
+      p[c][k] = malloc(24 + 96 * c);
+      memset(p[c][k], (int)(i + c), 24 + 96 * c);
+    }
+  for (unsigned c = 0; c < SEQ_CLASSES; c++) {
+    kept[i][c] = p[c][0];
+    for (unsigned k = 1; k < 5; k++) free(p[c][k]);
+  }
+  return NULL;
+}
+
+static uint64_t live_now(void) {
+  jw_stats s;
+  jw_stats_get(&s, sizeof s);
+  return s.page_source_live_bytes;
+}
+
+static void t_parking(void) {
+  long low;
+  CHECK(jw_option_get("LOW_MEMORY", &low) == 0 && low == 1, "run with JWMALLOC_LOW_MEMORY=1");
+  CHECK(jw_option_set("LOW_MEMORY", 0) == -1 && errno == EINVAL, "LOW_MEMORY is a start-up option");
+  free(malloc(1));
+  uint64_t start = live_now();
+  for (unsigned i = 0; i < SEQ_THREADS; i++) {
+    pthread_t t;
+    pthread_create(&t, NULL, short_lived, (void *)(uintptr_t)i);
+    pthread_join(t, NULL);
+  }
+  uint64_t after = live_now();
+  /* Abandoned, each thread's blocks would hold a slab per class: 12 MB. */
+  printf("parking: %d threads in turn, %d blocks each left live: page-source live bytes +%.1f MiB\n", SEQ_THREADS,
+         SEQ_CLASSES, ((double)after - (double)start) / MIB);
+  CHECK(after < start + (2 << 20), "short-lived threads held %.1f MiB of slabs", ((double)after - start) / MIB);
+  for (unsigned i = 0; i < SEQ_THREADS; i++)
+    for (unsigned c = 0; c < SEQ_CLASSES; c++) {
+      unsigned char *b = kept[i][c];
+      CHECK(b[0] == (unsigned char)(i + c) && b[23 + 96 * c] == (unsigned char)(i + c), "block damaged");
+      free(b);
+    }
+  /* The parked caches age out (bounded by the alarm). */
+  while (live_now() > start + (256 << 10)) sleep_ms(10);
+}
+
 static int android_fork_case(const char *c) {
   if (strcmp(c, "self_pause") == 0) t_self_pause();
   else if (strcmp(c, "fork_enable") == 0) t_fork_enable();
@@ -611,6 +667,7 @@ static int android_fork_case(const char *c) {
   else if (strcmp(c, "purge_all") == 0) t_purge_all();
   else if (strcmp(c, "decay") == 0) t_decay();
   else if (strcmp(c, "mallinfo") == 0) t_mallinfo();
+  else if (strcmp(c, "parking") == 0) t_parking();
   else return 0;
   return 1;
 }
@@ -629,7 +686,7 @@ int main(int argc, char **argv) {
 #endif
   else {
     fprintf(stderr, "usage: test_android iterate_exact [rounds]|iterate_sizes|disable|self_pause|fork_enable|"
-                    "fork_in_calls|purge|purge_all|decay|mallinfo\n");
+                    "fork_in_calls|purge|purge_all|decay|mallinfo|parking\n");
     return 2;
   }
   if (failures) fprintf(stderr, "test_android %s: %d failures\n", c, failures);
