@@ -60,6 +60,26 @@ bench-traces: build
 
 bench: bench-traces
 	@bench/suite/run.py --build $(BUILD) $(if $(QUICK),--quick --out bench/out/quick,--out bench/out/full --publish bench/results/full) $(BENCH_ARGS)
+	@bench/suite/preempt.py --build $(BUILD) $(if $(QUICK),--repeat 1 --duration 0.5 --out bench/out/quick/preempt,--out bench/out/full/preempt) $(PREEMPT_ARGS)
+
+# What a paused thread costs the others (issue 23; docs/design/bench.md,
+# "Preemption injection"): no pauses, random pauses, pauses inside the
+# allocator's lock sections, every allocator, at 10 threads per core.
+# make bench-preempt [PREEMPT_ARGS='--repeat 5 ...']; report in build/bench-preempt.
+.PHONY: bench-preempt
+bench-preempt: build
+	@bench/suite/preempt.py --build $(BUILD) $(PREEMPT_ARGS)
+
+# The harness's own cost per call against the allocators' (issue 23;
+# docs/design/bench.md, "Harness cost"): the null allocator through run.py,
+# callgrind counts, perf's split of the time. Report in build/bench-harness-cost.
+HC = $(BUILD)/bench-harness-cost
+HC_ALLOCS = --allocator null=$(BUILD)/lib/libjwb_null.so --allocators null,glibc,jemalloc,mimalloc,tcmalloc,scudo,jwmalloc --footprint-extra ''
+.PHONY: bench-harness-cost
+bench-harness-cost: build
+	@bench/suite/run.py --build $(BUILD) $(HC_ALLOCS) --workloads throughput --threads N,10N --duration 1 --repeat 3 --callgrind none --no-report --out $(HC)/runs
+	@bench/suite/run.py --build $(BUILD) $(HC_ALLOCS) --workloads throughput --threads N --callgrind rptest-16k,rptest-1m,xmalloc,mstress,mleak,larson,reformat,near4k --callgrind-only --no-report --out $(HC)/callgrind
+	@bench/suite/harness_cost.py --build $(BUILD) --perf-measure --runs $(HC)/runs --callgrind $(HC)/callgrind --out $(HC) $(HARNESS_ARGS)
 
 # What the slowest allocator calls are made of (issue 8): slow calls per
 # million at 10 threads per core, with a page fault, a context switch, and the

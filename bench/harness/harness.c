@@ -23,7 +23,8 @@
 #define CALLGRIND_DUMP_STATS_AT(x)
 #endif
 
-jwb_config jwb = {.threads = 1, .ops = 100000, .seed = 1, .lat_every = 32, .check = 1};
+jwb_config jwb = {.threads = 1, .ops = 100000, .seed = 1, .lat_every = 32, .check = 1, .pause_every_us = 500,
+                  .pause_ms = 2.0};
 atomic_int jwb_stop_flag;
 
 #define MAX_CTX 8192
@@ -33,11 +34,12 @@ static int mark_fd = -1;
 static uint64_t timer_median_ns, timer_p99_ns;
 static jwb_thread *ctxs[MAX_CTX];
 static unsigned nctx;
+static atomic_uint nctx_pub; /* nctx, for other threads (jwb_ctx_peek) */
 static jwb_thread *main_ctx;
 static int region_open, region_closed;
 static jwb_astats region_start, region_stop; /* the allocator's figures at the region's two ends */
 static uint64_t measured_ns;
-static int phase_timed;
+int jwb_phase_timed;
 static atomic_int have_failure;
 static char first_failure[200];
 
@@ -47,19 +49,6 @@ jwb_rng jwb_rng_for(uint64_t seed, uint64_t index, uint64_t purpose) {
   jwb_rng r = {seed * 0x9e3779b97f4a7c15ULL ^ (index + 1) * 0xd1b54a32d192ed03ULL ^ purpose << 56};
   jwb_next(&r);
   return r;
-}
-
-size_t jwb_size_log_uniform(jwb_rng *r, size_t min, size_t max) {
-  if (min < 1) min = 1;
-  if (max <= min) return min;
-  unsigned lo = 63u - (unsigned)__builtin_clzll(min);
-  unsigned hi = 63u - (unsigned)__builtin_clzll(max);
-  unsigned e = lo + (unsigned)jwb_below(r, hi - lo + 1);
-  size_t base = (size_t)1 << e;
-  size_t s = base + (size_t)jwb_below(r, base);
-  if (s < min) s = min;
-  if (s > max) s = max;
-  return s;
 }
 
 size_t jwb_size_mixed(jwb_rng *r) {
@@ -81,11 +70,21 @@ static void usage(const jwb_opt *extra, FILE *f) {
           "                    without their own unit of work (default %" PRIu64 ")\n"
           "  --seed N          random seed (default %" PRIu64 ")\n"
           "  --lat-every K     time one allocator call in about K (0: none; default %u)\n"
-          "  --lat-attrib NS   count the timed calls longer than NS ns, those of them that took\n"
-          "                    a page fault, and those switched out without one (0: off, the\n"
-          "                    default; costs a getrusage call per timed call, two per slow one)\n"
+          "  --lat-slow NS     count the timed calls longer than NS ns (0: off, the default)\n"
+          "  --lat-attrib NS   as --lat-slow, and count those of them that took a page fault,\n"
+          "                    and those switched out without one (costs a getrusage call per\n"
+          "                    timed call, two per slow one)\n"
+          "  --pause MODE      inject pauses: none (default), random (a signal to a random\n"
+          "                    worker, whose handler sleeps), section (the next thread to enter\n"
+          "                    an allocator lock section sleeps there; needs a section hook:\n"
+          "                    libjwmalloc_hooks.so, or libjwb_pause.so before a peer)\n"
+          "  --pause-every US  microseconds between pauses (default %" PRIu64 ")\n"
+          "  --pause-ms MS     length of one pause in ms (default %g)\n"
+          "  --pause-kinds K,. section mode: only these kinds of section get pauses\n"
+          "                    (jw.backend, jw.midend, jw.pool, jw.aging, jw.token, jw.huge,\n"
+          "                    jw.be_unlock, jw.be_defer, mutex_lock, mutex_trylock; default all)\n"
           "  --no-check        do not verify block patterns\n",
-          jwb.threads, jwb.ops, jwb.seed, jwb.lat_every);
+          jwb.threads, jwb.ops, jwb.seed, jwb.lat_every, jwb.pause_every_us, jwb.pause_ms);
   if (extra && extra[0].name) {
     fprintf(f, "workload options:\n");
     for (const jwb_opt *o = extra; o->name; o++) fprintf(f, "  --%-16s %s\n", o->name, o->help);
@@ -164,8 +163,22 @@ void jwb_init(int argc, char **argv, const char *summary, const jwb_opt *extra) 
       jwb.ops = parse_u64(v, 1);
     } else if (strcmp(name, "seed") == 0) {
       jwb.seed = parse_u64(v, 0);
-    } else if (strcmp(name, "lat-attrib") == 0) {
-      jwb.lat_attrib_ns = parse_u64(v, 0);
+    } else if (strcmp(name, "lat-attrib") == 0 || strcmp(name, "lat-slow") == 0) {
+      jwb.lat_slow_ns = parse_u64(v, 0);
+      jwb.lat_attrib = name[4] == 'a' && jwb.lat_slow_ns > 0;
+    } else if (strcmp(name, "pause") == 0) {
+      if (strcmp(v, "none") == 0) jwb.pause_mode = JWB_PAUSE_NONE;
+      else if (strcmp(v, "random") == 0) jwb.pause_mode = JWB_PAUSE_RANDOM;
+      else if (strcmp(v, "section") == 0) jwb.pause_mode = JWB_PAUSE_SECTION;
+      else bad("--pause must be none, random or section:", v);
+    } else if (strcmp(name, "pause-every") == 0) {
+      jwb.pause_every_us = parse_u64(v, 0);
+      if (jwb.pause_every_us < 10 || jwb.pause_every_us > 60000000) bad("pause-every must be 10..60000000 us:", v);
+    } else if (strcmp(name, "pause-kinds") == 0) {
+      jwb.pause_kinds = v;
+    } else if (strcmp(name, "pause-ms") == 0) {
+      jwb.pause_ms = parse_double(v);
+      if (jwb.pause_ms <= 0 || jwb.pause_ms > 10000) bad("pause-ms must be above 0 and at most 10000:", v);
     } else if (strcmp(name, "lat-every") == 0) {
       uint64_t k = parse_u64(v, 0);
       if (k > 1u << 30) bad("lat-every too large:", v);
@@ -184,6 +197,7 @@ void jwb_init(int argc, char **argv, const char *summary, const jwb_opt *extra) 
   }
   const char *fd = getenv("JWBENCH_MARK_FD");
   if (fd && *fd) mark_fd = atoi(fd);
+  jwb_pause_setup();
   measure_timer();
   /* The allocator's one-time initialisation happens here, outside the region. */
   jwb_call_free(jwb_call_malloc(16));
@@ -198,6 +212,11 @@ void jwb_init(int argc, char **argv, const char *summary, const jwb_opt *extra) 
 /* ----------------------------------------------------------------- threads */
 
 jwb_thread *jwb_main_ctx(void) { return main_ctx; }
+
+jwb_thread *jwb_ctx_peek(unsigned index) {
+  /* acquire: pairs with the release that publishes a new context */
+  return index < atomic_load_explicit(&nctx_pub, memory_order_acquire) ? ctxs[index] : NULL;
+}
 
 jwb_thread *jwb_ctx(unsigned index) {
   if (index >= MAX_CTX) {
@@ -214,6 +233,7 @@ jwb_thread *jwb_ctx(unsigned index) {
     t->lat_countdown = jwb.lat_every ? 1 + (uint32_t)jwb_below(&t->lat_rng, 2ull * jwb.lat_every - 1) : UINT32_MAX;
     atomic_init(&t->priv_handed_over, 0);
     ctxs[nctx++] = t;
+    atomic_store_explicit(&nctx_pub, nctx, memory_order_release); /* see jwb_ctx_peek */
   }
   return ctxs[index];
 }
@@ -234,8 +254,19 @@ static void attrib_slow(jwb_thread *t, uint64_t before) {
   else if ((uint32_t)after != (uint32_t)before) t->slow_cs++; /* switched out, no fault */
 }
 
-void jwb_lat_sample(jwb_thread *t, uint64_t ns, uint64_t before) {
-  if (jwb.lat_attrib_ns && ns > jwb.lat_attrib_ns) attrib_slow(t, before);
+void jwb_lat_sample(jwb_thread *t, uint64_t t0, uint64_t ns, uint64_t before) {
+  if (jwb.lat_slow_ns && ns > jwb.lat_slow_ns) {
+    /* A call that this thread's own injected pause made slow is not a cost the
+     * allocator put on other threads (docs/design/bench.md, "Preemption
+     * injection"). */
+    if (jwb_pause_own(t, t0, t0 + ns)) {
+      t->slow_own++;
+    } else {
+      if (jwb.lat_attrib) attrib_slow(t, before);
+      else t->slow++;
+      jwb_pause_slow_other(t0, t0 + ns);
+    }
+  }
   if (!jwb.lat_every) {
     t->lat_countdown = UINT32_MAX;
     return;
@@ -245,12 +276,16 @@ void jwb_lat_sample(jwb_thread *t, uint64_t ns, uint64_t before) {
    * (docs/design/bench.md, "Latency"). Its tail is what the machine adds to any
    * short call (interrupts, preemption, timer reads): an allocator's percentile
    * at its floor says nothing more about the allocator. */
-  uint64_t t0 = jwb_now_ns();
+  uint64_t f0 = jwb_now_ns();
   jwb_null_call();
-  uint64_t floor_ns = jwb_now_ns() - t0;
+  uint64_t floor_ns = jwb_now_ns() - f0;
   jwb_hist_add(t->floor_hist, floor_ns);
-  if (jwb.lat_attrib_ns && floor_ns > jwb.lat_attrib_ns) t->floor_slow++;
+  if (jwb.lat_slow_ns && floor_ns > jwb.lat_slow_ns) {
+    if (jwb_pause_own(t, f0, f0 + floor_ns)) t->floor_slow_own++;
+    else t->floor_slow++;
+  }
   t->lat_countdown = 1 + (uint32_t)jwb_below(&t->lat_rng, 2ull * jwb.lat_every - 1);
+  if (jwb.pause_mode) jwb_pause_tick(f0 + floor_ns);
 }
 
 void jwb_oom(jwb_thread *t, size_t n) {
@@ -278,8 +313,11 @@ static __thread int handed_over_here; /* this thread's turn ended with jwb_hand_
  * workload's own threads by this symbol on their stack. */
 __attribute__((noinline, used)) void *jwb_thread_entry(void *p) {
   start_arg *a = p;
+  jwb_thread *t = a->t;
+  jwb_pause_thread_begin(t);
   if (a->gate) pthread_barrier_wait(a->gate);
-  a->fn(a->t);
+  a->fn(t);
+  jwb_pause_thread_end(t);
   if (!handed_over_here) atomic_fetch_add_explicit(&finished, 1, memory_order_release);
   return NULL;
 }
@@ -302,16 +340,11 @@ void jwb_hand_over(jwb_thread *t, jwb_thread_fn fn) {
   atomic_store_explicit(&t->priv_handed_over, 1, memory_order_release);
 }
 
-int jwb_done(jwb_thread *t) {
-  if (phase_timed) return atomic_load_explicit(&jwb_stop_flag, memory_order_relaxed);
-  return t->ops >= jwb.ops;
-}
-
 void jwb_run(unsigned n, jwb_thread_fn fn, double duration_s) {
   if (!args) args = jwb_meta_alloc(MAX_CTX * sizeof(start_arg));
   if (n == 0) n = 1;
   double dur = duration_s > 0 ? duration_s : duration_s == 0 ? jwb.duration_s : 0;
-  phase_timed = dur > 0;
+  jwb_phase_timed = dur > 0;
   atomic_store(&jwb_stop_flag, 0);
   atomic_store(&finished, 0);
   pthread_barrier_t gate;
@@ -330,7 +363,7 @@ void jwb_run(unsigned n, jwb_thread_fn fn, double duration_s) {
   }
   uint64_t t0 = jwb_now_ns();
   pthread_barrier_wait(&gate);
-  if (phase_timed) {
+  if (jwb_phase_timed) {
     uint64_t deadline = t0 + (uint64_t)(dur * 1e9);
     while (atomic_load_explicit(&finished, memory_order_acquire) < n) {
       uint64_t now = jwb_now_ns();
@@ -383,7 +416,7 @@ int jwb_report(const char *extra) {
   jwb_region_end();
   static jwb_hist all, floor;
   uint64_t ops = 0, allocs = 0, frees = 0, reallocs = 0, bytes = 0, failures = main_ctx->check_failures;
-  uint64_t slow = 0, slow_fault = 0, slow_cs = 0, floor_slow = 0;
+  uint64_t slow = 0, slow_fault = 0, slow_cs = 0, floor_slow = 0, slow_own = 0, floor_slow_own = 0;
   for (unsigned i = 0; i < nctx; i++) {
     jwb_thread *t = ctxs[i];
     jwb_hist_merge(&all, t->hist);
@@ -398,6 +431,8 @@ int jwb_report(const char *extra) {
     slow_fault += t->slow_fault;
     slow_cs += t->slow_cs;
     floor_slow += t->floor_slow;
+    slow_own += t->slow_own;
+    floor_slow_own += t->floor_slow_own;
   }
   double secs = jwb_elapsed();
   printf("jwbench prog=%s threads=%u seed=%" PRIu64 " mode=%s elapsed_s=%.6f ops=%" PRIu64 " allocs=%" PRIu64
@@ -414,10 +449,15 @@ int jwb_report(const char *extra) {
          " floor_max_ns=%" PRIu64,
          jwb_hist_quantile(&floor, 0.5), jwb_hist_quantile(&floor, 0.99), jwb_hist_quantile(&floor, 0.999),
          jwb_hist_quantile(&floor, 0.9999), floor.max);
-  if (jwb.lat_attrib_ns)
-    printf(" lat_attrib_ns=%" PRIu64 " lat_slow=%" PRIu64 " lat_slow_fault=%" PRIu64 " lat_slow_cs=%" PRIu64
-           " floor_slow=%" PRIu64,
-           jwb.lat_attrib_ns, slow, slow_fault, slow_cs, floor_slow);
+  if (jwb.lat_slow_ns)
+    printf(" lat_slow_ns=%" PRIu64 " lat_slow=%" PRIu64 " floor_slow=%" PRIu64 " lat_slow_own=%" PRIu64
+           " floor_slow_own=%" PRIu64,
+           jwb.lat_slow_ns, slow, floor_slow, slow_own, floor_slow_own);
+  if (jwb.lat_attrib)
+    printf(" lat_attrib_ns=%" PRIu64 " lat_slow_fault=%" PRIu64 " lat_slow_cs=%" PRIu64, jwb.lat_slow_ns,
+           slow_fault, slow_cs);
+  char pause[768];
+  if (jwb_pause_format(pause, sizeof pause) > 0) printf(" %s", pause);
   if (extra && *extra) printf(" %s", extra);
   /* The allocator's own figures: levels at the region's end, counters over
    * the region (docs/design/bench.md, "Allocator figures"). */

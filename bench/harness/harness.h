@@ -23,17 +23,18 @@
 
 /* ---------------------------------------------------------------- random */
 
-/* splitmix64: one 64-bit state word per stream; streams of different seeds are
- * independent enough for workload generation. */
+/* wyrand: one 64-bit state word per stream, a Weyl step and one 64x64->128
+ * multiply (six instructions: the harness draws several numbers per
+ * allocator call, docs/design/bench.md, "Harness cost"); streams of
+ * different seeds are independent enough for workload generation. */
 typedef struct jwb_rng {
   uint64_t s;
 } jwb_rng;
 
 static inline uint64_t jwb_next(jwb_rng *r) {
-  uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  uint64_t z = (r->s += 0xa0761d6478bd642fULL);
+  unsigned __int128 m = (unsigned __int128)z * (z ^ 0xe7037ed1a0b428dbULL);
+  return (uint64_t)(m >> 64) ^ (uint64_t)m;
 }
 /* Uniform in [0, n) (n > 0), by multiply-shift. */
 static inline uint64_t jwb_below(jwb_rng *r, uint64_t n) {
@@ -45,15 +46,29 @@ static inline int jwb_chance(jwb_rng *r, double p) { return jwb_unit(r) < p; }
 /* A stream seeded from (seed, index): used per thread and per purpose. */
 jwb_rng jwb_rng_for(uint64_t seed, uint64_t index, uint64_t purpose);
 /* Log-uniform size in [min, max] bytes: the power of two is uniform, then the
- * size is uniform inside it. Small sizes dominate by count, as in programs. */
-size_t jwb_size_log_uniform(jwb_rng *r, size_t min, size_t max);
+ * size is uniform inside it. Small sizes dominate by count, as in programs.
+ * One draw for both: its high half picks the power of two, its low half the
+ * size inside it. Inline: called for nearly every block. */
+static inline size_t jwb_size_log_uniform(jwb_rng *r, size_t min, size_t max) {
+  if (min < 1) min = 1;
+  if (max <= min) return min;
+  unsigned lo = 63u - (unsigned)__builtin_clzll(min);
+  unsigned hi = 63u - (unsigned)__builtin_clzll(max);
+  uint64_t x = jwb_next(r);
+  unsigned e = lo + (unsigned)(((x >> 32) * (uint64_t)(hi - lo + 1)) >> 32);
+  size_t base = (size_t)1 << e;
+  size_t s = base + (size_t)(((unsigned __int128)(uint32_t)x * base) >> 32);
+  return s < min ? min : s > max ? max : s;
+}
 /* Mixture used by the footprint workloads: 70% 16 B-512 B, 25% 512 B-8 KiB,
  * 5% 16 KiB-128 KiB (all log-uniform), so every tier of an allocator is used. */
 size_t jwb_size_mixed(jwb_rng *r);
-/* A 64-bit tag that differs for every (thread, counter). */
+/* A 64-bit tag for (thread, counter): an odd multiplier is a bijection, so
+ * tags of distinct pairs (thread < 2^24, counter < 2^40) differ except, at
+ * most, in the lowest bit; four instructions, since every block gets one
+ * (docs/design/bench.md, "Harness cost"). */
 static inline uint64_t jwb_tag(uint64_t thread, uint64_t counter) {
-  jwb_rng r = {(thread << 40) ^ counter ^ 0x5bd1e9955bd1e995ULL};
-  return jwb_next(&r) | 1;
+  return (((thread << 40) ^ counter) * 0x9e3779b97f4a7c15ULL) | 1;
 }
 
 /* ---------------------------------------------------------------- latency */
@@ -89,10 +104,11 @@ typedef struct jwb_thread {
   uint64_t allocs, frees, reallocs;
   uint64_t bytes;              /* bytes requested: with the counts, the fingerprint of the requests */
   uint64_t check_failures;
-  /* --lat-attrib: timed calls above the threshold; of them, those that took a
-   * page fault of this thread, and those switched out without one
-   * (jwb_lat_sample) */
-  uint64_t slow, slow_fault, slow_cs, floor_slow;
+  /* --lat-slow / --lat-attrib: timed calls above the threshold; of them
+   * (--lat-attrib), those that took a page fault of this thread, and those
+   * switched out without one (jwb_lat_sample). slow_own: those that overlapped
+   * this thread's own injected pause, not counted in slow (--pause) */
+  uint64_t slow, slow_fault, slow_cs, floor_slow, slow_own, floor_slow_own;
   uint64_t counter;            /* for tags */
   jwb_hist *hist;
   jwb_hist *floor_hist;        /* an empty call timed right after each timed call (jwb_lat_sample) */
@@ -100,6 +116,11 @@ typedef struct jwb_thread {
   /* harness-private: the thread now running this context, for hand-over */
   void *priv_thread;
   atomic_int priv_handed_over;
+  /* --pause (pause.c): the kernel id of the thread running this context (0:
+   * none), and its last pause's window, written by that thread only */
+  atomic_int tid;
+  _Atomic uint64_t pause_t0, pause_t1;
+  uint64_t pauses;
 } jwb_thread;
 
 typedef void (*jwb_thread_fn)(jwb_thread *t);
@@ -112,9 +133,15 @@ typedef struct jwb_config {
   uint64_t ops;                /* --ops: allocator calls per thread in ops mode */
   uint64_t seed;               /* --seed */
   unsigned lat_every;          /* --lat-every: mean gap between timed calls, 0 = none */
-  uint64_t lat_attrib_ns;      /* --lat-attrib: slow-call threshold in ns, 0 = off */
+  uint64_t lat_slow_ns;        /* --lat-slow or --lat-attrib: slow-call threshold in ns, 0 = off */
+  int lat_attrib;              /* --lat-attrib: slow calls are also attributed (faults, switches) */
   int check;                   /* 0 with --no-check */
+  int pause_mode;              /* --pause: JWB_PAUSE_* */
+  uint64_t pause_every_us;     /* --pause-every: microseconds between injected pauses */
+  double pause_ms;             /* --pause-ms: length of one pause */
+  const char *pause_kinds;     /* --pause-kinds: kinds of section that get pauses (NULL: all) */
 } jwb_config;
+enum { JWB_PAUSE_NONE, JWB_PAUSE_RANDOM, JWB_PAUSE_SECTION };
 extern jwb_config jwb;
 
 typedef enum { JWB_OPT_U64, JWB_OPT_SIZE, JWB_OPT_DOUBLE, JWB_OPT_STR } jwb_opt_kind;
@@ -132,6 +159,8 @@ void jwb_init(int argc, char **argv, const char *summary, const jwb_opt *extra);
 /* Contexts 0..n-1 (created on first use, kept across phases so counters and
  * histograms accumulate). */
 jwb_thread *jwb_ctx(unsigned index);
+/* Context index if it exists, else NULL; from any thread (pause.c). */
+jwb_thread *jwb_ctx_peek(unsigned index);
 /* The main thread's context, for set-up and tear-down calls (not timed). */
 jwb_thread *jwb_main_ctx(void);
 
@@ -142,9 +171,13 @@ jwb_thread *jwb_main_ctx(void);
  * phase is added to the measured time. */
 void jwb_run(unsigned n, jwb_thread_fn fn, double duration_s);
 /* True when the thread should stop: stop flag (duration mode) or its op budget
- * (ops mode). */
-int jwb_done(jwb_thread *t);
+ * (ops mode). Inline: workloads ask once per step. */
 extern atomic_int jwb_stop_flag;
+extern int jwb_phase_timed;      /* harness-private: the phase runs for a duration */
+static inline int jwb_done(jwb_thread *t) {
+  if (jwb_phase_timed) return atomic_load_explicit(&jwb_stop_flag, memory_order_relaxed);
+  return t->ops >= jwb.ops;
+}
 /* Ends the calling thread's turn: fn continues on a new thread with the same
  * context, and the caller must return at once (larson's thread replacement). */
 void jwb_hand_over(jwb_thread *t, jwb_thread_fn fn);
@@ -194,6 +227,33 @@ size_t jwb_astats_format(char *buf, size_t cap, const char *prefix, const jwb_as
 /* end's levels, and the counters as end - start. */
 void jwb_astats_delta(jwb_astats *out, const jwb_astats *end, const jwb_astats *start);
 
+/* ---------------------------------------------------------------- pauses */
+
+/* Preemption injection (pause.c; docs/design/bench.md, "Preemption
+ * injection"). --pause random: every --pause-every us one running worker,
+ * chosen at random, gets a signal whose handler sleeps --pause-ms; --pause
+ * section: the next thread that enters one of the allocator's lock-holding
+ * sections (a section hook: jwmalloc's test-hooks library, or the pause shim
+ * before a peer) sleeps there instead. Hooks found are installed in every
+ * mode, so the sections reached are counted without pauses too. */
+/* From jwb_init, after the options: installs the hooks and the handler;
+ * exits 2 with a message when --pause section finds no hook. */
+void jwb_pause_setup(void);
+/* The calling thread starts / stops running context t. */
+void jwb_pause_thread_begin(jwb_thread *t);
+void jwb_pause_thread_end(jwb_thread *t);
+/* 1 when t's last pause overlapped [t0, t1] (ns, monotonic): t's own pause. */
+int jwb_pause_own(jwb_thread *t, uint64_t t0, uint64_t t1);
+/* After every timed call (its end, ns): the thread that finds the next
+ * tick's time passed takes the tick (a pause signal, or an arm). */
+void jwb_pause_tick(uint64_t now);
+/* A slow call [t0, t1] of a thread other than the paused ones: counted under
+ * the kind of the section pause it overlapped (or none), in section mode. */
+void jwb_pause_slow_other(uint64_t t0, uint64_t t1);
+/* The "pause=... hooks=..." fields of the result line; returns the length,
+ * 0 (nothing written) without --pause and without hooks. */
+size_t jwb_pause_format(char *buf, size_t cap);
+
 /* ---------------------------------------------------------------- memory */
 
 /* Zeroed bookkeeping memory from mmap (never the allocator under test); exits
@@ -201,13 +261,42 @@ void jwb_astats_delta(jwb_astats *out, const jwb_astats *end, const jwb_astats *
 void *jwb_meta_alloc(size_t bytes);
 void jwb_meta_free(void *p, size_t bytes);
 
-/* Writes tag into the first and last 8 bytes of the block (fewer for small
- * blocks) and one byte into every 4 KiB page, so the block is resident. */
-void jwb_fill(void *p, size_t n, uint64_t tag);
+/* Writes tag into the first and last 8 bytes of the block (only the first
+ * below 16 bytes, fewer below 8) and one byte into every 4 KiB page beyond
+ * the first, so the block is resident. Inline with fixed-size loads and
+ * stores: it runs for every block (docs/design/bench.md, "Harness cost"). */
+#define JWB_PAGE 4096
+static inline void jwb_put8(unsigned char *b, uint64_t v) { __builtin_memcpy(b, &v, 8); }
+static inline uint64_t jwb_get8(const unsigned char *b) {
+  uint64_t v;
+  __builtin_memcpy(&v, b, 8);
+  return v;
+}
+void jwb_fill_small(unsigned char *b, size_t n, uint64_t tag);
+static inline void jwb_fill(void *p, size_t n, uint64_t tag) {
+  unsigned char *b = (unsigned char *)p;
+  if (__builtin_expect(n < 8, 0)) {
+    jwb_fill_small(b, n, tag);
+    return;
+  }
+  jwb_put8(b, tag);
+  if (n >= 16) jwb_put8(b + n - 8, tag);
+  for (size_t off = JWB_PAGE; off + 8 < n; off += JWB_PAGE) b[off] = (unsigned char)(tag >> 8);
+}
 /* Verifies what jwb_fill wrote; on mismatch counts a failure and keeps the
  * first one's description for the report. skip_head: bytes at the start not to
  * check (a workload keeps a header there). Returns 1 when intact. */
-int jwb_check(jwb_thread *t, const void *p, size_t n, uint64_t tag, size_t skip_head);
+int jwb_check_slow(jwb_thread *t, const void *p, size_t n, uint64_t tag, size_t skip_head);
+static inline int jwb_check(jwb_thread *t, const void *p, size_t n, uint64_t tag, size_t skip_head) {
+  if (!jwb.check) return 1;
+  const unsigned char *b = (const unsigned char *)p;
+  if (__builtin_expect(n < 8 || skip_head != 0 || n > JWB_PAGE + 8, 0))
+    return jwb_check_slow(t, p, n, tag, skip_head); /* tiny, with a header, or more than one page */
+  uint64_t bad = jwb_get8(b) ^ tag;
+  if (n >= 16) bad |= jwb_get8(b + n - 8) ^ tag;
+  if (__builtin_expect(bad != 0, 0)) return jwb_check_slow(t, p, n, tag, skip_head); /* describes the failure */
+  return 1;
+}
 void jwb_fail(jwb_thread *t, const char *what);
 
 /* ---------------------------------------------------------------- allocator calls */
@@ -226,9 +315,9 @@ void jwb_call_free(void *p);
  * so callgrind's allocator arcs never include it. */
 void jwb_null_call(void);
 
-/* A timed call took ns; `before`: jwb_attrib_read() taken just before it
- * (0 without --lat-attrib), for the slow-call counts. */
-void jwb_lat_sample(jwb_thread *t, uint64_t ns, uint64_t before);
+/* A timed call started at t0 and took ns; `before`: jwb_attrib_read() taken
+ * just before it (0 without --lat-attrib), for the slow-call counts. */
+void jwb_lat_sample(jwb_thread *t, uint64_t t0, uint64_t ns, uint64_t before);
 /* --lat-attrib: this thread's page faults and context switches so far, packed
  * (faults << 32 | switches; getrusage RUSAGE_THREAD, read outside the timed
  * window). */
@@ -238,10 +327,10 @@ void jwb_oom(jwb_thread *t, size_t n);
 #define JWB_TIMED(t, expr)                                         \
   do {                                                             \
     if (__builtin_expect(--(t)->lat_countdown == 0, 0)) {          \
-      uint64_t jwb_r0_ = jwb.lat_attrib_ns ? jwb_attrib_read() : 0; \
+      uint64_t jwb_r0_ = jwb.lat_attrib ? jwb_attrib_read() : 0;   \
       uint64_t jwb_t0_ = jwb_now_ns();                             \
       expr;                                                        \
-      jwb_lat_sample((t), jwb_now_ns() - jwb_t0_, jwb_r0_);        \
+      jwb_lat_sample((t), jwb_t0_, jwb_now_ns() - jwb_t0_, jwb_r0_); \
     } else {                                                       \
       expr;                                                        \
     }                                                              \

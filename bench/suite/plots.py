@@ -50,9 +50,10 @@ def _val(v):
     return "?" if v is None else "%.6g" % v
 
 
-def bars(out_dir, name, title, ylabel, categories, series, values, log=False, ref_line=None):
+def bars(out_dir, name, title, ylabel, categories, series, values, log=False, ref_line=None, ymin=None):
     """Clustered bars: one cluster per category, one bar per series.
-    values[(category, series)] -> number or None."""
+    values[(category, series)] -> number or None. ymin: the y axis's lower
+    end (default 0; "*" lets gnuplot choose, for values below 0)."""
     series = [s for s in series if any(values.get((c, s)) is not None for c in categories)]
     if not series:
         return None
@@ -82,7 +83,8 @@ set grid ytics
 set yrange [%s:*]
 %s%s
 plot %s
-""" % (width, _q(title), _q(ylabel), "*" if log else "0", "set logscale y\n" if log else "", extra,
+""" % (width, _q(title), _q(ylabel), "*" if log else ("0" if ymin is None else str(ymin)),
+       "set logscale y\n" if log else "", extra,
        ", ".join(plots))
     return _run(out_dir, name, script, rows)
 

@@ -12,25 +12,16 @@ it. make bench-tail.
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import allocators  # noqa: E402
+import interleave  # noqa: E402
 
 WORKLOADS = {
     "mstress": ["jwb-mstress", "--steps", "20000", "--rounds", "1"],
     "xmalloc": ["jwb-xmalloc"],
 }
-
-
-def kv(line):
-    out = {}
-    for tok in line.split():
-        if "=" in tok:
-            k, v = tok.split("=", 1)
-            out[k] = v
-    return out
 
 
 def main(argv=None):
@@ -58,29 +49,18 @@ def main(argv=None):
             sys.exit("tail.py: unknown workload %s (known: %s)" % (w, ", ".join(WORKLOADS)))
         if not os.access(os.path.join(bindir, WORKLOADS[w][0]), os.X_OK):
             sys.exit("tail.py: %s not built (make build)" % os.path.join(bindir, WORKLOADS[w][0]))
+    by_name = {A.name: A for A in allocs}
+
+    def run_cell(cell, r):
+        w, name = cell
+        cmd = [os.path.join(bindir, WORKLOADS[w][0])] + WORKLOADS[w][1:] + [
+            "--threads", str(a.threads), "--duration", str(a.duration), "--seed", str(r + 1),
+            "--lat-every", "32", "--lat-attrib", str(a.slow_ns)]
+        return interleave.run(cmd, interleave.env_for(by_name[name]), "tail.py: %s under %s" % (w, name))
+
     runs = {}  # (workload, allocator) -> list of result dicts
-    total = len(works) * a.repeat * sum(1 for A in allocs if A.ok)
-    done = 0
-    for w in works:
-        for r in range(a.repeat):
-            for A in allocs:  # interleaved: each repetition runs every allocator once
-                if not A.ok:
-                    continue
-                cmd = [os.path.join(bindir, WORKLOADS[w][0])] + WORKLOADS[w][1:] + [
-                    "--threads", str(a.threads), "--duration", str(a.duration), "--seed", str(r + 1),
-                    "--lat-every", "32", "--lat-attrib", str(a.slow_ns)]
-                env = dict(os.environ, **A.env)
-                env.pop("JWMALLOC_STATS", None)
-                if A.lib:
-                    env["LD_PRELOAD"] = A.lib
-                done += 1
-                print("[%d/%d] %s %s repetition %d" % (done, total, w, A.name, r + 1), file=sys.stderr, flush=True)
-                p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-                line = next((l for l in p.stdout.splitlines() if l.startswith("jwbench ")), None)
-                if p.returncode != 0 or line is None:
-                    sys.exit("tail.py: %s under %s failed (exit %d): %s" %
-                             (w, A.name, p.returncode, (p.stderr.strip().splitlines() or [""])[-1]))
-                runs.setdefault((w, A.name), []).append(kv(line))
+    for w in works:  # interleaved: each repetition runs every allocator once
+        runs.update(interleave.interleaved([(w, A.name) for A in allocs if A.ok], a.repeat, run_cell, "tail"))
     lines = ["Slow calls at %d threads: timed calls longer than %d ns per million timed calls; each row is the "
              "run with the median count of slow calls among %d interleaved %g-second runs (`bench/suite/tail.py`, "
              "docs/design/bench.md \"Slow calls\"). *fault*: the calling thread took a page fault during the "
@@ -99,8 +79,7 @@ def main(argv=None):
                 continue
 
             def per_m(key, r):
-                n = int(r["lat_samples"])
-                return 1e6 * int(r[key]) / n if n else 0.0
+                return interleave.per_million(r[key], r["lat_samples"])
 
             # One run's breakdown (the median one by slow calls), so that the columns add up.
             r = sorted(rs, key=lambda x: per_m("lat_slow", x))[(len(rs) - 1) // 2]

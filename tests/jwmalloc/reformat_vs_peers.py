@@ -2,7 +2,8 @@
 """Issue 3's reformatting target, as a deterministic count: on the
 reformatting workload (bench/workloads/reformat.c: the dominant size class
 changes every 20,000 calls, live bytes constant), jwmalloc must spend fewer
-allocator instructions per call than mimalloc and jemalloc, measured in the
+allocator instructions per call than jemalloc and at most 1.1x mimalloc's
+(issue 23), measured in the
 same run the way the evaluation suite measures them (callgrind, allocator
 instructions attributed to the allocator's call arcs: docs/design/bench.md,
 "Allocator instructions"). The comparison is with the peers in the same run,
@@ -64,10 +65,14 @@ def main():
         for a in ["jwmalloc"] + peers:
             print("  %-9s %7.1f  (%.2fx jwmalloc)" % (a, got[a], got[a] / jw))
         print("command: " + recs["jwmalloc"].get("cmd", ""))
-        worse = [a for a in peers if not jw < got[a]]
+        # Issue 23's decision: wall-clock throughput comes first, and this count may be up to 1.1x mimalloc's
+        # (a change of the workload's random streams alone moved the two by 4-6% each way); jemalloc's stays
+        # a strict bound.
+        allowed = {"mimalloc": 1.1}
+        worse = [a for a in peers if not jw < got[a] * allowed.get(a, 1.0)]
         if worse:
-            print("reformat_vs_peers: jwmalloc needs at least as many instructions per call as %s" % ", ".join(worse),
-                  file=sys.stderr)
+            print("reformat_vs_peers: jwmalloc needs more instructions per call than %s" % ", ".join(
+                "%s (x%.1f)" % (a, allowed.get(a, 1.0)) for a in worse), file=sys.stderr)
             return 1
         return 0
     finally:
