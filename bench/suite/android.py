@@ -4,6 +4,7 @@ traces"; make bench-android).
 
   bench/suite/android.py --build BUILD [--trace ZIP_OR_TXT] [--repeat 3]
                          [--allocators a,b,...] [--out DIR] [--publish DIR]
+                         [--notes FILE] [--report-only]
 
 Runs jwb-android-replay on the trace under every allocator, the allocators
 interleaved within each repetition (run k of every allocator, then run k+1),
@@ -12,7 +13,9 @@ calls alone; and with each new block made resident, as memory_replay times
 it), peak and final RSS and peak virtual address space above the process at
 the first call. jwmalloc runs in its default and its low-memory configuration
 (JWMALLOC_LOW_MEMORY=1). Raw results (one line per run, the RSS series) go to
---out; --publish writes report.md and the PNG of RSS over calls there. Run it on
+--out; --publish writes report.md and the PNGs of RSS and virtual size over the
+calls there, with the issue's targets checked against the medians and the text
+of --notes appended; --report-only rewrites it from the runs in --out. Run it on
 a quiet machine: the times are only comparable within one session.
 """
 import argparse
@@ -84,7 +87,40 @@ def fmt(key, v):
     return "%.1f" % v if key.startswith("ns") else "%.1f MB" % (v / MB)
 
 
-def report(pub, trace, allocs, res, series, repeat):
+JW = ("jwmalloc", "jwmalloc-low")
+
+
+def targets(allocs, res):
+    """Issue 27's targets, from the medians above: the default configuration
+    at least as fast as the best peer and its peak RSS at most the lowest
+    peer's; the low-memory one's RSS (peak and final) below every peer's."""
+    peers = [a.name for a in allocs if a.name not in JW and res.get(a.name)]
+    if not peers:
+        return []
+    m = {n: {k: med(res[n], k) for k, _ in FIELDS} for n in res if res[n]}
+    fast = min(peers, key=lambda n: m[n]["ns_per_call"])
+    rows = []
+
+    def row(what, mine, key, peer, better):
+        if mine not in m:
+            return
+        v, p = m[mine][key], m[peer][key]
+        ok = v < p if better == "below" else v <= p
+        rows.append("| %s | %s | %s (%s) | %.2fx | %s |" % (
+            what, fmt(key, v), fmt(key, p), peer, v / p, "met" if ok else "**missed**"))
+    row("jwmalloc ns/call, at most the fastest peer's", "jwmalloc", "ns_per_call", fast, "at most")
+    for key, label in (("rss_peak", "peak RSS"), ("rss_final", "final RSS")):
+        low = min(peers, key=lambda n: m[n][key])
+        if key == "rss_peak":
+            row("jwmalloc %s, at most the lowest peer's" % label, "jwmalloc", key, low, "at most")
+        row("jwmalloc-low %s, below every peer's" % label, "jwmalloc-low", key, low, "below")
+    if not rows:
+        return []
+    return ["", "Targets (issue 27), from the medians above:", "",
+            "| target | jwmalloc | the peer it is held to | ratio | |", "| --- | --- | --- | --- | --- |"] + rows
+
+
+def report(pub, trace, allocs, res, series, repeat, notes=None):
     os.makedirs(pub, exist_ok=True)
     ok = [a for a in allocs if res.get(a.name)]
     r0 = res[ok[0].name][0]
@@ -108,6 +144,7 @@ def report(pub, trace, allocs, res, series, repeat):
         cells = [fmt(k, med(runs, k)) for k, _ in FIELDS]
         spread = "; ".join("%.1f, %.1f" % (float(r["ns_per_call"]), float(r["rss_peak"]) / MB) for r in runs)
         doc.append("| %s | %s | %s |" % (a.name, " | ".join(cells), spread))
+    doc += targets(allocs, res)
     doc += ["", "Allocators: " + "; ".join("%s: %s%s" % (a.name, a.description, (" (" + a.version + ")")
                                                       if a.version else "") for a in allocs), ""]
     pts = [(a.name, [(c / 1e3, r / MB) for c, r, v in series[a.name]]) for a in ok if series.get(a.name)]
@@ -120,6 +157,9 @@ def report(pub, trace, allocs, res, series, repeat):
                       "calls (thousands)", "virtual size (MB)", pts, log_y=True)
     if png:
         doc += ["![virtual size over calls](%s)" % png, ""]
+    if notes:
+        with open(notes) as f:
+            doc += [f.read().rstrip("\n"), ""]
     with open(os.path.join(pub, "report.md"), "w") as f:
         f.write("\n".join(doc))
     print("\n".join(doc))
@@ -133,6 +173,8 @@ def main():
     ap.add_argument("--allocators", default=",".join(DEFAULT))
     ap.add_argument("--out", default="bench/out/android")
     ap.add_argument("--publish", default=None)
+    ap.add_argument("--notes", default=None, help="a Markdown file appended to the report (what the figures mean)")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the report from the runs in --out")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     if not os.access(a.trace, os.R_OK):
@@ -142,6 +184,28 @@ def main():
     allocs = [resolve(n, build) for n in a.allocators.split(",")]
     res = {x.name: [] for x in allocs if x.ok}
     files = {x.name: [] for x in allocs if x.ok}
+    if a.report_only:
+        with open(os.path.join(a.out, "runs.txt")) as log:
+            for l in log:
+                r = kv(l)
+                name = l.split()[0]
+                if name in res:
+                    res[name].append(r)
+                    files[name].append((float(r["rss_peak"]), os.path.join(a.out, "%s.%s.series" % (name, r["run"]))))
+        a.repeat = max(len(v) for v in res.values())
+    else:
+        run_all(a, build, allocs, res, files)
+    series = {}
+    for name, fl in files.items():
+        if fl:
+            fl.sort()
+            series[name] = load_series(fl[len(fl) // 2][1])
+    if a.publish:
+        report(a.publish, a.trace, allocs, res, series, a.repeat, a.notes)
+    return 0
+
+
+def run_all(a, build, allocs, res, files):
     with open(os.path.join(a.out, "runs.txt"), "w") as log:
         for k in range(a.repeat):
             for x in allocs:
@@ -154,13 +218,6 @@ def main():
                 log.write("%s run=%d %s\n" % (x.name, k, " ".join("%s=%s" % kv_ for kv_ in sorted(r.items()))))
                 print("%-13s run %d: %6s ns/call, peak RSS %.1f MB" % (x.name, k, r["ns_per_call"],
                                                                      float(r["rss_peak"]) / MB), flush=True)
-    series = {}
-    for name, fl in files.items():
-        fl.sort()
-        series[name] = load_series(fl[len(fl) // 2][1])
-    if a.publish:
-        report(a.publish, a.trace, allocs, res, series, a.repeat)
-    return 0
 
 
 if __name__ == "__main__":
