@@ -26,14 +26,7 @@ KINDS = ["small (64 B)", "midend (8000 B)", "range (100000 B)"]
 
 
 def measure(probe, alloc, runs):
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    for k in list(env):
-        if k.startswith("JWMALLOC_"):
-            del env[k]
-    env.update({k: v for k, v in alloc.env.items() if not k.startswith("JWMALLOC_STATS")})
-    if alloc.lib:
-        env["LD_PRELOAD"] = alloc.lib
+    env = allocators.run_env(alloc)
     vals = []
     for _ in range(runs):
         out = subprocess.run([probe], capture_output=True, text=True, env=env, timeout=30)

@@ -49,14 +49,7 @@ def kv(line):
 
 
 def run_one(build, alloc, trace, series):
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    for k in list(env):
-        if k.startswith("JWMALLOC_"):
-            del env[k]
-    env.update({k: v for k, v in alloc.env.items() if not k.startswith("JWMALLOC_STATS")})
-    if alloc.lib:
-        env["LD_PRELOAD"] = alloc.lib
+    env = allocators.run_env(alloc)
     cmd = [os.path.join(build, "bin", "jwb-android-replay"), "--trace", trace, "--series", series]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     line = next((l for l in p.stdout.splitlines() if l.startswith("jwbench ")), None)

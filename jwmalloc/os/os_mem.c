@@ -107,14 +107,19 @@ static uintptr_t first_hint(size_t align) {
 }
 
 void *jw_os_map_root(size_t size, size_t align) {
-  /* Relaxed: a hint; two threads asking for one place get one each from
-   * the kernel (the loser's is not the hint: the aligned path below). */
-  uintptr_t hint = jw_load(&next_root, JW_RELAXED);
-  if (hint == 0) hint = first_hint(align);
-  if (hint != 0 && hint >= size) {
+  /* Each mapping claims its own place (a CAS moves the next hint one root
+   * down before the mmap): threads mapping at once would otherwise ask for
+   * the same place, and every loser's mapping, not at the hint, would be
+   * one more mmap and munmap before the aligned path. Relaxed: only the hint
+   * itself is shared; the kernel decides where the mapping goes. */
+  uintptr_t cur = jw_load(&next_root, JW_RELAXED), hint;
+  do {
+    hint = cur != 0 ? cur : first_hint(align);
+    if (hint < size) break; /* no random number, or no room below: the kernel's choice */
+  } while (!jw_cas(&next_root, &cur, hint - size, JW_RELAXED, JW_RELAXED));
+  if (hint >= size) {
     void *p = raw_map_at((void *)hint, size, MAP_NORESERVE);
     if (p != NULL && ((uintptr_t)p & (align - 1)) == 0) {
-      jw_store(&next_root, (uintptr_t)p - size, JW_RELAXED);
       account_mapped((int64_t)size);
       return p;
     }
