@@ -116,3 +116,19 @@ bench-iosr: build
 .PHONY: bench-reclaim
 bench-reclaim: build
 	@tests/reclaim/bench_reclaim.sh $(BUILD)
+
+# Android's trace replay (issue 27; docs/design/bench.md, "Android's traces"):
+# every allocator, jwmalloc in its default and low-memory configurations, 3
+# interleaved runs, published to bench/results/2026-12-01-android-replay.
+# make bench-android [ANDROID_TRACE=../shared/android-traces/systemui.zip] [ANDROID_ARGS='--repeat 5 ...']
+ANDROID_TRACE ?= ../shared/android-traces/systemui.zip
+.PHONY: bench-android
+bench-android: build
+	@bench/suite/android.py --build $(BUILD) --trace $(ANDROID_TRACE) --out bench/out/android \
+	  --publish bench/results/2026-12-01-android-replay $(ANDROID_ARGS)
+
+# Heap address entropy across runs (issue 27; docs/design/api.md, "Randomized
+# addresses"): jwmalloc beside glibc, Scudo, jemalloc, mimalloc, tcmalloc.
+.PHONY: bench-aslr
+bench-aslr: build
+	@bench/aslr/entropy.py --build $(BUILD) --runs 100 --publish bench/results/2026-12-01-aslr

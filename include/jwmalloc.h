@@ -4,9 +4,10 @@
  * the process's malloc, free, calloc, realloc, reallocarray, memalign,
  * posix_memalign, aligned_alloc, valloc, pvalloc, malloc_usable_size,
  * malloc_trim, malloc_stats, mallinfo, mallinfo2, malloc_info, mallopt
- * (accepted, ignored), glibc's __libc_malloc/free/calloc/realloc/memalign/
- * valloc/pvalloc/mallinfo/mallopt and cfree, and every C++ operator
- * new/delete. The jw_-prefixed functions below are the same allocator under
+ * (Android's parameters below; glibc's accepted and ignored), Android's
+ * malloc_disable, malloc_enable and malloc_iterate, glibc's
+ * __libc_malloc/free/calloc/realloc/memalign/valloc/pvalloc/mallinfo/mallopt
+ * and cfree, and every C++ operator new/delete. The jw_-prefixed functions below are the same allocator under
  * its own names; link libjwmalloc_api.a to use them beside the system
  * allocator (memory from jw_* must go back to jw_*).
  *
@@ -139,6 +140,58 @@ int jw_option_get(const char *name, long *value);
  * fixed-delay, RECLAIM_THREAD 0/1). Returns 0, or -1 with errno=EINVAL
  * (unknown name, bad value). */
 int jw_option_set(const char *name, long value);
+
+/* Android's extensions (bionic's docs/native_allocator.md; docs/design/api.md,
+ * "Android's extensions"). */
+
+/* mallopt parameters, with bionic's values. */
+#ifndef M_DECAY_TIME
+#define M_DECAY_TIME (-100) /* value 1: delayed release (default); 0: release at free; -1: never */
+#endif
+#ifndef M_PURGE
+#define M_PURGE (-101) /* release unused memory now: the caller's caches, shared caches, free ranges */
+#endif
+#ifndef M_PURGE_ALL
+#define M_PURGE_ALL (-104) /* as M_PURGE, and every other thread's pool and block cache */
+#endif
+
+/* Pauses every thread that enters an allocation call (malloc, free, calloc,
+ * realloc, memalign and the other aligned forms, malloc_usable_size,
+ * malloc_trim, mallopt, C++ new and delete; the caller's own calls too) at
+ * the start of the call until jw_malloc_enable; calls already past that
+ * start complete. Returns when the heap is quiet: no tier lock held, no
+ * release batch or lock-free backend operation in flight, so that
+ * jw_malloc_iterate sees a consistent heap. Waits for another disable to be
+ * enabled, and for a fork in progress. The reclaim thread waits too. fork()
+ * while disabled waits for jw_malloc_enable (from another thread). Not
+ * nestable: a second disable from the same thread before the enable never
+ * returns. */
+void jw_malloc_disable(void);
+/* Ends the disable (from any thread): paused calls continue. Does nothing
+ * when malloc is not disabled. */
+void jw_malloc_enable(void);
+/* Calls callback(start, usable size, arg) once for every live block whose
+ * start lies in [base, base + size): frontend and midend slab blocks, ranges,
+ * direct mappings. Blocks cached by a thread or a tier for reuse are free
+ * and not reported. Meant to run between jw_malloc_disable and
+ * jw_malloc_enable (libmemunreachable's use); called without them, it
+ * disables and enables around itself. The callback must not allocate (the
+ * call would pause for ever). Returns 0, or -1 with errno=EINVAL for a NULL
+ * callback. */
+int jw_malloc_iterate(uintptr_t base, size_t size, void (*callback)(uintptr_t base, size_t size, void *arg),
+                      void *arg);
+/* mallopt(3): M_DECAY_TIME 1, 0 or -1 (any value > 1 counts as 1), M_PURGE,
+ * M_PURGE_ALL (value ignored) return 1; an M_DECAY_TIME below -1 returns 0.
+ * glibc's parameters are accepted and ignored (1). */
+int jw_mallopt(int param, int value);
+/* Threads now paused by jw_malloc_disable (a snapshot). */
+unsigned jw_malloc_paused(void);
+
+/* The same under Android's names, in the drop-in libraries (libjwmalloc.so,
+ * libjwmalloc.a; mallopt is there too). */
+void malloc_disable(void);
+void malloc_enable(void);
+int malloc_iterate(uintptr_t base, size_t size, void (*callback)(uintptr_t base, size_t size, void *arg), void *arg);
 
 #ifdef __cplusplus
 }

@@ -89,6 +89,21 @@ def deb_version(package):
         return ""
 
 
+def run_env(alloc):
+    """The environment one run of a program under `alloc` gets: this process's,
+    without a preload or JWMALLOC_* settings of its own, plus the allocator's
+    settings (its statistics switches left out) and its library preloaded."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    for k in list(env):
+        if k.startswith("JWMALLOC_"):
+            del env[k]
+    env.update({k: v for k, v in alloc.env.items() if not k.startswith("JWMALLOC_STATS")})
+    if alloc.lib:
+        env["LD_PRELOAD"] = alloc.lib
+    return env
+
+
 def resolve(name, jwmalloc_path, peers_dir=None, custom=None):
     """Returns an Allocator for `name`. custom: {name: (lib or None, env)}."""
     if custom and name in custom:

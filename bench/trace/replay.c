@@ -24,28 +24,10 @@
 
 #include "format.h"
 #include "harness.h"
-
-/* One decoded operation, 16 bytes. */
-typedef struct rop {
-  uint64_t size : 48;     /* bytes requested (nmemb x size for calloc) */
-  uint64_t op : 8;
-  uint64_t align_log2 : 8;
-  uint32_t id;            /* object created (allocating ops) or freed (free) */
-  uint32_t old;           /* realloc: object replaced (0: NULL); calloc: nmemb */
-} rop;
-
-/* objs[id].p: NULL until allocated, then the block, FREED after its free, or
- * NULL_BLOCK when the allocator returned NULL for a zero-byte request. */
-#define FREED ((void *)1)
-#define NULL_BLOCK ((void *)2)
-
-typedef struct obj {
-  _Atomic(void *) p;
-  uint64_t size;
-} obj;
+#include "replay_exec.h"
 
 typedef struct tlist {
-  rop *ops;
+  jwr_op *ops;
   size_t n, cap;
   uint64_t hash, waits, counts[JWT_NOPS], bytes;
 } tlist;
@@ -54,7 +36,7 @@ static const char *trace_path;
 static int serial;
 static tlist *lists;
 static unsigned nlists;
-static obj *objs;
+static jwr_obj *objs;
 static uint64_t nobjs, footer_records, footer_counts[JWT_NOPS], footer_unmatched;
 static int complete;
 
@@ -63,7 +45,7 @@ static void fatal(const char *what) {
   exit(2);
 }
 
-static void push(unsigned t, rop r) {
+static void push(unsigned t, jwr_op r) {
   if (t >= nlists) {
     unsigned n = t + 1;
     tlist *g = jwb_meta_alloc(n * sizeof(tlist));
@@ -77,10 +59,10 @@ static void push(unsigned t, rop r) {
   tlist *l = &lists[t];
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 4096;
-    rop *g = jwb_meta_alloc(cap * sizeof(rop));
+    jwr_op *g = jwb_meta_alloc(cap * sizeof(jwr_op));
     if (l->ops) {
-      memcpy(g, l->ops, l->n * sizeof(rop));
-      jwb_meta_free(l->ops, l->cap * sizeof(rop));
+      memcpy(g, l->ops, l->n * sizeof(jwr_op));
+      jwb_meta_free(l->ops, l->cap * sizeof(jwr_op));
     }
     l->ops = g;
     l->cap = cap;
@@ -126,7 +108,7 @@ static void load(void) {
               op == JWT_MEMALIGN;
     if (!jwt_get(b, len, &pos, &a)) break;
     if (two && !jwt_get(b, len, &pos, &c)) break;
-    rop r = {.op = op};
+    jwr_op r = {.op = op};
     uint64_t size = 0;
     switch (op) {
       case JWT_FREE:
@@ -167,102 +149,19 @@ static void load(void) {
     lists = jwb_meta_alloc(sizeof(tlist));
     nlists = 1;
   }
-  objs = jwb_meta_alloc((nobjs + 1) * sizeof(obj));
-}
-
-static void *wait_for(tlist *l, uint32_t id) {
-  void *p;
-  unsigned spins = 0;
-  /* acquire: the block's contents, written by its allocating thread, are visible */
-  while (!(p = atomic_load_explicit(&objs[id].p, memory_order_acquire))) {
-    if (++spins > 64) sched_yield();
-    if (spins == 1) l->waits++;
-  }
-  return p;
+  objs = jwb_meta_alloc((nobjs + 1) * sizeof(jwr_obj));
 }
 
 static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ULL + (h >> 29); }
 
-static void publish(uint32_t id, void *p, uint64_t size) {
-  objs[id].size = size;
-  /* release: contents and size before the pointer */
-  atomic_store_explicit(&objs[id].p, p, memory_order_release);
-}
-
 static void worker(jwb_thread *t) {
   tlist *l = &lists[t->index];
   for (size_t k = 0; k < l->n; k++) {
-    rop *r = &l->ops[k];
-    void *p = NULL;
+    jwr_op *r = &l->ops[k];
     l->counts[r->op]++;
-    uint64_t align = r->op >= JWT_POSIX_MEMALIGN && r->op <= JWT_MEMALIGN ? (uint64_t)1 << r->align_log2 : 0;
-    l->hash = mix(mix(mix(l->hash, r->op), r->size ^ (align << 48)), (uint64_t)r->id << 32 | r->old);
+    l->hash = mix(mix(mix(l->hash, r->op), r->size ^ (jwr_align(r) << 48)), (uint64_t)r->id << 32 | r->old);
     if (r->op != JWT_FREE) l->bytes += r->size;
-    switch (r->op) {
-      case JWT_FREE: {
-        void *q = wait_for(l, r->id);
-        if (q == NULL_BLOCK) q = NULL;
-        else jwb_check(t, q, objs[r->id].size, jwb_tag(0, r->id), 0);
-        jwb_free(t, q);
-        atomic_store_explicit(&objs[r->id].p, FREED, memory_order_relaxed);
-        continue;
-      }
-      case JWT_REALLOC: {
-        void *q = NULL;
-        uint64_t old_size = 0;
-        if (r->old) {
-          q = wait_for(l, r->old);
-          if (q == NULL_BLOCK) q = NULL;
-          old_size = objs[r->old].size;
-          if (q) jwb_check(t, q, old_size, jwb_tag(0, r->old), 0);
-          atomic_store_explicit(&objs[r->old].p, FREED, memory_order_relaxed);
-        }
-        p = jwb_realloc(t, q, r->size);
-        size_t keep = old_size < r->size ? old_size : r->size;
-        if (q && p && keep >= 8) {
-          uint64_t tag = jwb_tag(0, r->old), head;
-          memcpy(&head, p, 8);
-          if (jwb.check && head != tag) jwb_fail(t, "realloc did not keep the block's contents");
-        }
-        break;
-      }
-      case JWT_MALLOC: p = jwb_malloc(t, r->size); break;
-      case JWT_CALLOC: {
-        p = jwb_calloc(t, r->old, r->old ? r->size / r->old : 0);
-        if (jwb.check && r->size && p) {
-          const unsigned char *c = p;
-          if (c[0] || c[r->size - 1] || c[r->size / 2]) jwb_fail(t, "calloc returned memory that is not zero");
-        }
-        break;
-      }
-      case JWT_POSIX_MEMALIGN:
-      case JWT_ALIGNED_ALLOC:
-      case JWT_MEMALIGN:
-      case JWT_VALLOC:
-      case JWT_PVALLOC: {
-        if (r->op == JWT_POSIX_MEMALIGN) JWB_TIMED(t, p = jwb_call_memalign(align, r->size));
-        else if (r->op == JWT_ALIGNED_ALLOC) JWB_TIMED(t, p = jwb_call_aligned_alloc(align, r->size));
-        else if (r->op == JWT_MEMALIGN) JWB_TIMED(t, p = jwb_call_memalign_legacy(align, r->size));
-        else if (r->op == JWT_VALLOC) JWB_TIMED(t, p = jwb_call_valloc(r->size));
-        else JWB_TIMED(t, p = jwb_call_pvalloc(r->size));
-        t->ops++;
-        t->allocs++;
-        t->bytes += r->size;
-        if (!p && r->size) jwb_oom(t, r->size);
-        uint64_t want = r->op == JWT_VALLOC || r->op == JWT_PVALLOC ? 4096 : align;
-        if (p && ((uintptr_t)p & (want - 1))) {
-          char what[160];
-          snprintf(what, sizeof what, "%s(%llu, %llu) returned %p, not aligned", jwt_op_name(r->op),
-                   (unsigned long long)want, (unsigned long long)r->size, p);
-          jwb_fail(t, what);
-        }
-        break;
-      }
-      default:
-        fatal("bad operation in the decoded trace");
-    }
-    if (r->size && p) jwb_fill(p, r->size, jwb_tag(0, r->id));
-    publish(r->id, p ? p : NULL_BLOCK, r->size);
+    jwr_exec(t, r, objs, 0, NULL, &l->waits);
   }
 }
 
@@ -291,9 +190,9 @@ int main(int argc, char **argv) {
   uint64_t live = 0;
   for (uint64_t id = 1; id <= nobjs; id++) {
     void *p = atomic_load(&objs[id].p);
-    if (p && p != FREED) {
+    if (p && p != JWR_FREED) {
       live++;
-      if (p == NULL_BLOCK) continue;
+      if (p == JWR_NULL_BLOCK) continue;
       jwb_check(m, p, objs[id].size, jwb_tag(0, (uint32_t)id), 0);
       jwb_free(m, p);
       atomic_store(&objs[id].p, NULL);

@@ -14,6 +14,7 @@
 #include "core.h"
 #include "counters.h"
 #include "fastpath.h"
+#include "gate.h"
 #include "huge.h"
 #include "huge_cache.h"
 #include "large.h"
@@ -126,6 +127,7 @@ static JW_NOINLINE void *cache_miss(size_t n) {
 }
 
 void *jw_malloc_slow(size_t n) {
+  jw_gate_pass(); /* malloc_disable (gate.h): one load */
   /* The fast path missed: a bin to refill, */
   if (n <= JW_SMALL_MAX) return small_alloc(jw_class_of(n));
   /* or a midend block or range up to 64 KiB: the block cache first (every
@@ -147,6 +149,7 @@ void *jw_malloc_slow(size_t n) {
 }
 
 void *jw_calloc_impl(size_t n, size_t size) {
+  jw_gate_pass();
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) {
     errno = ENOMEM;
@@ -167,6 +170,7 @@ static int small_class_aligned(size_t n, size_t align) {
 }
 
 void *jw_memalign_impl(size_t align, size_t n) {
+  jw_gate_pass();
   if (align <= JW_MIN_ALIGN) return alloc_any(n, NULL);
   if (n > PTRDIFF_MAX) {
     errno = ENOMEM;
@@ -390,7 +394,8 @@ static inline __attribute__((always_inline)) bool free_foreign(jw_tls *t, void *
   return true;
 }
 
-void jw_free_slow(void *p) {
+/* free()'s slow path past the gate (jw_free_slow, free_any). */
+static inline __attribute__((always_inline)) void free_body(void *p) {
   jw_tls *t = &jw_tls_state;
   uintptr_t pg = (uintptr_t)p >> 12;
   /* Only a slab block (offset 64 or more in its page) has a tag word to read;
@@ -428,6 +433,15 @@ general:
   }
   if (p != NULL) free_general(p);
 }
+
+void jw_free_slow(void *p) {
+  jw_gate_pass();
+  free_body(p);
+}
+
+/* The same for a call already past the gate (realloc's free of the old
+ * block, a parked slab's bad pointer): a call never pauses half done. */
+static JW_NOINLINE void free_any(void *p) { free_body(p); }
 
 /* Every other pointer: the backend's lookup decides, bad ones are reported
  * (the paths above take every valid block of the tiers; these cases serve
@@ -472,6 +486,7 @@ static size_t usable_of(ptr_kind k, const jw_range_info *info, const void *p) {
 }
 
 size_t jw_usable_impl(const void *p) {
+  jw_gate_pass();
   if (p == NULL) return 0;
   jw_range_info info;
   ptr_kind k = classify(p, &info, "malloc_usable_size", false);
@@ -479,6 +494,7 @@ size_t jw_usable_impl(const void *p) {
 }
 
 void *jw_realloc_impl(void *p, size_t n) {
+  jw_gate_pass();
   if (p == NULL) {
     void *q = jw_fast_malloc(n);
     return q ? q : alloc_any(n, NULL);
@@ -490,7 +506,7 @@ void *jw_realloc_impl(void *p, size_t n) {
     return NULL;
   }
   if (n == 0) { /* glibc: frees, returns NULL */
-    jw_free_slow(p);
+    free_any(p);
     return NULL;
   }
   jw_counter_add(&jw_api_counters.reallocs, 1);
@@ -509,11 +525,12 @@ void *jw_realloc_impl(void *p, size_t n) {
   if (q == NULL) q = alloc_any(n, NULL);
   if (q == NULL) return NULL;
   memcpy(q, p, old < n ? old : n);
-  if (!jw_fast_free(p)) jw_free_slow(p);
+  if (!jw_fast_free(p)) free_any(p);
   return q;
 }
 
 int jw_trim_impl(void) {
+  jw_gate_pass();
   jw_tls *t = &jw_tls_state;
   bool released = false;
   flush_chain(t); /* the pending chain first: its slab may be this thread's to trim (an adopted page) */

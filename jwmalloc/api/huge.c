@@ -163,3 +163,19 @@ void *jw_huge_resize(void *p, size_t n) {
   jw_counter_add(&jw_api_counters.huge_bytes, size);
   return q;
 }
+
+size_t jw_huge_each(uintptr_t lo, uintptr_t hi, void (*fn)(uintptr_t start, size_t size, void *arg), void *arg) {
+  slot *t = get_table(false);
+  /* Relaxed: the reservations bound how many entries there are to find. */
+  uint64_t want = jw_load(&live, JW_RELAXED), seen = 0;
+  size_t n = 0;
+  for (size_t i = 0; t != NULL && i < SLOTS && seen < want; i++) {
+    uintptr_t k = jw_load(&t[i].key, JW_ACQUIRE); /* pairs with place's release: the size */
+    if (k <= BUSY) continue;
+    seen++;
+    if (k < lo || k >= hi) continue;
+    fn(k, (size_t)jw_load(&t[i].size, JW_RELAXED), arg);
+    n++;
+  }
+  return n;
+}

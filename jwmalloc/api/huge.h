@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* A mapping of at least n bytes aligned to align (power of two, any size):
  * a kept one (huge_cache.h) when one fits, else a fresh one. *zeroed (may be
@@ -29,5 +30,12 @@ size_t jw_huge_usable(const void *p);
  * p leaves the registry for the duration of the call: mremap may move it and
  * another thread may map the range it left before the call returns. */
 void *jw_huge_resize(void *p, size_t n);
+
+/* Calls fn(start, size, arg) for every registered mapping whose start lies
+ * in [lo, hi) (malloc_iterate); returns how many. Lock-free: a mapping
+ * registered or freed meanwhile may or may not be seen. Stops once it has
+ * seen as many entries as are reserved, so a sparse table is not read
+ * whole. */
+size_t jw_huge_each(uintptr_t lo, uintptr_t hi, void (*fn)(uintptr_t start, size_t size, void *arg), void *arg);
 
 #endif

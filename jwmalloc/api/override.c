@@ -17,6 +17,7 @@
 #include "../../include/jwmalloc.h"
 #include "../backend/page_source.h"
 #include "../common/log.h"
+#include "android.h"
 #include "fastpath.h"
 
 #define JW_NAME(x) x
@@ -45,38 +46,24 @@ JW_ALIAS(__libc_valloc, valloc);
 JW_ALIAS(__libc_pvalloc, pvalloc);
 JW_ALIAS(cfree, free);
 
-/* mallopt(3): glibc's tuning parameters (arenas, thresholds, top pad) have
- * no meaning here; each is accepted and ignored (returns 1, glibc's
- * "success"), so that programs tuning glibc run unchanged. Tuning
- * jwmalloc is through JWMALLOC_* options and jw_option_set. */
-JW_EXPORT int mallopt(int param, int value) {
-  (void)param;
-  (void)value;
-  return 1;
-}
+/* mallopt(3): Android's parameters (M_DECAY_TIME, M_PURGE, M_PURGE_ALL)
+ * act; glibc's are accepted and ignored (android.c). */
+JW_EXPORT int mallopt(int param, int value) { return jw_mallopt(param, value); }
 JW_ALIAS(__libc_mallopt, mallopt);
 
-static void fill_mallinfo(jw_stats *s, jw_pages_stats *ps) {
-  jw_stats_get(s, sizeof *s);
-  jw_pages_get_stats(ps);
+/* Android's malloc_disable, malloc_enable, malloc_iterate (android.c,
+ * iterate.c; include/jwmalloc.h). */
+JW_EXPORT void malloc_disable(void) { jw_malloc_disable(); }
+JW_EXPORT void malloc_enable(void) { jw_malloc_enable(); }
+JW_EXPORT int malloc_iterate(uintptr_t base, size_t size, void (*callback)(uintptr_t, size_t, void *), void *arg) {
+  return jw_malloc_iterate(base, size, callback, arg);
 }
 
-/* Fields: arena = bytes in page-source roots, hblks/hblkhd = direct
- * mappings, uordblks = bytes in live ranges and mappings (slabs counted
- * whole), fordblks = the rest of the roots, keepcost = cached free ranges. */
+/* From counters alone (android.c): cheap enough for a runtime that calls it
+ * at every garbage collection (ART). */
 JW_EXPORT struct mallinfo2 mallinfo2(void) {
-  jw_stats s;
-  jw_pages_stats ps;
-  fill_mallinfo(&s, &ps);
   struct mallinfo2 m;
-  memset(&m, 0, sizeof m);
-  m.arena = ps.mapped_bytes;
-  m.hblks = s.huge_mallocs - s.huge_frees;
-  m.hblkhd = s.huge_bytes;
-  m.uordblks = ps.live_bytes + s.huge_bytes;
-  m.fordblks = ps.mapped_bytes - ps.live_bytes;
-  m.keepcost = ps.cached_bytes;
-  m.usmblks = s.peak_mapped_bytes;
+  jw_mallinfo_fill(&m);
   return m;
 }
 

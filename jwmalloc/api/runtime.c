@@ -15,9 +15,11 @@
 #include "../common/random.h"
 #include "../midend/midend.h"
 #include "../reclaim/reclaim.h"
+#include "android.h"
 #include "huge_cache.h"
 #include "core.h"
 #include "counters.h"
+#include "gate.h"
 #include "stats.h"
 
 __thread jw_tls jw_tls_state __attribute__((tls_model("initial-exec")));
@@ -61,6 +63,9 @@ void jw_uncached_frees_step(jw_tls *t) {
 }
 
 static void thread_exit(void *arg) {
+  /* An allocation call like the others: it gives the thread's cached blocks
+   * back, which malloc_iterate must not see half done. */
+  jw_gate_pass();
   jw_tls *t = &jw_tls_state;
   jw_uncached_frees_flush(t);
   /* The pending chain of cross-thread frees goes out before the cache is
@@ -90,6 +95,7 @@ static uint64_t age_tier_caches(void) { return jw_tc_age_pools() + jw_mid_age() 
 /* ---- fork ---- */
 
 static void fork_prepare(void) {
+  jw_gate_atfork_prepare(); /* first: waits while malloc is disabled (gate.h) */
   jw_mid_atfork_prepare(); /* class locks before the page source's: their order on every path */
   jw_pages_atfork_prepare();
   jw_huge_cache_atfork_prepare(); /* its holder takes no other lock */
@@ -99,12 +105,14 @@ static void fork_parent(void) {
   jw_huge_cache_atfork_release();
   jw_pages_atfork_parent();
   jw_mid_atfork_parent();
+  jw_gate_atfork_parent();
 }
 
 static void fork_child(void) {
   jw_huge_cache_atfork_release();
   jw_pages_atfork_child();
   jw_mid_atfork_child();
+  jw_gate_atfork_child();
   jw_tls *t = &jw_tls_state;
   jw_tc_orphan_others(t->state == JW_TLS_ACTIVE ? t->tc : NULL);
 }
@@ -149,6 +157,7 @@ bool jw_global_init(void) {
   if (s == INIT_RUNNING) return false;
   if (!jw_cas(&init_state, &s, INIT_RUNNING, JW_ACQUIRE, JW_ACQUIRE)) return s == INIT_DONE;
   jw_options_init();
+  jw_low_memory_start(); /* JWMALLOC_LOW_MEMORY=1: its release settings (android.c) */
   jw_stats_at_start();
   /* Relaxed: published by the release store of INIT_DONE, and no block was
    * freed through a thread cache yet. */

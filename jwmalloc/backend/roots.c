@@ -13,7 +13,7 @@
 static jw_atomic_u64 nroots, peak, mapped_total, unmapped_total;
 
 uintptr_t jw_roots_prepare(unsigned state, jw_rec **recs_out) {
-  void *mem = jw_os_map(JW_ROOT, JW_ROOT);
+  void *mem = jw_os_map_root(JW_ROOT, JW_ROOT); /* a random place (os_mem.h) */
   if (mem == NULL) goto fail;
   uintptr_t base = (uintptr_t)mem;
   /* The region's id and its root-map leaf now, so that publishing maps

@@ -37,6 +37,7 @@ typedef enum jw_lock_kind {
   JW_LK_AGING,    /* reclaim/: the tiers' aging pass */
   JW_LK_TOKEN,    /* reclaim/: the reclaimer token */
   JW_LK_HUGE,     /* api/huge_cache.c: the kept direct mappings */
+  JW_LK_DISABLE,  /* api/android.c: malloc_disable until malloc_enable, and fork */
   JW_LK_COUNT
 } jw_lock_kind;
 

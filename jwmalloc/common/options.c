@@ -23,6 +23,7 @@ static const struct {
     [JW_OPT_HUGE_CACHE_MB] = {"HUGE_CACHE_MB", 32, 65536, "MiB, 0 to 65536", NULL},
     [JW_OPT_PLACEMENT] = {"PLACEMENT", JW_PLACE_AUTO, 2, "0, 1 or auto", "auto"},
     [JW_OPT_BIN] = {"BIN", 1, 1, "0 or 1", NULL},
+    [JW_OPT_LOW_MEMORY] = {"LOW_MEMORY", 0, 1, "0 or 1", NULL},
 };
 
 /* JWMALLOC_* names read elsewhere (each reader checks its own values), so
@@ -44,6 +45,7 @@ jw_atomic_u64 jw_options[JW_OPT_COUNT] = {
     [JW_OPT_HUGE_CACHE_MB] = JW_ATOMIC_INIT(32),
     [JW_OPT_PLACEMENT] = JW_ATOMIC_INIT(JW_PLACE_AUTO), /* docs/design/backend.md 7b, "Placement on demand" */
     [JW_OPT_BIN] = JW_ATOMIC_INIT(1),
+    [JW_OPT_LOW_MEMORY] = JW_ATOMIC_INIT(0),
 };
 
 static jw_atomic_ptr stats_file;
@@ -166,7 +168,8 @@ JW_EXPORT int jw_option_set(const char *name, long value) {
     int rc = jw_reclaim_option(name, &value, 1);
     if (rc != -2) return rc;
   }
-  if (id < 0 || value < 0 || (uint64_t)value > table[id].max) {
+  /* LOW_MEMORY sizes caches as they are created: start-up only. */
+  if (id < 0 || id == JW_OPT_LOW_MEMORY || value < 0 || (uint64_t)value > table[id].max) {
     errno = EINVAL;
     return -1;
   }

@@ -20,6 +20,7 @@ typedef enum jw_option_id {
   JW_OPT_HUGE_CACHE_MB,  /* HUGE_CACHE_MB: freed direct mappings kept for reuse, MiB (default 32) */
   JW_OPT_PLACEMENT,      /* PLACEMENT: 0 never, 1 always, 2 ("auto") when the reclaimer sees a trough; default auto (backend.md 7b) */
   JW_OPT_BIN,            /* BIN: 1 keeps freed blocks in a per-class bin, 0 frees each to its slab (default 1; frontend.md "The bin") */
+  JW_OPT_LOW_MEMORY,     /* LOW_MEMORY: 1 trades speed for RSS (api.md "Low-memory configuration"); start-up only, default 0 */
   JW_OPT_COUNT
 } jw_option_id;
 
@@ -27,6 +28,11 @@ extern jw_atomic_u64 jw_options[JW_OPT_COUNT];
 
 /* The value of an option; relaxed: options are independent settings. */
 static inline long jw_opt(jw_option_id id) { return (long)jw_load(&jw_options[id], JW_RELAXED); }
+
+/* JWMALLOC_LOW_MEMORY=1 (docs/design/api.md, "Low-memory configuration"):
+ * read where a tier sizes a cache it creates (a thread's block cache, a
+ * midend class's cache). A relaxed load of a start-up setting. */
+static inline int jw_low_memory(void) { return jw_opt(JW_OPT_LOW_MEMORY) != 0; }
 
 /* Parses JWMALLOC_* from environ (called once by global initialization). */
 void jw_options_init(void);

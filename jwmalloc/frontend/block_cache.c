@@ -2,6 +2,7 @@
 #include "block_cache.h"
 
 #include "../backend/page_source.h"
+#include "../common/options.h"
 #include "../common/tier_pages.h"
 #include "../midend/midend.h"
 #include "../reclaim/reclaim.h"
@@ -62,6 +63,14 @@ void jw_bc_init(jw_bcache *bc) {
   }
   bc->limit[0] = JW_BC_MAX_BYTES;
   bc->limit[1] = JW_BC_BIG_MIN_BYTES;
+  if (jw_low_memory()) {
+    /* docs/design/api.md, "Low-memory configuration": at most two blocks a
+     * bin and 64 KiB in all for midend blocks and ranges up to 64 KiB; no
+     * 80 KiB-1 MiB range is kept (a bin of capacity 0 refuses every put). */
+    for (unsigned i = 0; i < JW_BC_BINS; i++)
+      bc->bin[i].cap = i >= JW_BC_BIG_FIRST ? 0 : (uint8_t)(jw_bc_cap[i] < 2 ? jw_bc_cap[i] : 2);
+    bc->limit[0] = JW_BC_LOW_MEMORY_BYTES;
+  }
 }
 
 /* Moves the k oldest blocks of bin i (the end of its list) to out. */

@@ -61,6 +61,7 @@
 #ifndef JW_BC_BIG_MAX_BYTES
 #define JW_BC_BIG_MAX_BYTES ((uint32_t)4 << 20)    /* group 1's greatest budget (measured: frontend.md) */
 #endif
+#define JW_BC_LOW_MEMORY_BYTES ((uint32_t)64 << 10) /* group 0 with JWMALLOC_LOW_MEMORY=1 */
 #define JW_BC_NONE 0xffu
 
 typedef struct jw_bc_bin {

@@ -108,6 +108,14 @@ jw_tcache *jw_tc_acquire(void) {
       /* Release: the cache's initial contents and link. */
     } while (!jw_cas_weak(&registry, &head, tc, JW_RELEASE, JW_RELAXED));
   }
+  if (tc->parked) {
+    /* A parked cache (JWMALLOC_LOW_MEMORY): its slabs carry its key (and
+     * the tag table its key's words) and its queues their mode; the next
+     * refill converts them if placement moved. */
+    tc->parked = 0;
+    tc->parked_seen = 0;
+    return tc;
+  }
   /* Low 8 bits clear: the tag table keeps the class and a valid bit there
    * (page_tag.h). */
   uint64_t key;
@@ -266,6 +274,38 @@ static JW_NOINLINE __attribute__((cold)) void place_resync(jw_tls *t, jw_tcache 
   tc->place_word = w;
 }
 
+static void release_all(jw_tls *t, jw_tcache *tc);
+
+/* Reclaimer: a parked cache (JWMALLOC_LOW_MEMORY) that no thread took from
+ * one aging pass to the next gives everything back, as a thread exit of the
+ * default configuration does: the reclaimer takes it as its owner for the
+ * time (the CAS a thread's adoption makes), with an empty TLS (the parking
+ * thread gave its bins back). One to two intervals, the countdown of every
+ * cache. */
+static uint64_t age_parked(jw_tcache *tc) {
+  uint32_t expected = JW_TC_FREE;
+  /* Relaxed peek, then acquire CAS: what the parking thread wrote. */
+  if (jw_load(&tc->state, JW_RELAXED) != JW_TC_FREE || !jw_cas(&tc->state, &expected, JW_TC_LIVE, JW_ACQUIRE, JW_RELAXED))
+    return 0;
+  uint64_t held = 0;
+  if (tc->parked && tc->parked_seen) {
+    tc->parked = 0;
+    jw_tls t;
+    memset(&t, 0, sizeof t);
+    t.key = tc->key;
+    t.tc = tc;
+    t.state = JW_TLS_ACTIVE;
+    release_all(&t, tc); /* ends FREE */
+    return 0;
+  }
+  if (tc->parked) {
+    tc->parked_seen = 1;
+    held = (uint64_t)tc->nslabs * JW_SLAB_SIZE; /* held: keeps the reclaimer running to the next pass */
+  }
+  jw_store(&tc->state, JW_TC_FREE, JW_RELEASE); /* as it was, for the next thread */
+  return held;
+}
+
 uint64_t jw_tc_age_pools(void) {
   enum { CAP = 64 };
   jw_slab *out[CAP];
@@ -278,6 +318,7 @@ uint64_t jw_tc_age_pools(void) {
      * lock held for ever, its list half changed). Relaxed: set once, in the
      * single-threaded child. */
     if (jw_load(&tc->state, JW_RELAXED) == JW_TC_ORPHANED) continue;
+    held += age_parked(tc);
     int more;
     do {
       size_t left;
@@ -714,6 +755,32 @@ void *jw_tc_remote_flush(jw_tls *t, jw_tcache *tc) {
 }
 
 void jw_tc_release(jw_tls *t, jw_tcache *tc) {
+  if (!jw_low_memory()) {
+    release_all(t, tc);
+    return;
+  }
+  jw_tc_fold(t, tc);
+  flush_block_cache(tc);
+  {
+    /* Parked: the slabs stay this cache's, partly used as they are, and the
+     * next thread to take it fills them (an abandoned slab's free blocks
+     * serve nobody until its last block is freed). Remote frees meanwhile
+     * join their slabs' lists and the ready stack, as for a live owner. */
+    for (unsigned c = 0; c < JW_NCLASSES; c++) flush_bin(t, tc, c);
+    t->key = 0;
+    t->tag_last = 0; /* as in release_all */
+    t->tc = NULL;
+    t->state = JW_TLS_DEAD;
+    tc->parked = 1;
+    tc->parked_seen = 0;
+    jw_store(&tc->state, JW_TC_FREE, JW_RELEASE); /* the next user's acquire CAS sees it all */
+    jw_reclaim_kick(); /* it ages from now on, if no thread takes it */
+  }
+}
+
+/* Everything back (the thread exit of the default configuration; a parked
+ * cache that no thread took, for the reclaimer). */
+static void release_all(jw_tls *t, jw_tcache *tc) {
   jw_tc_fold(t, tc);
   flush_block_cache(tc);
   t->key = 0; /* our slabs no longer pass the fast-path check */

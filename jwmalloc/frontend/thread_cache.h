@@ -78,6 +78,8 @@ typedef struct jw_tcache {
   uint32_t nslabs;            /* owner: pages used as slabs (not pooled) */
   uint32_t rq_shift;          /* owner: key shift of the partial queues (root_queue.h), changed by converting them */
   uint32_t place_word;        /* owner: jw_place_word as of the last conversion/trim (backend.md 7b) */
+  uint32_t parked;            /* owner: released with its slabs kept, for the next thread (JWMALLOC_LOW_MEMORY) */
+  uint32_t parked_seen;       /* owner: an aging pass found it parked (the next one gives it all back) */
   uint32_t pool_len;          /* pool lock */
   uint32_t pool_stale;        /* pool lock: LRU-end pages pooled since the last aging pass (page_pool.h) */
   uint32_t pool_peak;         /* pool lock: most slabs held since the last aging pass (returned pages' watermark) */
@@ -199,7 +201,10 @@ void *jw_tc_chain_add(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b, uint64_
 void jw_tc_slab_emptied(jw_tcache *tc, jw_slab *s);
 
 /* Thread exit: hands everything back (bins, slabs, pool, block cache) and
- * returns tc to the registry; t ends DEAD. */
+ * returns tc to the registry; t ends DEAD. With JWMALLOC_LOW_MEMORY=1 the
+ * cache is parked instead: bins and block cache given back, slabs and pool
+ * kept with the cache's key, for the next thread that takes the cache
+ * (docs/design/api.md, "Low-memory configuration"). */
 void jw_tc_release(jw_tls *t, jw_tcache *tc);
 
 /* malloc_trim: empties the pool and the block cache and gives back empty

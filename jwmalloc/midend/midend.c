@@ -8,6 +8,7 @@
 #include "../common/counter.h"
 #include "../common/lock.h"
 #include "../common/log.h"
+#include "../common/options.h"
 #include "../common/tier_pages.h"
 
 /* The free-block key (frontend/thread_cache.h), set once at init. */
@@ -56,8 +57,12 @@ static jw_atomic_u64 slabs_aged; /* statistics: slabs the aging passes gave back
 static mid_class classes[JW_MID_NCLASSES];
 
 
+/* JWMALLOC_LOW_MEMORY: a class caches at most this much (one 16 KiB block,
+ * eight of 2 KiB; docs/design/api.md, "Low-memory configuration"). */
+#define LOW_MEMORY_CACHE_BYTES ((size_t)16 << 10)
+
 static uint64_t cache_mask(unsigned mc) {
-  size_t slots = CACHE_BYTES / jw_mid_class_size[mc];
+  size_t slots = (jw_low_memory() ? LOW_MEMORY_CACHE_BYTES : CACHE_BYTES) / jw_mid_class_size[mc];
   if (slots >= JW_PTR_CACHE_SLOTS) return ~(uint64_t)0;
   return ((uint64_t)1 << slots) - 1;
 }

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../common/asan.h"
@@ -25,6 +26,14 @@ static void account_mapped(int64_t delta) {
 static void *raw_map(size_t size, int extra) {
   jw_fetch_add(&n_mmap, 1, JW_RELAXED);
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+/* As raw_map, asking for `hint` (a hint only: the kernel places the
+ * mapping elsewhere when that range is taken). */
+static void *raw_map_at(void *hint, size_t size, int extra) {
+  jw_fetch_add(&n_mmap, 1, JW_RELAXED);
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
@@ -67,6 +76,59 @@ static void *map_aligned(size_t size, size_t align, int extra) {
 }
 
 void *jw_os_map(size_t size, size_t align) { return map_aligned(size, align, MAP_NORESERVE); }
+
+/* ---- roots at a random place (docs/design/api.md, "Randomized addresses") ---- */
+
+/* Where the next root is asked for: 0 until the first root, then just below
+ * the last one (top-down, as the kernel places mappings: placement's rank
+ * of roots relies on it, page_source.h). */
+static jw_atomic_uptr next_root;
+
+/* The first root's hint: a random multiple of `align` below the address the
+ * kernel maps at now, within a quarter of the space below it and at most
+ * 2^24 roots down; on x86-64 that is 23 random bits above the root's
+ * alignment, on a 32-bit process 8. The kernel's own placement gives the
+ * bits up to its mmap randomization (28 bits of pages on x86-64), of which
+ * the 4 MiB alignment keeps 18. The random number is the kernel's
+ * (getrandom), not derived from the seed of jwmalloc's secret keys, so that
+ * a heap address seen by an attacker says nothing about them. */
+static uintptr_t first_hint(size_t align) {
+  uint64_t rnd = 0;
+  if (syscall(SYS_getrandom, &rnd, sizeof rnd, 1 /* GRND_NONBLOCK */) != (long)sizeof rnd) return 0;
+  void *probe = raw_map(4096, MAP_NORESERVE);
+  if (probe == NULL) return 0;
+  uintptr_t top = (uintptr_t)probe & ~(uintptr_t)(align - 1);
+  raw_unmap(probe, 4096);
+  uintptr_t slots = top / 4 / align, cap = (uintptr_t)1 << 24;
+  if (slots > cap) slots = cap;
+  if (slots < 2) return 0;
+  uintptr_t r = (uintptr_t)(rnd % slots);
+  return top - (r + 1) * align;
+}
+
+void *jw_os_map_root(size_t size, size_t align) {
+  /* Each mapping claims its own place (a CAS moves the next hint one root
+   * down before the mmap): threads mapping at once would otherwise ask for
+   * the same place, and every loser's mapping, not at the hint, would be
+   * one more mmap and munmap before the aligned path. Relaxed: only the hint
+   * itself is shared; the kernel decides where the mapping goes. */
+  uintptr_t cur = jw_load(&next_root, JW_RELAXED), hint;
+  do {
+    hint = cur != 0 ? cur : first_hint(align);
+    if (hint < size) break; /* no random number, or no room below: the kernel's choice */
+  } while (!jw_cas(&next_root, &cur, hint - size, JW_RELAXED, JW_RELAXED));
+  if (hint >= size) {
+    void *p = raw_map_at((void *)hint, size, MAP_NORESERVE);
+    if (p != NULL && ((uintptr_t)p & (align - 1)) == 0) {
+      account_mapped((int64_t)size);
+      return p;
+    }
+    if (p != NULL) raw_unmap(p, size);
+  }
+  void *p = map_aligned(size, align, MAP_NORESERVE);
+  if (p != NULL) jw_store(&next_root, (uintptr_t)p - size, JW_RELAXED); /* on from the kernel's choice */
+  return p;
+}
 
 void *jw_os_map_committed(size_t size, size_t align) { return map_aligned(size, align, 0); }
 

@@ -15,6 +15,14 @@
  * (a power of two, at least 4 KiB). NULL with errno=ENOMEM on failure. */
 void *jw_os_map(size_t size, size_t align);
 
+/* jw_os_map for the backend's roots: the first at a random place below the
+ * kernel's mapping area (chosen once, from the process's random keys), each
+ * later one just below the last, where the kernel would have put it, unless
+ * that range is taken (then wherever the kernel maps, aligned). Costs no
+ * extra system call once the first root is placed (an aligned hint needs no
+ * over-mapping). docs/design/api.md, "Randomized addresses". */
+void *jw_os_map_root(size_t size, size_t align);
+
 /* Like jw_os_map, but the mapping is charged to the kernel's overcommit
  * accounting (no MAP_NORESERVE), so an absurd size fails with ENOMEM at
  * once instead of succeeding and faulting later: used for blocks handed to

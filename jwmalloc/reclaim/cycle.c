@@ -66,9 +66,9 @@ static void age_tiers(void) {
   jw_rc_bump(&jw_rc.tier_passes);
 }
 
-uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait) {
-  if (!token_take(wait)) return 0;
-  if (mode == JW_RELEASE_DUE) age_tiers();
+/* Batches of `mode` until there is nothing to take (DUE) or the cached bytes
+ * are at most `low` (PRESSURE); the reclaimer token held. */
+static uint64_t run_batches(jw_release_mode mode, uint64_t low, int wait) {
   uint64_t released = 0;
   for (;;) {
     if (!jw_release_lock(wait)) break; /* the previous batch is filed here */
@@ -91,6 +91,13 @@ uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait) {
     JW_TEST_POINT(JW_TP_RC_BATCH);
     released += jw_release_run(); /* filed by the next lock holder */
   }
+  return released;
+}
+
+uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait) {
+  if (!token_take(wait)) return 0;
+  if (mode == JW_RELEASE_DUE) age_tiers();
+  uint64_t released = run_batches(mode, low, wait);
   /* Under the token: the watermark's record and decay (section 4a). */
   if (mode == JW_RELEASE_PRESSURE && released != 0) jw_reclaim_note_sync_release(released);
   if (mode == JW_RELEASE_DUE) jw_reclaim_watermark_decay();
@@ -100,6 +107,32 @@ uint64_t jw_reclaim_run(jw_release_mode mode, uint64_t low, int wait) {
 #ifndef JW_VERIFY
   jw_reclaim_place_check(mode == JW_RELEASE_DUE);
 #endif
+  token_give();
+  return released;
+}
+
+void jw_reclaim_hold(void) { token_take(1); }
+void jw_reclaim_unhold(void) { token_give(); }
+
+uint64_t jw_reclaim_purge(int tiers) {
+  token_take(1);
+  if (tiers) {
+    jw_reclaim_tier_fn fn = (jw_reclaim_tier_fn)jw_load(&jw_rc.tier_hook, JW_ACQUIRE); /* see set_tier_hook */
+    /* Waiting for the aging lock, as fork prepare does: a pass holding it
+     * never waits. Two passes back to back: the first gives back what was
+     * idle since the last cycle and makes everything left a candidate, the
+     * second gives back those (section 6's countdown, served at once). */
+    if (fn != NULL) {
+      jw_lock_acquire(&jw_rc.aging, JW_LK_AGING);
+      jw_xchg(&jw_rc.tier_dirty, 0, JW_ACQUIRE); /* as in age_tiers */
+      fn();
+      uint64_t held = fn();
+      jw_lock_release(&jw_rc.aging);
+      jw_store(&jw_rc.tier_held, held, JW_RELAXED); /* a figure for the idle test */
+    }
+  }
+  /* Every backed free range, standby and active alike. */
+  uint64_t released = run_batches(JW_RELEASE_PRESSURE, 0, 1);
   token_give();
   return released;
 }

@@ -115,6 +115,24 @@ void jw_reclaim_wake_ahead(void);
  * the bytes released. For tests and tools; also jw_backend_reclaim_step. */
 uint64_t jw_reclaim_cycle(void);
 
+/* Releases every backed free range of the backend now (madvise; Android's
+ * mallopt M_PURGE). With `tiers`, first gives back everything the tiers'
+ * caches hold that their aging passes can reach (every thread's page pool and
+ * block cache, the midend's idle classes, the kept direct mappings: two
+ * passes back to back), M_PURGE_ALL. Waits for the reclaimer token, the
+ * aging lock and the backend lock (never on a malloc or free path). Returns
+ * the bytes released. */
+uint64_t jw_reclaim_purge(int tiers);
+
+/* Holds the reclaimer token (waiting for a cycle or a synchronous release
+ * to end): until jw_reclaim_unhold, no aging pass moves a tier's cached
+ * block and no release batch unmaps a root (malloc_disable,
+ * docs/design/api.md "Android's extensions"). The reclaim thread waits
+ * meanwhile (it polls the token every millisecond); freeing threads skip
+ * their synchronous releases. Any thread may unhold. */
+void jw_reclaim_hold(void);
+void jw_reclaim_unhold(void);
+
 /* fork: prepare takes the aging lock (waiting for an aging pass to finish:
  * it holds no other lock and never waits), so the child inherits no tier
  * cache half-unlinked; parent gives it back. Called from

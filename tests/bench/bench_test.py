@@ -8,6 +8,7 @@
   bench_test.py BUILD replay                        record a program, replay deterministically
   bench_test.py BUILD report                        runner + report on a tiny matrix
   bench_test.py BUILD lat_attrib                    slow-call counts, faults and switches (--lat-attrib)
+  bench_test.py BUILD android_replay                Android memory_replay text and zip traces, replayed and checked
 
 ALLOC is glibc or jwmalloc (skipped with 77 when build/lib/libjwmalloc.so is
 not built yet). Exit 0 pass, 1 fail, 77 skip.
@@ -401,6 +402,115 @@ def t_lat_attrib(build):
     return 0
 
 
+def synthetic_android_trace(path):
+    """A memory_replay text trace of every kind of line: 4 threads (one
+    ending and its tid coming back), blocks of every tier freed by other
+    threads, realloc chains through the tiers, calloc, memalign, free of NULL,
+    and a free and a realloc of pointers the trace never allocated. Returns
+    what the replay must report."""
+    import random
+    rnd = random.Random(7)
+    lines, live, nxt = [], {}, [0x10000]
+    exp = {"calls": 0, "unmatched": 0, "threads": 0}
+
+    def ptr():
+        nxt[0] += 0x1000
+        return "0x%x" % nxt[0]
+
+    def size():
+        return rnd.choice([1, 24, 100, 1000, 2016, 3000, 9000, 16384, 40000, 300000, 1 << 20, 5 << 20])
+
+    tids = [101, 102, 103, 104]
+    seen = set()
+    for i in range(3000):
+        tid = rnd.choice(tids)
+        seen.add(tid)
+        r = rnd.random()
+        if r < 0.35 or not live:
+            p, n = ptr(), size()
+            lines.append("%d: malloc %s %d" % (tid, p, n))
+            live[p] = n
+        elif r < 0.40:
+            p = ptr()
+            lines.append("%d: calloc %s %d %d" % (tid, p, rnd.choice([1, 3, 7]), rnd.choice([8, 100, 5000])))
+            live[p] = 1
+        elif r < 0.45:
+            p = ptr()
+            lines.append("%d: memalign %s %d %d" % (tid, p, rnd.choice([16, 64, 4096, 65536]), size() % 100000))
+            live[p] = 1
+        elif r < 0.60:
+            old = rnd.choice(sorted(live))
+            del live[old]
+            p = ptr()
+            lines.append("%d: realloc %s %s %d" % (tid, p, old, size()))
+            live[p] = 1
+        else:
+            p = rnd.choice(sorted(live))
+            del live[p]
+            lines.append("%d: free %s" % (tid, p))
+        exp["calls"] += 1
+        if i == 1500:  # thread 104 ends; the tid comes back as a new thread
+            lines.append("104: thread_done 0x0")
+    lines.append("101: free 0x0")
+    lines.append("102: free 0xdead0000")  # never allocated: skipped
+    lines.append("103: realloc 0xbeef0000 0xfeed0000 64")  # unknown old block: realloc(NULL)
+    live["0xbeef0000"] = 64
+    exp["calls"] += 2
+    exp["unmatched"] = 2
+    exp["live"] = len(live)
+    exp["threads"] = len(seen) + 1
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return exp
+
+
+def t_android_replay(build):
+    prog = os.path.join(build, "bin", "jwb-android-replay")
+    tmp = tempfile.mkdtemp()
+    try:
+        txt = os.path.join(tmp, "synthetic.txt")
+        exp = synthetic_android_trace(txt)
+        traces = [txt]
+        if shutil.which("unzip"):
+            import zipfile
+            z = os.path.join(tmp, "synthetic.zip")
+            with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as zf:
+                zf.write(txt, "synthetic.txt")
+            traces.append(z)
+        else:
+            print("note: unzip is not installed; the zip form is not tested")
+        allocs = [("glibc", None)]
+        if os.path.exists(jwmalloc_lib(build)):
+            allocs.append(("jwmalloc", jwmalloc_lib(build)))
+        for name, lib in allocs:
+            for trace in traces:
+                series = os.path.join(tmp, "series")
+                out = run([prog, "--trace", trace, "--series", series], env={"LD_PRELOAD": lib} if lib else None)
+                if out.returncode != 0:
+                    fail("%s %s: exit %d: %s" % (name, trace, out.returncode, out.stderr.strip()[-300:]))
+                d = kv(out.stdout, "jwbench")
+                want = {"check": "ok", "calls": str(exp["calls"]), "unmatched": str(exp["unmatched"]),
+                        "live_at_end": str(exp["live"]), "trace_threads": str(exp["threads"])}
+                for k, v in want.items():
+                    if d.get(k) != v:
+                        fail("%s %s: %s=%s, expected %s" % (name, os.path.basename(trace), k, d.get(k), v))
+                rows = [l.split() for l in open(series) if not l.startswith("#")]
+                if not rows or rows[-1][0] != str(exp["calls"]) or int(d["rss_peak"]) <= 0:
+                    fail("%s: the RSS series does not end at the last call, or no peak RSS" % name)
+                print("%s %s: %s calls, check ok, %s unmatched, %s live at the end" %
+                      (name, os.path.basename(trace), d["calls"], d["unmatched"], d["live_at_end"]))
+        # A malformed trace is refused with one line and a non-zero exit.
+        bad = os.path.join(tmp, "bad.txt")
+        with open(bad, "w") as f:
+            f.write("not a trace\n")
+        out = run([prog, "--trace", bad])
+        if out.returncode == 0 or "no calls" not in out.stderr:
+            fail("a trace without calls was not refused: %r" % out.stderr)
+    finally:
+        shutil.rmtree(tmp)
+    return 0
+
+
 def main(argv):
     if len(argv) < 3:
         print(__doc__)
@@ -409,7 +519,7 @@ def main(argv):
     if what == "workload":
         return t_workload(build, argv[3], argv[4], argv[5:])
     tests = {"launcher": t_launcher, "callgrind": t_callgrind, "replay": t_replay, "report": t_report,
-             "determinism": t_determinism, "lat_attrib": t_lat_attrib}
+             "determinism": t_determinism, "lat_attrib": t_lat_attrib, "android_replay": t_android_replay}
     if what not in tests:
         print("unknown test " + what)
         return 2

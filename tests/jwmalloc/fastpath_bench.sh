@@ -26,9 +26,9 @@ command -v valgrind >/dev/null || { echo "fastpath: valgrind not installed; skip
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Instructions (Ir) collected in jw_bench_pair for PROG SIZE PAIRS.
+# Instructions (Ir) collected in jw_bench_pair (or FUNCTION) for PROG SIZE PAIRS [FUNCTION].
 ir() {
-  valgrind --tool=callgrind --toggle-collect=jw_bench_pair --callgrind-out-file="$tmp/out" "$1" "$2" "$3" \
+  valgrind --tool=callgrind --toggle-collect="${4:-jw_bench_pair}" --callgrind-out-file="$tmp/out" "$1" "$2" "$3" \
     >/dev/null 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
   awk '/^summary:/ {print $2}' "$tmp/out"
 }
@@ -49,6 +49,12 @@ for s in "${sizes[@]}"; do
   awk -v j="$j" -v m="$m" 'BEGIN { exit !(j <= 1.1 * m) }' || fail=1
 done
 echo "command: valgrind --tool=callgrind --toggle-collect=jw_bench_pair $jw SIZE PAIRS (and $mi)"
+if [ $check -eq 0 ]; then
+  # mallinfo2() from counters (docs/design/api.md, "Android's extensions").
+  a=$(ir "$jw" mallinfo 2000 jw_bench_mallinfo)
+  b=$(ir "$jw" mallinfo 4000 jw_bench_mallinfo)
+  echo "mallinfo2: $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", (b - a) / 2000 }') instructions per call (jwmalloc; callgrind, --toggle-collect=jw_bench_mallinfo)"
+fi
 if [ $check -eq 1 ] && [ $fail -ne 0 ]; then
   echo "fastpath: jwmalloc needs more than 1.1x mimalloc's instructions for some size" >&2
   exit 1

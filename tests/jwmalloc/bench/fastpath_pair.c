@@ -9,8 +9,10 @@
  * of a program). The script runs two pair counts and divides the difference
  * in instructions by the difference in pairs: warm-up, the first refill and
  * process start cancel out exactly (callgrind counts are deterministic). */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 __attribute__((noinline)) void jw_bench_pair(size_t n) {
   void *p = malloc(n);
@@ -19,7 +21,21 @@ __attribute__((noinline)) void jw_bench_pair(size_t n) {
   __asm__ volatile("" ::: "memory"); /* no tail call: callgrind sees a plain return */
 }
 
+/* `fastpath_pair mallinfo CALLS`: one mallinfo2() call, the function
+ * collected instead (the script's mallinfo line: the cost of the call that
+ * ART makes at every collection). */
+__attribute__((noinline)) void jw_bench_mallinfo(void) {
+  struct mallinfo2 m = mallinfo2();
+  __asm__ volatile("" : : "r"(&m) : "memory");
+}
+
 int main(int argc, char **argv) {
+  if (argc > 2 && strcmp(argv[1], "mallinfo") == 0) {
+    long calls = strtol(argv[2], NULL, 10);
+    for (long i = 0; i < calls; i++) jw_bench_mallinfo();
+    printf("%ld mallinfo2 calls\n", calls);
+    return 0;
+  }
   size_t size = argc > 1 ? strtoul(argv[1], NULL, 10) : 32;
   long pairs = argc > 2 ? strtol(argv[2], NULL, 10) : 100000;
   void *keep[8];
