@@ -298,21 +298,19 @@ static JW_NOINLINE void free_remote_slow(jw_tls *t, jw_slab *s, void *p) {
  * call, so that jw_free_slow's other paths (midend blocks, ranges) keep no
  * stack frame; the common case (the chain is p's slab's, the free counted
  * without a fold) makes no call, so it keeps none either. */
-static JW_NOINLINE void free_remote_c(jw_tls *t, jw_slab *s, void *p, unsigned c) {
-  jw_poison(p, jw_class_size[c]);
+static JW_NOINLINE void free_remote(jw_tls *t, jw_slab *s, void *p) {
+  jw_poison(p, jw_class_size[s->cls]);
   bool cached = t->state == JW_TLS_ACTIVE;
   uint32_t n = t->n_free_uncached;
   /* Uncached: the count's first free and a full batch take the slow path. */
   if (JW_LIKELY(cached || n - 1 < JW_UNCACHED_FOLD_EVERY - 2) &&
-      jw_tc_chain_append_c(t, s, p, jw_load(&jw_free_key, JW_RELAXED), c)) { /* the key: set once at init */
+      jw_tc_chain_append(t, s, p, jw_load(&jw_free_key, JW_RELAXED))) { /* the key: set once at init */
     if (cached) jw_counter_add_owner(&t->tc->n_remote_free, 1);
     else t->n_free_uncached = n + 1;
     return;
   }
   free_remote_slow(t, s, p); /* a tail call */
 }
-
-static void free_remote(jw_tls *t, jw_slab *s, void *p) { free_remote_c(t, s, p, s->cls); /* a tail call */ }
 
 /* Frees p, a validated live block of slab s; own: s is the caller's
  * (then t has a thread cache). */
@@ -381,38 +379,14 @@ static inline __attribute__((always_inline)) bool free_small(jw_tls *t, void *p,
   return true;
 }
 
-/* A block of another live thread's slab, known from its tag-table word w
- * (frontend.md, "The tag table"): the class is in w, so the cross-thread
- * free reads no slab header and walks no root map. True when p was freed;
- * false for the general path (not a block start, already free). */
-static inline __attribute__((always_inline)) bool free_foreign(jw_tls *t, void *p, uint64_t w) {
-  uintptr_t a = (uintptr_t)p;
-  unsigned c = (unsigned)(w >> 1) & 31; /* the class cannot change while p is live */
-  jw_slab *s = jw_slab_of(p);
-  if ((a & 15) != 0 || !jw_slab_is_block_c(s, p, c) || jw_block_key((const jw_block *)p) == t->fkey) return false;
-  free_remote_c(t, s, p, c); /* a tail call */
-  return true;
-}
-
 /* free()'s slow path past the gate (jw_free_slow, free_any). */
 static inline __attribute__((always_inline)) void free_body(void *p) {
   jw_tls *t = &jw_tls_state;
-  uintptr_t pg = (uintptr_t)p >> 12;
-  /* Only a slab block (offset 64 or more in its page) has a tag word to read;
-   * NULL and ranges (page-aligned) go straight on, as in the fast path. */
-  if (JW_LIKELY(t->state == JW_TLS_ACTIVE) && ((uintptr_t)p & 0xfc0) != 0) {
-    /* A free into another GiB than the last: that GiB's tag table
-     * (page_tag.h), then the fast path again (a thread's first free comes
-     * here). */
-    if (t->tag_last - pg >= JW_TAG_WORDS) {
-      if (!jw_tag_cache(&t->tag_last, &t->tag_words, (uintptr_t)p)) goto general;
-      if (jw_fast_free(p)) return;
-    }
-    /* A page of another live thread's slab. */
-    uint64_t w = jw_load(&t->tag_words[pg], JW_RELAXED); /* see free_foreign */
-    if (w != 0 && (w ^ t->key) > 2 * (JW_NCLASSES - 1) && free_foreign(t, p, w)) return;
-  }
-general:
+  /* A free into another GiB than the last: the fast path again with that
+   * GiB's tag table (page_tag.h), which is where a thread's first free goes. */
+  if (t->tag_last - ((uintptr_t)p >> 12) >= JW_TAG_WORDS && t->state == JW_TLS_ACTIVE &&
+      jw_tag_cache(&t->tag_last, &t->tag_words, (uintptr_t)p) && jw_fast_free(p))
+    return;
   if ((uintptr_t)p & (JW_GRANULE - 1)) {
     /* A frontend block the fast path did not take (another thread's), or a
      * midend block (never page-aligned: blocks start at 64 + i x 512k). One

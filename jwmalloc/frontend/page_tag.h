@@ -14,11 +14,8 @@
  * live thread owns, reads 0.
  *
  * Thread-safety: a word is written only by the thread that owns the slab
- * (or is taking it over), relaxed; a reader acts on a word equal to its own
- * key (which only it writes), or, freeing a block it holds live, on another
- * thread's word for the class only (the class of a slab with a live block
- * cannot change, and the hand-off of the block orders its formatting before
- * the read). The directory entry is published once
+ * (or is taking it over), relaxed; readers act only on a word equal to their
+ * own key, which only they write. The directory entry is published once
  * with a CAS (a loser unmaps its table). Never allocates through malloc.
  */
 #ifndef JW_FRONTEND_PAGE_TAG_H

@@ -100,19 +100,18 @@ static inline bool jw_slab_list_whole(const jw_slab *s, unsigned cls) {
   return s->cls == cls && s->capacity != 0 && s->live == 0 && s->local != NULL;
 }
 
-/* True when p is the start of a block of slab s of class c (not the header,
- * on a block boundary, below capacity); jw_slab_is_block reads the class
- * from the header (owner-stable). No
+/* True when p is the start of a block of slab s (not the header, on a block
+ * boundary, below capacity). Reads only owner-stable fields (the class). No
  * division: the class's reciprocal gives the block index, and a block i is
  * below capacity exactly when it ends inside the usable bytes. */
-static inline bool jw_slab_is_block_c(const jw_slab *s, const void *p, unsigned c) {
+static inline bool jw_slab_is_block(const jw_slab *s, const void *p) {
   uintptr_t off = (uintptr_t)p - ((uintptr_t)s + JW_SLAB_HEADER); /* huge when p is in the header */
+  unsigned c = s->cls;
   if (off >= JW_SLAB_USABLE || c >= JW_NCLASSES) return false;
   unsigned size = jw_class_size[c];
   uint32_t i = (uint32_t)(((uint64_t)off * jw_class_recip[c]) >> 32);
   return i * size == off && off + size <= JW_SLAB_USABLE;
 }
-static inline bool jw_slab_is_block(const jw_slab *s, const void *p) { return jw_slab_is_block_c(s, p, s->cls); }
 
 /* Owner: appends `list` (free blocks of s, NULL-terminated) to the local
  * list and lowers live by its length, which it returns. */

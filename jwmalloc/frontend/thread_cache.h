@@ -168,24 +168,19 @@ void *jw_tc_remote_flush_class(jw_tls *t, jw_tcache *tc, unsigned c);
 void *jw_tc_remote_flush(jw_tls *t, jw_tcache *tc);
 
 /* The common case of a batched cross-thread free (frontend.md, "Batched
- * remote frees"): t already has a chain of block b's slab s (of class c),
- * below the bound
+ * remote frees"): t already has a chain of block b's slab s, below the bound
  * after b; b (validated, not free, not the caller's) is marked free with
  * fkey and linked on with plain stores. Returns false, having done nothing,
  * in every other case (jw_tc_chain_add then). A non-empty chain implies
  * t->rf_ok. Inline: a few loads and stores. */
-static inline bool jw_tc_chain_append_c(jw_tls *t, jw_slab *s, jw_block *b, uint64_t fkey, unsigned c) {
+static inline bool jw_tc_chain_append(jw_tls *t, jw_slab *s, jw_block *b, uint64_t fkey) {
+  unsigned c = s->cls; /* owner-stable while the slab is live (validated) */
   jw_block *h = t->rf_head[c];
   if (h == NULL || jw_slab_of(h) != s || t->rf_n[c] >= JW_RF_BOUND - 1) return false;
   jw_block_set_free(b, h, fkey);
   t->rf_head[c] = b;
   t->rf_n[c]++;
   return true;
-}
-
-/* The same, reading the class from s's header. */
-static inline bool jw_tc_chain_append(jw_tls *t, jw_slab *s, jw_block *b, uint64_t fkey) {
-  return jw_tc_chain_append_c(t, s, b, fkey, s->cls); /* owner-stable while the slab is live (validated) */
 }
 
 /* The rest of a batched cross-thread free (t->rf_ok set; block b of slab s
