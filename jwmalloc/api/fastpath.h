@@ -17,7 +17,7 @@
 static inline void *jw_fast_malloc(size_t n) {
   /* n <= JW_SMALL_MAX, the bound read from the gate (gate.h): 0 while malloc
    * is disabled. Relaxed: a setting; a call that sees it late completes. */
-  if (JW_UNLIKELY(n >= jw_load(&jw_gate_state.fast_limit, JW_RELAXED))) return NULL;
+  if (JW_UNLIKELY(jw_gate_malloc_slow(n))) return NULL;
   jw_tls *t = &jw_tls_state;
   unsigned c = jw_class_of(n);
   jw_block *b = t->bin[c];
@@ -44,7 +44,7 @@ static inline __attribute__((always_inline)) bool jw_fast_free(void *p) {
   /* Not in a slab's block area (offset < 64: header or page-aligned) or
    * misaligned: slow path. The alignment mask comes from the gate (gate.h):
    * all ones while malloc is disabled. Relaxed: a setting, as above. */
-  if (JW_UNLIKELY((a & 0xfc0) == 0 || (a & jw_load(&jw_gate_state.free_mask, JW_RELAXED)) != 0)) return false;
+  if (JW_UNLIKELY((a & 0xfc0) == 0 || jw_gate_free_slow(a))) return false;
   jw_tls *t = &jw_tls_state;
   /* The tag table of the GiB freed into last (jw_free_slow changes it). */
   uintptr_t pg = a >> 12;

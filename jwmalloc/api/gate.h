@@ -19,6 +19,7 @@
 #ifndef JW_API_GATE_H
 #define JW_API_GATE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../common/atomic.h"
@@ -45,6 +46,29 @@ extern jw_gate jw_gate_state __attribute__((visibility("hidden")));
 
 #define JW_GATE_OPEN_LIMIT ((uintptr_t)JW_SMALL_MAX + 1)
 #define JW_GATE_OPEN_MASK ((uintptr_t)15)
+
+/* The fast paths' two gate checks: true when the call takes its slow path.
+ * On x86-64 the relaxed load is folded into the compare (cmp/test with a
+ * memory operand: an aligned 8-byte load is atomic there), so the gate adds
+ * no instruction over an immediate, as said above; GCC never folds an
+ * __atomic load into an operand itself. Elsewhere, and in verification and
+ * ThreadSanitizer builds (which must see the load), a jw_load and the
+ * compare. Thread-safety: as the fields' reads above. */
+#if defined(__x86_64__) && !defined(JW_VERIFY) && !defined(__SANITIZE_THREAD__)
+static inline bool jw_gate_malloc_slow(uintptr_t n) {
+  bool ge;
+  __asm__("cmpq %1, %2" : "=@ccae"(ge) : "m"(jw_gate_state.fast_limit.v), "r"(n));
+  return ge;
+}
+static inline bool jw_gate_free_slow(uintptr_t a) {
+  bool nz;
+  __asm__("testq %2, %1" : "=@ccnz"(nz) : "m"(jw_gate_state.free_mask.v), "r"(a));
+  return nz;
+}
+#else
+static inline bool jw_gate_malloc_slow(uintptr_t n) { return n >= jw_load(&jw_gate_state.fast_limit, JW_RELAXED); }
+static inline bool jw_gate_free_slow(uintptr_t a) { return (a & jw_load(&jw_gate_state.free_mask, JW_RELAXED)) != 0; }
+#endif
 
 /* Waits (futex) while the gate is closed. Called at the start of a public
  * call's slow path, holding no lock. */
