@@ -364,20 +364,25 @@ static int valid_target(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app **o,
   return *p && (*p)->state == IOSR_PTE_READING && (*p)->slot == r->s.slot + k;
 }
 
-/* A page whose slot did not hold what was written there (design note
- * section 4): never mapped. A waiting thread gets SIGBUS now, anyone else
- * when touching it; the page stays poisoned until discarded. */
-static void page_bad(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app *o, iosr_pte *p) {
-  if (!r->bad_pages++) r->bad_vpn = r->tgt[k].vpn;
-  e->checksum_errors++;
-  o->st.checksum_errors++;
+/* A READING page whose slot cannot give it back: a waiting thread gets
+ * SIGBUS now, anyone else when touching it; poisoned until discarded. */
+static void page_unreadable(iosr_engine_s *e, iosr_app *o, uint64_t vpn, iosr_pte *p) {
   if (p->flags & IOSR_PTE_F_FAULT) {
-    page_lost(e, o, r->tgt[k].vpn, p);
+    page_lost(e, o, vpn, p);
   } else {
     iosr_pte_put_slot(e, p);
     iosr_app_set_state(e, o, p, IOSR_PTE_POISONED);
     p->flags = 0;
   }
+}
+
+/* A page whose slot did not hold what was written there (design note
+ * section 4): never mapped. */
+static void page_bad(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app *o, iosr_pte *p) {
+  if (!r->bad_pages++) r->bad_vpn = r->tgt[k].vpn;
+  e->checksum_errors++;
+  o->st.checksum_errors++;
+  page_unreadable(e, o, r->tgt[k].vpn, p);
   r->done[k] |= IOSR_DONE_FINISHED;
 }
 
@@ -396,6 +401,23 @@ static int target_ready(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app **o,
   }
   r->done[k] |= IOSR_DONE_VERIFIED;
   return 1;
+}
+
+/* The read stopped after `whole` pages (the area ends there: truncated):
+ * the pages past it were not read; each gives SIGBUS, the pages before it
+ * are installed as usual. */
+static void short_read(iosr_engine_s *e, iosr_req *r, uint32_t whole) {
+  iosr_app *fa = iosr_eng_app(e, r->s.app);
+  if (fa) fa->st.read_errors++;
+  e->io_errors++;
+  iosr_warn("read of %u slots at %llu stopped after %u (the swap area ends there); the pages past it give SIGBUS",
+            r->s.npages, (unsigned long long)r->s.slot, whole);
+  for (uint32_t k = whole; k < r->s.npages; k++) {
+    iosr_app *o;
+    iosr_pte *p;
+    if (valid_target(e, r, k, &o, &p)) page_unreadable(e, o, r->tgt[k].vpn, p);
+    r->done[k] |= IOSR_DONE_FINISHED;
+  }
 }
 
 /* Installs what is left of r; returns -EAGAIN when it must be retried. */
@@ -502,6 +524,7 @@ void iosr_swapin_complete(iosr_engine_s *e, iosr_req *r) {
   }
   r->done = calloc(r->s.npages, 1);
   if (!r->done) iosr_die("out of memory installing a read");
+  if ((uint32_t)res < r->s.npages * 4096u) short_read(e, r, (uint32_t)res / 4096);
   r->installing = 1;
   if (install(e, r) == -EAGAIN) {
     r->next_retry = e->install_retry;
