@@ -95,7 +95,7 @@ void iosr_srv_close_conn(iosr_engine_s *e, iosr_conn *c) {
       alive = poll(&pf, 1, 0) == 0; /* a pidfd is readable once the process terminated */
     }
     if (!alive || a->pid == getpid() || a->uffd < 0) iosr_eng_app_gone(e, a, "disconnected");
-    else if (e->stop) {
+    else if (__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE)) {
       /* shutting down: the app carries on without us */
     } else {
       a->state = IOSR_APP_ACTIVE;

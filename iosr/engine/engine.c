@@ -245,7 +245,9 @@ int iosr_eng_add_fd(iosr_engine_s *e, int fd) {
 }
 
 void iosr_eng_request_stop(iosr_engine_s *e, int drain) {
-  e->stop = drain ? 3 : 1; /* bit 0 stop, bit 1 drain first */
+  /* bit 0 stop, bit 1 drain first; an atomic store: another thread or a
+   * signal handler asks, the loop reads */
+  __atomic_store_n(&e->stop, drain ? 3 : 1, __ATOMIC_RELEASE);
   uint64_t one = 1;
   ssize_t r = write(e->wake_fd, &one, sizeof one);
   (void)r;
@@ -370,8 +372,9 @@ int iosr_eng_run(iosr_engine_s *e) {
   int draining = 0;
   set_nice(e);
   for (;;) {
-    if (e->stop) {
-      if ((e->stop & 2) && !draining) {
+    int stop = __atomic_load_n(&e->stop, __ATOMIC_ACQUIRE);
+    if (stop) {
+      if ((stop & 2) && !draining) {
         draining = 1;
         iosr_info("stopping: swapping every app's pages back in first");
         for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {

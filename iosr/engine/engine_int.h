@@ -233,7 +233,7 @@ struct iosr_engine_s {
   int fork_req;              /* atomic: an in-process app thread is forking (engine/forkmode.c) */
   int fork_ack_fd;           /* eventfd: the engine entered fork mode */
   struct iosr_fork_buf *fork_buf;
-  volatile sig_atomic_t stop;
+  int stop;                  /* atomic: set by iosr_eng_request_stop (any thread, signal handlers) */
   unsigned nconns;           /* atomic: read by iosr_engine_stop on another thread */
   int dirty_start;
   uint64_t grace_until_ns;
