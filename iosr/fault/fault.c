@@ -129,6 +129,7 @@ static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn
   while (b0 < hi && iosr_pt_pte(&a->pt, sp, b0)->state == IOSR_PTE_ZERO) b0++;
   if (write && ensure_zero_buf(e)) write = 0;
   uint64_t v = a0;
+  int mapped = 0; /* the faulting page */
   while (v < b0) {
     uint64_t done = 0;
     int r = write ? iosr_uffd_copy(a->uffd, v << 12, e->zero_buf, (b0 - v) << 12, 1, &done)
@@ -142,6 +143,7 @@ static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn
       p->age = (uint32_t)e->tick;
     }
     e->zero_fill_pages += np;
+    mapped |= v <= vpn && vpn < v + np;
     v += np;
     if (r == 0) break;
     if (r == -EEXIST) {
@@ -150,16 +152,20 @@ static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn
       iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
       iosr_uffd_wake(a->uffd, v << 12, 4096);
       e->inconsistencies++;
+      mapped |= v == vpn;
       v++;
       continue;
     }
     if (r == -EAGAIN) {
       if (v <= vpn) iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, write);
-      break;
+      return;
     }
     iosr_debug("app %s: zero fill at %#llx: %s", a->name, (unsigned long long)(v << 12), strerror(-r));
-    break; /* ENOENT/EFAULT: range going away, an UNMAP event follows; ESRCH: app gone */
+    if (r != -ENOENT) break; /* ESRCH: the app is gone; ENOMEM: its memory is full */
+    v++; /* in no registered VMA (an UNMAP or REMAP event follows or came): the rest goes on */
   }
+  /* the faulting page not mapped: its thread retries rather than waits */
+  if (!mapped) iosr_uffd_wake(a->uffd, vpn << 12, 4096);
 }
 
 static void poison_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t tid) {

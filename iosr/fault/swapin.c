@@ -351,9 +351,20 @@ static int map_run(iosr_engine_s *e, iosr_req *r, iosr_app *o, uint32_t i, uint3
       continue;
     }
     if (rc == -EAGAIN) return -EAGAIN;
-    /* ENOENT/EFAULT: unmapped under us (an UNMAP event follows); ESRCH: gone */
-    for (uint32_t k = i; k < j; k++) r->done[k] |= IOSR_DONE_FINISHED;
-    return 0;
+    /* Page i cannot be mapped: ENOENT, it is in no registered VMA (an
+     * UNMAP or REMAP event follows or came); ESRCH, the app is gone; ENOMEM,
+     * the app's memory is full. It keeps its slot (a READING page always has
+     * a read under way: left READING, a later fault would wait forever), and
+     * a thread waiting on it retries. */
+    if (rc != -ENOENT && rc != -ESRCH)
+      iosr_warn("app %s: cannot map %#llx: %s; it stays swapped", o->name, (unsigned long long)(r->tgt[i].vpn << 12),
+                strerror(-rc));
+    iosr_pte *p = iosr_pt_lookup(&o->pt, r->tgt[i].vpn, NULL);
+    iosr_app_set_state(e, o, p, IOSR_PTE_SWAPPED);
+    p->flags = 0;
+    iosr_uffd_wake(o->uffd, r->tgt[i].vpn << 12, 4096);
+    iosr_fault_lat_end(e, o, r->tgt[i].vpn, 1);
+    r->done[i++] |= IOSR_DONE_FINISHED;
   }
   return 0;
 }

@@ -16,13 +16,17 @@
 #include "util.h"
 
 #include <poll.h>
+#include <time.h>
 
 #define APPS 4
 #define NP 1024u   /* pages of an app's main region */
 #define NW 64u     /* pages of its MADV_WIPEONFORK region */
 #define NS 64u     /* pages of its scratch area (mremap target) */
 #define OPS 300    /* operations per phase */
+#define PHASE_HANG_S 300 /* a phase that takes longer hangs */
 #define HOLD 20    /* operations a protected or locked range stays so */
+
+#define WSEED(s) ((s)->seed | 1ull << 62) /* the wiped region's contents: no app's main pages */
 
 enum { K_DATA = 0, K_ZERO = 1, K_MAYBE = 2 }; /* MAYBE: MADV_FREE'd, reads old data or zero */
 
@@ -35,6 +39,8 @@ typedef struct shadow {
   uint64_t lock_lo, lock_hi, lock_until;
   uint64_t op;
   int id;
+  struct { uint64_t op; uint32_t a, n; char what; } hist[256]; /* the last operations, for a failure report */
+  uint32_t nhist;
 } shadow;
 
 static char sock[300], swap[256];
@@ -59,21 +65,52 @@ static int pick_run(shadow *s, uint64_t maxn, uint64_t *a, uint64_t *n) {
   return 0;
 }
 
-static void fail(shadow *s, const char *what, uint64_t i) {
+static void note(shadow *s, char what, uint64_t a, uint64_t n) {
+  s->hist[s->nhist++ % 256] = (typeof(s->hist[0])){s->op, (uint32_t)a, (uint32_t)n, what};
+}
+
+/* What a wrong page holds: zero, or which (app, page, version) wrote it. */
+static void identify(const shadow *s, const uint8_t *q) {
+  if (iosr_is_zero(q)) {
+    fprintf(stderr, "  it reads zero\n");
+    return;
+  }
+  uint64_t base = s->seed - (uint64_t)s->id;
+  for (int app = 0; app < APPS; app++)
+    for (uint64_t k = 0; k < 2; k++)
+      for (uint64_t i = 0; i < NP; i++)
+        for (uint64_t v = 0; v < 64; v++)
+          if (iosr_check(q, k ? (base + (uint64_t)app) | 1ull << 62 : base + (uint64_t)app, i, v)) {
+            fprintf(stderr, "  it holds app s%d's %s page %llu, version %llu\n", app, k ? "wiped-region" : "main",
+                    (unsigned long long)i, (unsigned long long)v);
+            return;
+          }
+  fprintf(stderr, "  it holds bytes no app wrote (first word %#llx)\n", (unsigned long long)*(const uint64_t *)q);
+}
+
+static void fail_at(shadow *s, const char *what, uint64_t i, const uint8_t *q) {
   fprintf(stderr, "app s%d, op %llu: %s (page %llu, kind %d, version %u)\n", s->id, (unsigned long long)s->op, what,
           (unsigned long long)i, i < NP ? s->kind[i] : -1, i < NP ? s->ver[i] : 0);
+  if (q) identify(s, q);
+  for (uint32_t k = s->nhist > 256 ? s->nhist - 256 : 0; k < s->nhist; k++) {
+    typeof(s->hist[0]) *h = &s->hist[k % 256];
+    if (i >= h->a && i < (uint64_t)h->a + h->n)
+      fprintf(stderr, "  op %llu: %c pages %u+%u\n", (unsigned long long)h->op, h->what, h->a, h->n);
+  }
   _exit(1);
 }
+
+static void fail(shadow *s, const char *what, uint64_t i) { fail_at(s, what, i, NULL); }
 
 static void check_all(shadow *s, int child) {
   for (uint64_t i = 0; i < NP; i++) {
     if (in_range(i, i + 1, s->prot_lo, s->prot_hi)) continue;
-    if (!page_ok(s, i)) fail(s, child ? "the fork child read other bytes" : "other bytes", i);
+    if (!page_ok(s, i)) fail_at(s, child ? "the fork child read other bytes" : "other bytes", i, s->p + i * 4096);
   }
   for (uint64_t i = 0; i < NW; i++) {
     const uint8_t *q = s->w + i * 4096;
-    if (child ? !iosr_is_zero(q) : !iosr_check(q, s->seed + 1, i, s->wver[i]))
-      fail(s, child ? "the fork child read data in its wiped region" : "wipe-on-fork region page differs", i);
+    if (child ? !iosr_is_zero(q) : !iosr_check(q, WSEED(s), i, s->wver[i]))
+      fail_at(s, child ? "the fork child read data in its wiped region" : "wipe-on-fork region page differs", NP + i, q);
   }
 }
 
@@ -83,6 +120,7 @@ static void write_page(shadow *s, uint64_t i) {
 }
 
 static void do_fork(shadow *s) {
+  note(s, 'f', 0, NP);
   pid_t c = fork();
   if (c < 0) fail(s, "fork failed", 0);
   if (c == 0) {
@@ -91,7 +129,7 @@ static void do_fork(shadow *s) {
       uint64_t a, n;
       if (!pick_run(s, 1, &a, &n)) continue;
       write_page(s, a);
-      if (!page_ok(s, a)) fail(s, "the fork child's own write", a);
+      if (!page_ok(s, a)) fail_at(s, "the fork child's own write", a, s->p + a * 4096);
     }
     _exit(0);
   }
@@ -105,11 +143,12 @@ static void do_remap(shadow *s) {
   uint8_t *from = s->p + a * 4096;
   if (mremap(from, n * 4096, n * 4096, MREMAP_MAYMOVE | MREMAP_FIXED, s->scratch) != s->scratch)
     fail(s, "mremap away failed", a);
+  note(s, 'm', a, n);
   for (uint64_t k = 0; k < n; k++) {
     const uint8_t *q = s->scratch + k * 4096;
     int data = iosr_check(q, s->seed, a + k, s->ver[a + k]);
     int ok = s->kind[a + k] == K_DATA ? data : s->kind[a + k] == K_ZERO ? iosr_is_zero(q) : data || iosr_is_zero(q);
-    if (!ok) fail(s, "a moved page reads other bytes", a + k);
+    if (!ok) fail_at(s, "a moved page reads other bytes", a + k, q);
   }
   if (mremap(s->scratch, n * 4096, n * 4096, MREMAP_MAYMOVE | MREMAP_FIXED, from) != from)
     fail(s, "mremap back failed", a);
@@ -134,33 +173,37 @@ static void one_op(shadow *s) {
   uint64_t a, n, r = rnd(s) % 100;
   end_holds(s);
   if (r < 40) {
-    if (pick_run(s, 1, &a, &n)) write_page(s, a);
+    if (pick_run(s, 1, &a, &n)) write_page(s, a), note(s, 'w', a, 1);
   } else if (r < 55) {
     for (int k = 0; k < 16; k++)
-      if (pick_run(s, 1, &a, &n) && !page_ok(s, a)) fail(s, "other bytes", a);
+      if (pick_run(s, 1, &a, &n) && !page_ok(s, a)) fail_at(s, "other bytes", a, s->p + a * 4096);
   } else if (r < 67) {
     if (!pick_run(s, 32, &a, &n)) return;
     int freeing = r >= 62;
     if (madvise(s->p + a * 4096, n * 4096, freeing ? MADV_FREE : MADV_DONTNEED)) fail(s, "madvise failed", a);
+    note(s, freeing ? 'F' : 'D', a, n);
     for (uint64_t k = a; k < a + n; k++) s->kind[k] = freeing && s->kind[k] != K_ZERO ? K_MAYBE : K_ZERO;
   } else if (r < 72) {
     do_remap(s);
   } else if (r < 76) {
     if (s->prot_hi || !pick_run(s, 32, &a, &n)) return;
     if (mprotect(s->p + a * 4096, n * 4096, PROT_NONE)) fail(s, "mprotect failed", a);
+    note(s, 'p', a, n);
     s->prot_lo = a, s->prot_hi = a + n, s->prot_until = s->op + HOLD;
   } else if (r < 80) {
     if (s->lock_hi || !pick_run(s, 32, &a, &n)) return;
     if (mlock(s->p + a * 4096, n * 4096)) fail(s, "mlock failed", a);
+    note(s, 'l', a, n);
     s->lock_lo = a, s->lock_hi = a + n, s->lock_until = s->op + HOLD;
   } else if (r < 83) {
     do_fork(s);
   } else if (r < 86) {
     uint64_t i = rnd(s) % NW;
-    iosr_fill(s->w + i * 4096, s->seed + 1, i, ++s->wver[i]);
+    iosr_fill(s->w + i * 4096, WSEED(s), i, ++s->wver[i]);
   } else {
     if (!pick_run(s, 64, &a, &n)) return;
     for (uint64_t k = a; k < a + n; k++) write_page(s, k);
+    note(s, 'W', a, n);
   }
 }
 
@@ -186,7 +229,7 @@ static void app_main(int id, uint64_t seed, int in, int out) {
   CHECK(s->scratch != MAP_FAILED);
   CHECK(madvise(s->w, NW * 4096, MADV_WIPEONFORK) == 0);
   for (uint64_t i = 0; i < NP; i++) write_page(s, i);
-  for (uint64_t i = 0; i < NW; i++) iosr_fill(s->w + i * 4096, s->seed + 1, i, s->wver[i]);
+  for (uint64_t i = 0; i < NW; i++) iosr_fill(s->w + i * 4096, WSEED(s), i, s->wver[i]);
   chan_send(out, 'r');
   for (;;) {
     char c = chan_recv(in);
@@ -242,8 +285,16 @@ static void reclaim_some(driver *d) {
 static void phase(driver *d, char c, char want) {
   for (int a = 0; a < APPS; a++) chan_send(d->to[a], c);
   int left = APPS, done[APPS] = {0};
-  for (int turn = 0; left; turn++) {
-    CHECKF(turn < 200000, "the apps did not finish (see their logs in %s)", iosr_test_dir);
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (left) {
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (t.tv_sec - t0.tv_sec > PHASE_HANG_S) {
+      for (int a = 0; a < APPS; a++)
+        if (!done[a]) fprintf(stderr, "app s%d (pid %d) has not answered '%c'\n", a, (int)d->app[a], want);
+      CHECKF(0, "phase '%c' hung: the apps did not finish within %d s (see their logs in %s)", c, PHASE_HANG_S,
+             iosr_test_dir);
+    }
     if (want == 'd') reclaim_some(d);
     struct pollfd pf[APPS];
     for (int a = 0; a < APPS; a++) pf[a] = (struct pollfd){done[a] ? -1 : d->from[a], POLLIN, 0};
@@ -256,6 +307,11 @@ static void phase(driver *d, char c, char want) {
         left--;
       }
   }
+}
+
+static void progress(const driver *d, const char *what) {
+  printf("%s (%llu reclaims so far)\n", what, (unsigned long long)d->reclaims);
+  fflush(stdout);
 }
 
 /* Kills iosrd once a reclaim of every app is writing, and starts it again. */
@@ -304,9 +360,13 @@ int main(int argc, char **argv) {
   for (int a = 0; a < APPS; a++) CHECKF(chan_recv(d.from[a]) == 'r', "app s%d did not start", a);
   ctl_reopen(&d);
   phase(&d, 'a', 'd');
+  progress(&d, "first operations");
   kill_during_reclaim(&d);
+  progress(&d, "daemon restarted");
   phase(&d, 'v', 'o');
+  progress(&d, "checked after the restart");
   phase(&d, 'a', 'd');
+  progress(&d, "second operations");
   phase(&d, 'v', 'o');
   CHECK(iosr_ctl_wait_idle(d.ctl) == 0);
   uint64_t sw = 0;
