@@ -83,3 +83,10 @@ bench-iosr: build
 .PHONY: bench-reclaim
 bench-reclaim: build
 	@tests/reclaim/bench_reclaim.sh $(BUILD)
+
+# IOSR randomized stress over many seeds (issue 22): make stress-iosr [SEEDS=20] [OPS=1000].
+SEEDS ?= 20
+OPS ?= 1000
+.PHONY: stress-iosr
+stress-iosr: build
+	@scripts/iosr-stress.sh $(BUILD) $(SEEDS) $(OPS)

@@ -7,7 +7,10 @@
  * a shadow (page versions) throughout and at the end; at the end the slots in
  * use must equal the pages swapped.
  *
- *   test_stress global|process SEED
+ *   test_stress global|process SEED [OPS]
+ *
+ * OPS (default 300) is the operations per app per phase; make test runs the
+ * default, scripts/iosr-stress.sh many seeds and longer phases.
  *
  * Deterministic per seed in what each app does; how the operations
  * interleave with reclaim varies from run to run, and any interleaving must
@@ -22,8 +25,8 @@
 #define NP 1024u   /* pages of an app's main region */
 #define NW 64u     /* pages of its MADV_WIPEONFORK region */
 #define NS 64u     /* pages of its scratch area (mremap target) */
-#define OPS 300    /* operations per phase */
-#define PHASE_HANG_S 300 /* a phase that takes longer hangs */
+#define OPS 300    /* operations per phase, unless the command line says */
+#define PHASE_HANG_S 120 /* a phase that takes longer hangs */
 #define HOLD 20    /* operations a protected or locked range stays so */
 
 #define WSEED(s) ((s)->seed | 1ull << 62) /* the wiped region's contents: no app's main pages */
@@ -44,6 +47,7 @@ typedef struct shadow {
 } shadow;
 
 static char sock[300], swap[256];
+static int ops = OPS;
 
 static uint64_t rnd(shadow *s) { return s->rng = iosr_mix(s->rng + 0x9e3779b97f4a7c15ull); }
 
@@ -234,7 +238,7 @@ static void app_main(int id, uint64_t seed, int in, int out) {
   for (;;) {
     char c = chan_recv(in);
     if (c == 'a') {
-      for (int k = 0; k < OPS; k++, s->op++) {
+      for (int k = 0; k < ops; k++, s->op++) {
         one_op(s);
         if (s->op % 50 == 49) check_all(s, 0);
       }
@@ -333,8 +337,9 @@ static void kill_during_reclaim(driver *d) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3 || (strcmp(argv[1], "global") && strcmp(argv[1], "process"))) {
-    fprintf(stderr, "usage: test_stress global|process SEED\n");
+  if (argc < 3 || argc > 4 || (strcmp(argv[1], "global") && strcmp(argv[1], "process")) ||
+      (argc == 4 && (ops = atoi(argv[3])) <= 0)) {
+    fprintf(stderr, "usage: test_stress global|process SEED [OPS]\n");
     return 2;
   }
   iosr_test_require();
@@ -388,6 +393,6 @@ int main(int argc, char **argv) {
   iosr_test_stop_daemon(d.daemon);
   iosr_test_cleanup();
   printf("stress [%s, seed %llu]: %d apps x %d ops, %llu reclaims, %llu daemon restart: every byte intact\n", argv[1],
-         (unsigned long long)seed, APPS, 2 * OPS, (unsigned long long)d.reclaims, (unsigned long long)d.restarts);
+         (unsigned long long)seed, APPS, 2 * ops, (unsigned long long)d.reclaims, (unsigned long long)d.restarts);
   return 0;
 }
