@@ -135,15 +135,9 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
   }
   if (pm >= 0) close(pm);
   if (h->drop_id) {
-    iosr_drop *d = calloc(1, sizeof *d);
-    if (d) {
-      d->id = h->drop_id;
-      d->start_vpn = dlo;
-      d->n = dhi - dlo;
-      d->next = a->drops;
-      a->drops = d;
-      if (h->drop_id > a->drop_seq) a->drop_seq = h->drop_id;
-    }
+    /* its pages are at the run's addresses: a DROPPING page moved away
+     * before the old daemon died was settled above from what the kernel holds */
+    if (iosr_drop_new(a, h->drop_id, dlo, dhi - dlo) && h->drop_id > a->drop_seq) a->drop_seq = h->drop_id;
   }
   /* lift write protection (except where the dropper still works) and wake
    * every waiter: faults read by the dead daemon are issued again */

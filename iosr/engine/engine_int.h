@@ -116,8 +116,9 @@ typedef struct iosr_job {
 typedef struct iosr_drop {
   struct iosr_drop *next;
   uint64_t id;
-  uint64_t start_vpn, n;
+  uint64_t start_vpn, n;    /* the run the dropper discards: where its pages were when asked */
   struct iosr_batch *batch;
+  uint64_t vpn[];           /* where page k of the run is now (mremap moves it) */
 } iosr_drop;
 
 /* ---- probe cache (design note section 6) ---- */
@@ -322,6 +323,9 @@ void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err);
  * above `started` (the last id its dropper began) never ran. */
 void iosr_swapout_settle_drops(iosr_engine_s *e, iosr_app *a, uint64_t running, uint64_t started);
 void iosr_swapout_cancel_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p);
+iosr_drop *iosr_drop_new(iosr_app *a, uint64_t id, uint64_t start_vpn, uint64_t n);
+void iosr_swapout_drops_moved(iosr_app *a, uint64_t from, uint64_t to, uint64_t n);
+int iosr_swapout_at_drop_address(iosr_app *a, uint64_t vpn, const iosr_pte *p);
 void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a);
 
 /* fault/events.c */

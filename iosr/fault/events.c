@@ -69,8 +69,11 @@ static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
     case IOSR_PTE_ZERO: break;
     case IOSR_PTE_DROPPING:
       /* Our own drop produces one REMOVE; a second one means the app
-       * discarded the page too (design note section 9). */
-      if (p->flags & IOSR_PTE_F_RM1) p->flags |= IOSR_PTE_F_RMX;
+       * discarded the page too (design note section 9). Away from its
+       * drop's address, the dropper cannot reach it: the REMOVE is the app's. */
+      if ((p->flags & IOSR_PTE_F_MOVED) && !iosr_swapout_at_drop_address(c->a, vpn, p))
+        p->flags |= IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX;
+      else if (p->flags & IOSR_PTE_F_RM1) p->flags |= IOSR_PTE_F_RMX;
       else p->flags |= IOSR_PTE_F_RM1;
       break;
     case IOSR_PTE_READING:
@@ -127,35 +130,10 @@ void iosr_event_unmap(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t en
   iosr_uffd_wake(a->uffd, lo << 12, (hi - lo) << 12);
 }
 
-/* A DROPPING page the app moved (design note section 3, "Transitions"):
- * the dropper works on the old addresses, so this page leaves its drop. The
- * kernel says whether the page came along: mapped at its new place (still
- * write-protected), it stays resident; gone (the dropper discarded it before
- * the move: its REMOVE was read before the REMAP), it is only in its slot;
- * discarded by the app as well, it reads zero. Taking every moved page as
- * resident maps zero over one the dropper had discarded. */
-static void moved_dropping(iosr_engine_s *e, iosr_app *a, uint64_t v, iosr_pte *p, int *pm) {
-  if (*pm == -2) *pm = iosr_pagemap_open(a->pid);
-  int pres = iosr_pagemap_present(*pm, v);
-  int removed = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
-  if (pres == 1 || (pres < 0 && !removed)) {
-    iosr_swapout_cancel_page(e, a, v, p);
-  } else if ((p->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_ZEROPG)) || !iosr_pte_has_slot(p)) {
-    iosr_pte_put_slot(e, p);
-    iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
-    p->flags = 0;
-  } else {
-    iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
-    p->flags = 0;
-    a->st.swapout_pages++;
-  }
-}
-
 /* mremap moved [from, from+len) to [to, to+len). */
 void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t len) {
   uint64_t f = from >> 12, t = to >> 12, n = (len + 4095) >> 12;
   rm_ctx c = {e, a, 0, 0, 0, 0};
-  int pm = -2; /* /proc/PID/pagemap, opened at the first moved DROPPING page */
   if (iosr_pt_move(&a->pt, f, t, n, unmap_cb, &c)) {
     iosr_warn("app %s: page table directory full after mremap", a->name);
     return;
@@ -169,11 +147,13 @@ void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to,
       uint64_t old = f + (v - t);
       if (iosr_pte_has_slot(p) && e->slots.rev[p->slot] == iosr_rev_pack(a->id, old))
         e->slots.rev[p->slot] = iosr_rev_pack(a->id, v);
-      if (p->state == IOSR_PTE_DROPPING) moved_dropping(e, a, v, p, &pm);
+      /* The dropper discards at the old addresses, where the app may move
+       * the page back before it runs: the page stays DROPPING (still
+       * write-protected, its slot holds it) and its drop follows it. */
+      if (p->state == IOSR_PTE_DROPPING) p->flags |= IOSR_PTE_F_MOVED;
     }
     sp = iosr_pt_first_from(&a->pt, next);
   }
-  if (pm >= 0) close(pm);
   for (iosr_req *r = e->reqs; r; r = r->next_all)
     for (uint32_t i = 0; i < r->s.npages; i++)
       if (r->tgt[i].app == a->id && r->tgt[i].vpn >= f && r->tgt[i].vpn < f + n) r->tgt[i].vpn = t + (r->tgt[i].vpn - f);
@@ -184,6 +164,7 @@ void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to,
   for (uint32_t i = 0; i < a->nlat; i++)
     if (a->lat[i].vpn >= f && a->lat[i].vpn < f + n) a->lat[i].vpn = t + (a->lat[i].vpn - f);
   iosr_probe_rekey(e, a, f, t, n);
+  iosr_swapout_drops_moved(a, f, t, n);
 }
 
 /* A forked child of app `parent` served through `uffd`: registered with the

@@ -29,6 +29,7 @@ enum {
   IOSR_PTE_F_RMX = 2,    /* DROPPING: two or more (the app discarded it too) */
   IOSR_PTE_F_ZEROPG = 4, /* WRITING/DROPPING an all-zero page: no slot */
   IOSR_PTE_F_FAULT = 8,  /* READING: a fault waits on it */
+  IOSR_PTE_F_MOVED = 16, /* DROPPING: mremap moved it since its drop was asked for */
 };
 
 /* The invariant every transition keeps (design note section 3, "Page
@@ -44,7 +45,7 @@ typedef struct iosr_pte {
   uint32_t age;   /* engine tick of the last fault-in */
   uint8_t state;
   uint8_t flags;
-  uint16_t aux;   /* CACHED: probe index */
+  uint16_t aux;   /* CACHED: probe index; DROPPING: low bits of its drop's id */
   uint32_t crc;   /* CRC32C of the slot's page ^ a mix of the slot number */
 } iosr_pte;
 

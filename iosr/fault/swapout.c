@@ -79,6 +79,45 @@ static void batch_done(iosr_engine_s *e, iosr_batch *b) {
 
 /* ---- drops ---- */
 
+/* A drop of the n pages at start_vpn, linked into the app's drops; its
+ * pages' entries carry the low bits of its id (aux), so a page that mremap
+ * moved into another drop's run is finished by its own drop only. */
+iosr_drop *iosr_drop_new(iosr_app *a, uint64_t id, uint64_t start_vpn, uint64_t n) {
+  iosr_drop *d = calloc(1, sizeof *d + n * sizeof d->vpn[0]);
+  if (!d) return NULL;
+  d->id = id;
+  d->start_vpn = start_vpn;
+  d->n = n;
+  for (uint64_t k = 0; k < n; k++) {
+    d->vpn[k] = start_vpn + k;
+    iosr_pte *p = iosr_pt_lookup(&a->pt, start_vpn + k, NULL);
+    if (p && p->state == IOSR_PTE_DROPPING) p->aux = (uint16_t)id, p->flags &= (uint8_t)~IOSR_PTE_F_MOVED;
+  }
+  d->next = a->drops;
+  a->drops = d;
+  return d;
+}
+
+/* mremap moved [from, from+n) to [to, ...): the drops follow their pages
+ * (design note section 3, "Transitions": a DROPPING page that moves stays
+ * DROPPING, write-protected at its new place, and its slot holds it). */
+void iosr_swapout_drops_moved(iosr_app *a, uint64_t from, uint64_t to, uint64_t n) {
+  for (iosr_drop *d = a->drops; d; d = d->next)
+    for (uint64_t k = 0; k < d->n; k++)
+      if (d->vpn[k] >= from && d->vpn[k] < from + n) d->vpn[k] = to + (d->vpn[k] - from);
+}
+
+/* 1 when the moved DROPPING page at vpn is at the address its drop
+ * discards, so a REMOVE there may be the dropper's; 0 when it is elsewhere
+ * (a REMOVE there is the app's own). */
+int iosr_swapout_at_drop_address(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
+  for (iosr_drop *d = a->drops; d; d = d->next)
+    if ((uint16_t)d->id == p->aux)
+      for (uint64_t k = 0; k < d->n; k++)
+        if (d->vpn[k] == vpn) return vpn == d->start_vpn + k;
+  return 0;
+}
+
 typedef struct iosr_batch_drops {
   iosr_batch *b;
   uint32_t pending;
@@ -122,14 +161,9 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
   for (uint32_t i = 0; i < nv;) {
     uint32_t k = i + 1;
     while (k < nv && v[k] == v[k - 1] + 1) k++;
-    iosr_drop *d = calloc(1, sizeof *d);
+    iosr_drop *d = iosr_drop_new(a, ++a->drop_seq, v[i], k - i);
     if (!d) iosr_die("out of memory dropping a batch");
-    d->id = ++a->drop_seq;
-    d->start_vpn = v[i];
-    d->n = k - i;
     d->batch = b;
-    d->next = a->drops;
-    a->drops = d;
     ndrops++;
     send_drop(e, a, d);
     i = k;
@@ -141,7 +175,9 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
 
 /* Ends drop d. err 0: the dropper discarded the whole run; a page covered
  * by one REMOVE (the dropper's) is now only in its slot, one covered twice
- * was discarded by the app as well.
+ * was discarded by the app as well. A page mremap moved since (F_MOVED) was
+ * discarded only if it was back at its drop's address when the dropper ran:
+ * the kernel says whether it is still there, as after an error.
  *
  * err != 0: the madvise stopped part-way (a locked VMA: EINVAL) or skipped
  * holes (a munmap: ENOMEM), or the drop never ran (ECANCELED: the client
@@ -155,11 +191,13 @@ static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
   iosr_job *j = b ? b->job : NULL;
   int pm = err ? iosr_pagemap_open(a->pid) : -1;
   uint64_t kept = 0;
-  for (uint64_t v = d->start_vpn; v < d->start_vpn + d->n; v++) {
+  for (uint64_t k = 0; k < d->n; k++) {
+    uint64_t v = d->vpn[k];
     iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
-    if (!p || p->state != IOSR_PTE_DROPPING) continue;
+    if (!p || p->state != IOSR_PTE_DROPPING || p->aux != (uint16_t)d->id) continue;
     int removed = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
-    if (err) {
+    if (err || (p->flags & IOSR_PTE_F_MOVED)) {
+      if (pm < 0) pm = iosr_pagemap_open(a->pid);
       int pres = iosr_pagemap_present(pm, v);
       if (pres == 1 || (pres < 0 && !removed)) {
         keep_resident(e, a, v, p);
@@ -192,7 +230,11 @@ static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
               (unsigned long long)d->n, (unsigned long long)(d->start_vpn << 12), strerror(err),
               (unsigned long long)kept);
   /* threads that faulted on these pages meanwhile retry now */
-  if (a->uffd >= 0) iosr_uffd_wake(a->uffd, d->start_vpn << 12, d->n << 12);
+  if (a->uffd >= 0) {
+    iosr_uffd_wake(a->uffd, d->start_vpn << 12, d->n << 12);
+    for (uint64_t k = 0; k < d->n; k++)
+      if (d->vpn[k] != d->start_vpn + k) iosr_uffd_wake(a->uffd, d->vpn[k] << 12, 4096);
+  }
   free(d);
   if (b && --b->drops_pending == 0) batch_done(e, b);
 }

@@ -10,6 +10,9 @@
  *                  it: the app's pages outside the hole keep their data
  *   mremap-merged  one mremap moving 100 adjacent regions (one VMA, 100
  *                  spans): every page follows, no slot leaks
+ *   mremap-drop    pages of a drop's range moved away with mremap before the
+ *                  dropper runs it, one part moved back at once, one kept
+ *                  away until the drop is done: both keep their data
  *
  * In-process engine; the dropper is held where a case needs it (gate.h). */
 #include "gate.h"
@@ -153,6 +156,39 @@ static void unmapped(uint8_t *p, uint64_t n) {
          (unsigned long long)hi - 1);
 }
 
+/* mremap of DROPPING pages: the dropper discards at the old addresses. */
+static void remap_drop(uint8_t *p, uint64_t n) {
+  uint8_t *away = mmap(NULL, 2 * 64 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(away != MAP_FAILED);
+  gate_close(0);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
+  gate_wait(60);
+  uint64_t s, len;
+  held_range(&s, &len);
+  uint64_t third = len / 3 & ~4095ull;
+  if (third > 64 * 4096) third = 64 * 4096;
+  uint8_t *back = (uint8_t *)(uintptr_t)s, *kept = back + third, *kept_at = away + 64 * 4096;
+  /* moved away and back before the dropper runs: it finds them there */
+  CHECK(mremap(back, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, away) == away);
+  CHECK(mremap(away, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, back) == back);
+  /* moved away until the drop is done: the dropper finds nothing there */
+  CHECK(mremap(kept, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, kept_at) == kept_at);
+  gate_open();
+  pthread_join(t, NULL);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  uint64_t lo = (uint64_t)(kept - p) / 4096, hi = lo + third / 4096;
+  for (uint64_t i = lo; i < hi; i++)
+    CHECKF(iosr_check(kept_at + (i - lo) * 4096, 61, i, 0), "page %llu, kept away during the drop, holds other bytes",
+           (unsigned long long)i);
+  CHECK(mremap(kept_at, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, kept) == kept);
+  verify(p, n, 0, 0, 61, "mremap inside a drop");
+  CHECKF(slots_used() == stats().swapped_pages, "slots used %llu, swapped %llu", (unsigned long long)slots_used(),
+         (unsigned long long)stats().swapped_pages);
+  printf("mremap-drop: %llu pages of a drop moved away and back, %llu kept away during it: every page kept its data\n",
+         (unsigned long long)third / 4096, (unsigned long long)third / 4096);
+}
+
 #define NREG 100u
 #define REGP 4u
 
@@ -209,8 +245,9 @@ static void merged_remap(void) {
 int main(int argc, char **argv) {
   const char *k = argc == 2 ? argv[1] : "";
   int mf = !strcmp(k, "madv-free"), ml = !strcmp(k, "mlock"), mu = !strcmp(k, "munmap"), mr = !strcmp(k, "mremap-merged");
-  if (!mf && !ml && !mu && !mr) {
-    fprintf(stderr, "usage: test_discard_cases madv-free|mlock|munmap|mremap-merged\n");
+  int md = !strcmp(k, "mremap-drop");
+  if (!mf && !ml && !mu && !mr && !md) {
+    fprintf(stderr, "usage: test_discard_cases madv-free|mlock|munmap|mremap-merged|mremap-drop\n");
     return 2;
   }
   iosr_test_require();
@@ -226,6 +263,7 @@ int main(int argc, char **argv) {
     for (uint64_t i = 0; i < n; i++) iosr_fill(p + i * 4096, 61, i, 0);
     if (mf) madv_free(p, n);
     else if (ml) mlocked(p, n);
+    else if (md) remap_drop(p, n);
     else unmapped(p, n);
     CHECK(iosr_region_destroy(r) == 0);
   }
