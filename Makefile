@@ -132,3 +132,10 @@ bench-android: build
 .PHONY: bench-aslr
 bench-aslr: build
 	@bench/aslr/entropy.py --build $(BUILD) --runs 100 --publish bench/results/2026-12-01-aslr
+
+# IOSR randomized stress over many seeds (issue 22): make stress-iosr [SEEDS=20] [OPS=1000].
+SEEDS ?= 20
+OPS ?= 1000
+.PHONY: stress-iosr
+stress-iosr: build
+	@scripts/iosr-stress.sh $(BUILD) $(SEEDS) $(OPS)

@@ -125,6 +125,7 @@ typedef struct iosr_app_stats {
   uint64_t lat_hist[IOSR_LAT_BUCKETS];   /* major-fault service latency */
   uint64_t lat_p50_ns, lat_p90_ns, lat_p99_ns, lat_max_ns;
   uint64_t read_errors, write_errors;
+  uint64_t checksum_errors;     /* pages whose slot failed its checksum (each gave SIGBUS) */
 } iosr_app_stats;
 
 /* Statistics of the calling app. 0 or -1. Thread-safe. */

@@ -56,7 +56,10 @@ int iosr_sock_connect(const char *path) {
 /* Synchronous request/reply before the agent runs (and during resume). */
 static int direct_rpc(int sock, uint32_t seq, uint16_t type, const void *p, uint32_t len, const int *fds, int nfds,
                       void *out, uint32_t cap, uint16_t *rtype, int *out_fd) {
-  if (iosr_msg_send(sock, type, 0, seq, p, len, fds, nfds)) return -1;
+  /* A daemon that refuses the connection (out of descriptors, too many from
+   * this uid) answers with seq 0 and closes, maybe before our hello is sent:
+   * its answer is still there to read. */
+  if (iosr_msg_send(sock, type, 0, seq, p, len, fds, nfds) && errno != EPIPE && errno != ECONNRESET) return -1;
   uint8_t buf[8192] __attribute__((aligned(8))); /* app connections carry small messages only */
   for (;;) {
     int rfds[IOSR_MAX_FDS], nr;
@@ -66,7 +69,8 @@ static int direct_rpc(int sock, uint32_t seq, uint16_t type, const void *p, uint
       return -1;
     }
     const iosr_msg_hdr *h = (const iosr_msg_hdr *)buf;
-    if (h->seq != seq || (h->type != IOSR_M_REPLY && h->type != IOSR_M_APP_STATS)) {
+    int refusal = h->type == IOSR_M_REPLY && h->seq == 0 && h->len >= sizeof(int32_t);
+    if ((h->seq != seq && !refusal) || (h->type != IOSR_M_REPLY && h->type != IOSR_M_APP_STATS)) {
       for (int i = 0; i < nr; i++) close(rfds[i]);
       continue; /* a notification; ignored before the agent runs */
     }
@@ -127,57 +131,6 @@ int iosr_ctx_rpc(iosr_ctx *ctx, uint16_t type, const void *p, uint32_t len, cons
   return 0;
 }
 
-/* ---- the dropper ---- */
-
-static void send_dropped(iosr_ctx *ctx, uint64_t id, int err) {
-  iosr_m_dropped d = {id, err, 0};
-  pthread_mutex_lock(&ctx->send_mu);
-  iosr_msg_send(ctx->sock, IOSR_M_DROPPED, 0, 0, &d, sizeof d, NULL, 0);
-  pthread_mutex_unlock(&ctx->send_mu);
-}
-
-static void *dropper_main(void *arg) {
-  iosr_ctx *ctx = arg;
-  pthread_mutex_lock(&ctx->mu);
-  for (;;) {
-    while (!ctx->dq_n && !ctx->stopping) pthread_cond_wait(&ctx->cv, &ctx->mu);
-    if (ctx->stopping && !ctx->dq_n) break;
-    ctx->cur = ctx->dq[ctx->dq_head];
-    ctx->dq_head = (ctx->dq_head + 1) % IOSR_DROPQ;
-    ctx->dq_n--;
-    iosr_dropreq d = ctx->cur;
-    pthread_mutex_unlock(&ctx->mu);
-    /* blocks until the daemon has read the REMOVE event this produces */
-    int err = madvise((void *)(uintptr_t)d.start, d.len, MADV_DONTNEED) ? errno : 0;
-    pthread_mutex_lock(&ctx->mu);
-    ctx->cur.id = 0;
-    pthread_cond_broadcast(&ctx->cv);
-    pthread_mutex_unlock(&ctx->mu);
-    send_dropped(ctx, d.id, err);
-    pthread_mutex_lock(&ctx->mu);
-  }
-  pthread_mutex_unlock(&ctx->mu);
-  return NULL;
-}
-
-/* Called by region destroy: no drop may touch [start, start+len) afterwards. */
-void iosr_ctx_fence_drops(iosr_ctx *ctx, uint64_t start, uint64_t len) {
-  pthread_mutex_lock(&ctx->mu);
-  for (uint32_t i = 0; i < ctx->dq_n; i++) {
-    iosr_dropreq *d = &ctx->dq[(ctx->dq_head + i) % IOSR_DROPQ];
-    if (d->id && d->start < start + len && d->start + d->len > start) {
-      uint64_t id = d->id;
-      d->id = 0; /* skipped: the daemon already forgot these pages */
-      pthread_mutex_unlock(&ctx->mu);
-      send_dropped(ctx, id, ENOENT);
-      pthread_mutex_lock(&ctx->mu);
-    }
-  }
-  while (ctx->cur.id && ctx->cur.start < start + len && ctx->cur.start + ctx->cur.len > start)
-    pthread_cond_wait(&ctx->cv, &ctx->mu);
-  pthread_mutex_unlock(&ctx->mu);
-}
-
 /* ---- daemon death ---- */
 
 static uint64_t swapped_pages(iosr_ctx *ctx) {
@@ -192,7 +145,7 @@ static uint64_t swapped_pages(iosr_ctx *ctx) {
     if (sp[i].off + sp[i].n * sizeof(iosr_pte) > (uint64_t)size) break;
     const iosr_pte *p = (const iosr_pte *)(m + sp[i].off);
     for (uint64_t k = 0; k < sp[i].n; k++)
-      n += p[k].state >= IOSR_PTE_WRITING && p[k].state <= IOSR_PTE_CACHED && !(p[k].flags & IOSR_PTE_F_ZEROPG);
+      n += iosr_pte_has_slot(&p[k]);
   }
   munmap(m, (size_t)size);
   return n;
@@ -208,13 +161,7 @@ static int try_resume(iosr_ctx *ctx) {
   snprintf(h.name, sizeof h.name, "%s", ctx->name);
   h.token = ctx->token;
   h.features = ctx->features;
-  pthread_mutex_lock(&ctx->mu);
-  if (ctx->cur.id) {
-    h.drop_id = ctx->cur.id;
-    h.drop_start = ctx->cur.start;
-    h.drop_len = ctx->cur.len;
-  }
-  pthread_mutex_unlock(&ctx->mu);
+  iosr_ctx_drops_hello(ctx, &h);
   /* our userfaultfd, our page table, and the forked children's descriptors
    * we kept (they cannot be served from a page table, but fail loudly) */
   int fds[IOSR_MAX_FDS] = {ctx->uffd, ctx->ptfd};
@@ -245,10 +192,9 @@ static int try_resume(iosr_ctx *ctx) {
 /* The socket closed: returns 0 when the agent may go on (resumed or regions
  * released), never returns when the pages are lost (abort). */
 static int daemon_lost(iosr_ctx *ctx) {
+  iosr_ctx_drops_lost(ctx);
   pthread_mutex_lock(&ctx->mu);
-  ctx->connected = 0;
   int stopping = ctx->stopping;
-  pthread_cond_broadcast(&ctx->cv);
   pthread_mutex_unlock(&ctx->mu);
   if (stopping) return -1;
   uint64_t n = swapped_pages(ctx);
@@ -274,9 +220,7 @@ static int daemon_lost(iosr_ctx *ctx) {
   uint64_t deadline = iosr_now_ns() + limit * 1000000ull;
   while (iosr_now_ns() < deadline) {
     if (try_resume(ctx) == 0) {
-      pthread_mutex_lock(&ctx->mu);
-      ctx->connected = 1;
-      pthread_mutex_unlock(&ctx->mu);
+      iosr_ctx_drops_resumed(ctx);
       return 0;
     }
     pthread_mutex_lock(&ctx->mu);
@@ -332,16 +276,7 @@ static void *agent_main(void *arg) {
         if (h->len != sizeof(iosr_m_drop)) break;
         iosr_m_drop d;
         memcpy(&d, p, sizeof d);
-        pthread_mutex_lock(&ctx->mu);
-        if (ctx->dq_n < IOSR_DROPQ) {
-          ctx->dq[(ctx->dq_head + ctx->dq_n) % IOSR_DROPQ] = (iosr_dropreq){d.id, d.start, d.len};
-          ctx->dq_n++;
-          pthread_cond_broadcast(&ctx->cv);
-          pthread_mutex_unlock(&ctx->mu);
-        } else {
-          pthread_mutex_unlock(&ctx->mu);
-          send_dropped(ctx, d.id, EAGAIN);
-        }
+        iosr_ctx_queue_drop(ctx, &d);
         break;
       }
       case IOSR_M_FG_NOTIFY:
@@ -384,6 +319,14 @@ static void ctx_free(iosr_ctx *ctx) {
 iosr_ctx *iosr_connect(const iosr_connect_opts *opts) {
   iosr_connect_opts o = {0};
   if (opts) o = *opts;
+  const char *name = o.app_name ? o.app_name : iosr_env("APP");
+  if (name && strlen(name) >= IOSR_NAME_MAX) {
+    /* refused rather than cut: a cut name could be another app's */
+    iosr_err("app name \"%.20s...\" has %zu characters; at most %u are allowed", name, strlen(name),
+             IOSR_NAME_MAX - 1);
+    errno = EINVAL;
+    return NULL;
+  }
   char env_err[256];
   if (iosr_env_check(env_err, sizeof env_err)) {
     iosr_err("%s", env_err);
@@ -404,7 +347,6 @@ iosr_ctx *iosr_connect(const iosr_connect_opts *opts) {
   pthread_mutex_init(&ctx->mu, NULL);
   pthread_mutex_init(&ctx->reg_mu, NULL);
   pthread_cond_init(&ctx->cv, NULL);
-  const char *name = o.app_name ? o.app_name : iosr_env("APP");
   if (name) snprintf(ctx->name, sizeof ctx->name, "%s", name);
   else snprintf(ctx->name, sizeof ctx->name, "%.32s-%d", program_invocation_short_name, (int)ctx->pid);
   int err = 0;
@@ -472,7 +414,7 @@ iosr_ctx *iosr_connect(const iosr_connect_opts *opts) {
     err = EAGAIN;
     goto fail;
   }
-  if (pthread_create(&ctx->dropper, NULL, dropper_main, ctx)) {
+  if (pthread_create(&ctx->dropper, NULL, iosr_ctx_dropper_main, ctx)) {
     ssize_t w = write(ctx->wake_pipe[1], "x", 1);
     (void)w;
     pthread_join(ctx->agent, NULL);

@@ -61,6 +61,9 @@ struct iosr_ctx {
   iosr_dropreq dq[IOSR_DROPQ]; /* drops queued for the dropper */
   uint32_t dq_head, dq_n;
   iosr_dropreq cur;        /* the drop in madvise now (id 0: none) */
+  uint64_t started_drop;   /* the last drop id the dropper began (ids rise) */
+  uint64_t reported_drop;  /* the drop named in the RESUME hello in flight (0: none) */
+  iosr_m_dropped held;     /* its confirmation, kept until the resume completes (id 0: none) */
 
   int children[IOSR_MAX_CHILDREN]; /* forked children's userfaultfds, kept alive */
   unsigned nchildren;
@@ -76,9 +79,25 @@ struct iosr_ctx {
 int iosr_ctx_rpc(iosr_ctx *ctx, uint16_t type, const void *p, uint32_t len, const int *fds, int nfds,
                  void *out, uint32_t out_cap, int *out_fd);
 
+/* ---- the dropper (client/dropper.c); each takes ctx->mu ---- */
+/* The dropper thread's body (arg: the ctx). */
+void *iosr_ctx_dropper_main(void *arg);
+/* The agent received a DROP request. */
+void iosr_ctx_queue_drop(iosr_ctx *ctx, const iosr_m_drop *d);
 /* Waits until no drop queued or running touches [start, start+len): queued
  * ones are cancelled (reported with ENOENT), a running one is waited for. */
 void iosr_ctx_fence_drops(iosr_ctx *ctx, uint64_t start, uint64_t len);
+/* The connection is lost: queued drops are undone, nothing more is sent. */
+void iosr_ctx_drops_lost(iosr_ctx *ctx);
+/* Fills the drop fields of a RESUME hello. */
+void iosr_ctx_drops_hello(iosr_ctx *ctx, iosr_m_hello *h);
+/* The RESUME was accepted (ctx->sock is the new socket): confirmations flow
+ * again, the reported drop's first if it ended meanwhile. */
+void iosr_ctx_drops_resumed(iosr_ctx *ctx);
+/* Test hook: when set, the dropper calls it with a drop's id before it runs
+ * the drop (after = 0) and after, before confirming it (after = 1); tests hold
+ * the dropper there. Not part of the API. */
+extern void (*iosr_test_drop_gate)(uint64_t id, int after);
 
 /* Default socket path for this uid (README): /run/iosrd.sock for root,
  * /tmp/iosrd-UID.sock otherwise; IOSR_SOCKET overrides. */

@@ -33,7 +33,9 @@ static iosr_ctl *ctl_hello(int fd) {
   h.version = IOSR_PROTO_VERSION;
   h.role = IOSR_ROLE_CONTROL;
   iosr_m_reply r;
-  if (iosr_msg_send(fd, IOSR_M_HELLO, 0, ++c->seq, &h, sizeof h, NULL, 0)) goto fail;
+  /* a refusal (seq 0) may come before our hello is sent: read it anyway */
+  if (iosr_msg_send(fd, IOSR_M_HELLO, 0, ++c->seq, &h, sizeof h, NULL, 0) && errno != EPIPE && errno != ECONNRESET)
+    goto fail;
   int fds[IOSR_MAX_FDS], nfds;
   long n = iosr_msg_recv(fd, c->buf, IOSR_MSG_MAX, fds, &nfds);
   for (int i = 0; i < nfds; i++) close(fds[i]);

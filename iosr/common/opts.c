@@ -83,6 +83,8 @@ static const struct key keys[] = {
     {"probe_cache", K_U32, OFF(probe_cache), 0, 1u << 20, NULL},
     {"restart_grace_ms", K_U32, OFF(restart_grace_ms), 0, 600000, NULL},
     {"test_hooks", K_BOOL, OFF(test_hooks), 0, 1, NULL},
+    {"hello_timeout_ms", K_U32, OFF(hello_timeout_ms), 10, 600000, NULL},
+    {"conns_per_uid", K_U32, OFF(conns_per_uid), 1, 1u << 20, NULL},
     {"nice", K_I32, OFF(nice), 0, 0, NULL}, /* -20..19, checked below */
     {"rt_prio", K_U32, OFF(rt_prio), 0, 99, NULL},
 };
@@ -197,6 +199,8 @@ int iosr_settings_init(iosr_settings *s, char *err, size_t cap) {
   s->buffer_bytes = 32u << 20;
   s->probe_cache = 4096;
   s->restart_grace_ms = 5000;
+  s->hello_timeout_ms = 5000;
+  s->conns_per_uid = 4096;
   s->nice = -10;
   s->rt_prio = 0;
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {

@@ -15,7 +15,7 @@
 #include "iosr.h"
 
 #define IOSR_PROTO_MAGIC 0x52534f49u /* "IOSR" */
-#define IOSR_PROTO_VERSION 1u
+#define IOSR_PROTO_VERSION 2u
 #define IOSR_MSG_MAX (64u * 1024u)   /* largest packet, header included */
 #define IOSR_CHUNK_MAX (IOSR_MSG_MAX - 256u)
 #define IOSR_MAX_FDS 8
@@ -66,6 +66,7 @@ typedef struct iosr_m_hello {
   uint64_t token;        /* RESUME: the token the first daemon gave */
   uint64_t drop_id;      /* RESUME: a drop the dropper was running (0: none) */
   uint64_t drop_start, drop_len;
+  uint64_t drop_started; /* RESUME: the last drop id the dropper began (ids rise) */
   uint64_t features;     /* RESUME: the userfaultfd features granted */
 } iosr_m_hello;
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -108,6 +109,14 @@ int main(int argc, char **argv) {
     }
   }
   iosr_log_init("iosrd", level);
+  /* Every app holds about four of the daemon's descriptors (socket,
+   * userfaultfd, pidfd, page table): take all the hard limit allows rather
+   * than the 1024 of a default soft limit. */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
   char err[256] = "";
   if (iosr_env_check(err, sizeof err)) {
     fprintf(stderr, "iosrd: %s\n", err);

@@ -20,21 +20,7 @@
 #include "common/log.h"
 #include "engine/engine_int.h"
 #include "fault/uffd.h"
-
-static void resend_drops(iosr_engine_s *e, iosr_app *a) {
-  for (iosr_drop *d = a->drops; d; d = d->next) {
-    iosr_m_drop m = {d->id, d->start_vpn << 12, d->n << 12};
-    iosr_srv_send(e, a->conn, IOSR_M_DROP, 0, 0, &m, sizeof m, NULL, 0);
-  }
-}
-
-/* Present bits from /proc/PID/pagemap for [vpn, vpn+n): 1 present (or in
- * kernel swap), 0 not, -1 unknown. */
-static int pagemap_present(int fd, uint64_t vpn) {
-  uint64_t ent;
-  if (fd < 0 || pread(fd, &ent, sizeof ent, (off_t)(vpn * 8)) != (ssize_t)sizeof ent) return -1;
-  return (ent >> 63 & 1) || (ent >> 62 & 1);
-}
+#include "fault/vmas.h"
 
 int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int uffd, int ptfd, char *msg,
                     size_t cap) {
@@ -54,7 +40,10 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
     c->app = a->id;
     close(uffd);
     close(ptfd);
-    resend_drops(e, a);
+    /* the client undid the drops it had not begun and names the one its
+     * dropper is in; the rest ran, their confirmations lost with the
+     * connection: every other drop ends by what the kernel holds */
+    iosr_swapout_settle_drops(e, a, h->drop_id, h->drop_started);
     snprintf(msg, cap, "re-attached %s", a->name);
     iosr_info("app %s (pid %d) re-attached", a->name, (int)a->pid);
     return 0;
@@ -99,9 +88,7 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
   a->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
   if (a->pidfd >= 0) iosr_eng_watch(e, a->pidfd, iosr_tag(IOSR_TAG_PIDFD, id));
 
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/pagemap", (int)c->pid);
-  int pm = open(path, O_RDONLY | O_CLOEXEC);
+  int pm = iosr_pagemap_open(c->pid);
   uint64_t dlo = h->drop_id ? h->drop_start >> 12 : 0, dhi = h->drop_id ? (h->drop_start + h->drop_len) >> 12 : 0;
   uint64_t claimed = 0, conflicts = 0;
   for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
@@ -112,14 +99,16 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
       int st = p->state;
       if (st > IOSR_PTE_POISONED) st = IOSR_PTE_POISONED;
       p->state = IOSR_PTE_ZERO; /* counters are rebuilt through set_state */
-      int pres = pagemap_present(pm, v);
-      int has = (st >= IOSR_PTE_WRITING && st <= IOSR_PTE_CACHED) && !(p->flags & IOSR_PTE_F_ZEROPG);
+      int pres = iosr_pagemap_present(pm, v);
+      int has = (st >= IOSR_PTE_WRITING && st <= IOSR_PTE_CACHED) && !(p->flags & IOSR_PTE_F_ZEROPG) &&
+                p->slot != IOSR_PTE_NO_SLOT;
       int in_drop = v >= dlo && v < dhi && st == IOSR_PTE_DROPPING;
       if (has) {
         if (iosr_slot_claim(&e->slots, e->set.slot == IOSR_SLOT_PROCESS, p->slot, id, v)) {
           conflicts++;
           iosr_app_set_state(e, a, p, pres == 1 ? IOSR_PTE_PRESENT : IOSR_PTE_POISONED);
           p->flags = 0;
+          p->slot = IOSR_PTE_NO_SLOT; /* someone else's: never to be freed or read by this entry */
           if (pres != 1 && (a->uffd_features & UFFD_FEATURE_POISON)) iosr_uffd_poison(uffd, v << 12, 4096);
           continue;
         }
@@ -129,26 +118,26 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
       if (in_drop) ns = IOSR_PTE_DROPPING; /* the dropper finishes it; its REMOVE events count */
       else if (st == IOSR_PTE_ZERO || st == IOSR_PTE_PRESENT) ns = pres == 0 ? IOSR_PTE_ZERO : pres == 1 ? IOSR_PTE_PRESENT : st;
       else if (st == IOSR_PTE_POISONED) ns = IOSR_PTE_POISONED;
+      /* a WRITING page is mapped until the app discards it (a REMOVE the dead
+       * daemon read but did not record); its write may not have completed */
+      else if (st == IOSR_PTE_WRITING) ns = pres == 0 ? IOSR_PTE_ZERO : IOSR_PTE_PRESENT;
       else if (pres == 1) ns = IOSR_PTE_PRESENT;
       else if (st == IOSR_PTE_DROPPING && (p->flags & IOSR_PTE_F_RMX)) ns = IOSR_PTE_ZERO;
       else if (p->flags & IOSR_PTE_F_ZEROPG) ns = IOSR_PTE_ZERO;
       else ns = IOSR_PTE_SWAPPED;
-      if (has && ns != IOSR_PTE_SWAPPED && ns != IOSR_PTE_DROPPING) iosr_slot_put(&e->slots, p->slot);
+      if (ns != IOSR_PTE_SWAPPED && ns != IOSR_PTE_DROPPING) {
+        if (has) iosr_slot_put(&e->slots, p->slot);
+        p->slot = IOSR_PTE_NO_SLOT;
+      }
       iosr_app_set_state(e, a, p, ns);
       if (ns != IOSR_PTE_DROPPING) p->flags = 0;
     }
   }
   if (pm >= 0) close(pm);
   if (h->drop_id) {
-    iosr_drop *d = calloc(1, sizeof *d);
-    if (d) {
-      d->id = h->drop_id;
-      d->start_vpn = dlo;
-      d->n = dhi - dlo;
-      d->next = a->drops;
-      a->drops = d;
-      if (h->drop_id > a->drop_seq) a->drop_seq = h->drop_id;
-    }
+    /* its pages are at the run's addresses: a DROPPING page moved away
+     * before the old daemon died was settled above from what the kernel holds */
+    if (iosr_drop_new(a, h->drop_id, dlo, dhi - dlo) && h->drop_id > a->drop_seq) a->drop_seq = h->drop_id;
   }
   /* lift write protection (except where the dropper still works) and wake
    * every waiter: faults read by the dead daemon are issued again */

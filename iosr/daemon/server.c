@@ -55,6 +55,7 @@ iosr_conn *iosr_srv_add_conn(iosr_engine_s *e, int fd) {
   c->fd = fd;
   c->pid = cr.pid;
   c->uid = cr.uid;
+  c->accepted_ns = iosr_now_ns();
   c->id = e->next_conn_id++;
   if (!e->next_conn_id) e->next_conn_id = 1;
   struct epoll_event ev = {.events = EPOLLIN, .data.u64 = iosr_tag(IOSR_TAG_CONN, c->id)};
@@ -66,14 +67,6 @@ iosr_conn *iosr_srv_add_conn(iosr_engine_s *e, int fd) {
   e->conns = c;
   __atomic_add_fetch(&e->nconns, 1, __ATOMIC_RELEASE);
   return c;
-}
-
-void iosr_srv_accept(iosr_engine_s *e) {
-  for (;;) {
-    int fd = accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
-    if (!iosr_srv_add_conn(e, fd)) close(fd);
-  }
 }
 
 void iosr_srv_close_conn(iosr_engine_s *e, iosr_conn *c) {
@@ -90,6 +83,7 @@ void iosr_srv_close_conn(iosr_engine_s *e, iosr_conn *c) {
   }
   iosr_app *a = c->app ? iosr_eng_app(e, c->app) : NULL;
   free(c);
+  iosr_srv_admit_conn_closed(e);
   if (a && a->conn == c) {
     a->conn = NULL;
     /* The socket closed without a goodbye. A process that is still alive
@@ -101,7 +95,7 @@ void iosr_srv_close_conn(iosr_engine_s *e, iosr_conn *c) {
       alive = poll(&pf, 1, 0) == 0; /* a pidfd is readable once the process terminated */
     }
     if (!alive || a->pid == getpid() || a->uffd < 0) iosr_eng_app_gone(e, a, "disconnected");
-    else if (e->stop) {
+    else if (__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE)) {
       /* shutting down: the app carries on without us */
     } else {
       a->state = IOSR_APP_ACTIVE;
@@ -413,7 +407,8 @@ static void do_reclaim(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_
 static const char *const runtime_keys[] = {
     "slot", "readahead", "sched", "page_cluster", "ra_init", "ra_max", "ra_probe_stride", "queue_depth",
     "write_hold_max", "write_hold_ms", "write_ioprio", "budget", "budget_low", "zero_window", "reclaim_batch",
-    "reclaim_inflight", "max_io", "ra_probe_horizon", "ra_probes", "ra_probes_full", NULL};
+    "reclaim_inflight", "max_io", "ra_probe_horizon", "ra_probes", "ra_probes_full", "hello_timeout_ms",
+    "conns_per_uid", NULL};
 
 static void do_set(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_set *m) {
   if (iosr_field_str(m->key, sizeof m->key) || iosr_field_str(m->value, sizeof m->value))

@@ -245,7 +245,9 @@ int iosr_eng_add_fd(iosr_engine_s *e, int fd) {
 }
 
 void iosr_eng_request_stop(iosr_engine_s *e, int drain) {
-  e->stop = drain ? 3 : 1; /* bit 0 stop, bit 1 drain first */
+  /* bit 0 stop, bit 1 drain first; an atomic store: another thread or a
+   * signal handler asks, the loop reads */
+  __atomic_store_n(&e->stop, drain ? 3 : 1, __ATOMIC_RELEASE);
   uint64_t one = 1;
   ssize_t r = write(e->wake_fd, &one, sizeof one);
   (void)r;
@@ -265,10 +267,10 @@ unsigned iosr_eng_clients(iosr_engine_s *e) {
  * the end of the restart grace period, the next check for exited forked
  * children. Deadlines are absolute so that frequent loop turns never push
  * them back. */
-static void arm_timer(iosr_engine_s *e) {
-  uint64_t now = iosr_now_ns(), due = 0;
+static void arm_timer(iosr_engine_s *e, uint64_t admit_due) {
+  uint64_t now = iosr_now_ns(), due = admit_due;
   int t = iosr_sched_timeout_ms(&e->sched, now);
-  if (t >= 0) due = now + (uint64_t)(t ? t : 1) * 1000000u;
+  if (t >= 0 && (!due || now + (uint64_t)(t ? t : 1) * 1000000u < due)) due = now + (uint64_t)(t ? t : 1) * 1000000u;
   if (e->grace_until_ns > now && (!due || e->grace_until_ns < due)) due = e->grace_until_ns;
   if (e->nforked) {
     if (!e->next_reap_ns) e->next_reap_ns = now + 1000000000ull;
@@ -301,7 +303,7 @@ iosr_engine_s *iosr_eng_create(const char *swap_path, const char *settings, int 
     return NULL;
   }
   e->role = role;
-  e->epfd = e->timerfd = e->wake_fd = e->fork_ack_fd = -1;
+  e->epfd = e->timerfd = e->wake_fd = e->fork_ack_fd = e->spare_fd = -1;
   e->listen_fd = listen_fd;
   e->area.fd = -1;
   if (iosr_settings_init(&e->set, err, cap) || iosr_settings_parse(&e->set, settings, err, cap)) goto fail;
@@ -321,7 +323,8 @@ iosr_engine_s *iosr_eng_create(const char *swap_path, const char *settings, int 
   iosr_eng_watch(e, iosr_io_eventfd(e->io), iosr_tag(IOSR_TAG_IO, 0));
   iosr_eng_watch(e, e->timerfd, iosr_tag(IOSR_TAG_TIMER, 0));
   iosr_eng_watch(e, e->wake_fd, iosr_tag(IOSR_TAG_WAKE, 0));
-  if (listen_fd >= 0) iosr_eng_watch(e, listen_fd, iosr_tag(IOSR_TAG_LISTEN, 0));
+  if (listen_fd >= 0 && (iosr_eng_watch(e, listen_fd, iosr_tag(IOSR_TAG_LISTEN, 0)) || iosr_srv_admit_init(e)))
+    goto fail_mem;
   e->has_rt_ioprio = has_rt_ioprio();
   e->started_ns = iosr_now_ns();
   e->next_conn_id = 1;
@@ -369,8 +372,9 @@ int iosr_eng_run(iosr_engine_s *e) {
   int draining = 0;
   set_nice(e);
   for (;;) {
-    if (e->stop) {
-      if ((e->stop & 2) && !draining) {
+    int stop = __atomic_load_n(&e->stop, __ATOMIC_ACQUIRE);
+    if (stop) {
+      if ((stop & 2) && !draining) {
         draining = 1;
         iosr_info("stopping: swapping every app's pages back in first");
         for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
@@ -387,6 +391,7 @@ int iosr_eng_run(iosr_engine_s *e) {
     int timeout = (e->retries || e->install_retry || again) ? 1 : -1;
     int n = epoll_wait(e->epfd, evs, 64, timeout);
     if (n < 0 && errno != EINTR) iosr_die("epoll_wait: %s", strerror(errno));
+    e->loop_turns++;
     for (int i = 0; i < n; i++) {
       uint64_t tag = evs[i].data.u64;
       int kind = (int)(tag >> 56);
@@ -435,7 +440,7 @@ int iosr_eng_run(iosr_engine_s *e) {
      * handled) goes to the kernel in one submission */
     iosr_eng_pump(e);
     iosr_srv_idle_check(e);
-    arm_timer(e);
+    arm_timer(e, iosr_srv_admit_timer(e, iosr_now_ns()));
   }
   return 0;
 }
@@ -482,6 +487,8 @@ void iosr_eng_destroy(iosr_engine_s *e) {
   if (e->timerfd >= 0) close(e->timerfd);
   if (e->wake_fd >= 0) close(e->wake_fd);
   if (e->fork_ack_fd >= 0) close(e->fork_ack_fd);
+  if (e->spare_fd >= 0) close(e->spare_fd);
   free(e->fork_buf);
+  free(e->zero_buf);
   free(e);
 }

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "common/json.h"
+#include "common/mix.h"
 #include "common/opts.h"
 #include "common/proto.h"
 #include "fault/pagetable.h"
@@ -40,6 +41,13 @@ typedef struct iosr_target {
 } iosr_target;
 
 enum { IOSR_REQ_READ = 0, IOSR_REQ_WRITE = 1 };
+enum { IOSR_DONE_FINISHED = 1, IOSR_DONE_VERIFIED = 2 }; /* iosr_req.done[] bits */
+
+/* The checksum kept for a slot: the page's CRC32C bound to the slot number,
+ * so that a page read from any other slot fails too (design note section 4). */
+static inline uint32_t iosr_slot_crc(uint32_t page_crc, uint64_t slot) {
+  return page_crc ^ (uint32_t)(iosr_mix(slot + 1) >> 32);
+}
 
 typedef struct iosr_batch iosr_batch;
 
@@ -58,7 +66,9 @@ typedef struct iosr_req {
   uint32_t trigger_idx;      /* read: index of the asynchronous read-ahead trigger, or UINT32_MAX */
   uint64_t trigger_next;     /* read: slot after the window, where the next one starts */
   iosr_batch *batch;         /* write */
-  uint8_t *done;             /* read: per page, installed or given up (install retries) */
+  uint8_t *done;             /* read: per page, IOSR_DONE_* bits (install retries) */
+  uint32_t bad_pages;        /* read: pages that failed their checksum */
+  uint64_t bad_vpn;          /* read: the first of them */
   iosr_target tgt[];         /* per page i (slot s.slot + i) */
 } iosr_req;
 
@@ -73,6 +83,7 @@ struct iosr_batch {
   uint64_t vpn[IOSR_MAX_BATCH];
   uint32_t slot[IOSR_MAX_BATCH];
   uint8_t zero[IOSR_MAX_BATCH];
+  uint32_t crc[IOSR_MAX_BATCH]; /* CRC32C of each page copied out (design note section 4) */
   uint32_t writes_pending;
   uint32_t drops_pending;
   int write_err;
@@ -105,8 +116,9 @@ typedef struct iosr_job {
 typedef struct iosr_drop {
   struct iosr_drop *next;
   uint64_t id;
-  uint64_t start_vpn, n;
+  uint64_t start_vpn, n;    /* the run the dropper discards: where its pages were when asked */
   struct iosr_batch *batch;
+  uint64_t vpn[];           /* where page k of the run is now (mremap moves it) */
 } iosr_drop;
 
 /* ---- probe cache (design note section 6) ---- */
@@ -200,6 +212,7 @@ struct iosr_conn {
   pid_t pid;
   uid_t uid;
   int hello_done;
+  uint64_t accepted_ns;      /* hello due within hello_timeout_ms of this */
   uint8_t *out;              /* pending outgoing packets: [u32 len][packet]... */
   size_t out_len, out_cap;
   int nfd_pending;
@@ -221,7 +234,7 @@ struct iosr_engine_s {
   int fork_req;              /* atomic: an in-process app thread is forking (engine/forkmode.c) */
   int fork_ack_fd;           /* eventfd: the engine entered fork mode */
   struct iosr_fork_buf *fork_buf;
-  volatile sig_atomic_t stop;
+  int stop;                  /* atomic: set by iosr_eng_request_stop (any thread, signal handlers) */
   unsigned nconns;           /* atomic: read by iosr_engine_stop on another thread */
   int dirty_start;
   uint64_t grace_until_ns;
@@ -255,6 +268,16 @@ struct iosr_engine_s {
   uint64_t reads, writes, read_bytes, write_bytes, io_errors;
   uint64_t zero_fill_pages;
   uint64_t inconsistencies;
+  uint64_t checksum_errors;  /* pages whose slot failed its checksum */
+  /* admission (daemon/admit.c) */
+  int spare_fd;              /* a descriptor held in reserve for refusing clients when out of them */
+  int listen_off;            /* the listening socket is not watched (back-off) */
+  uint32_t listen_backoff_ms;
+  uint64_t listen_resume_ns;
+  uint64_t accept_errors, conns_refused, hello_timeouts;
+  uint64_t loop_turns;       /* event-loop iterations: an idle engine does not turn */
+  uint8_t *zero_buf;         /* zero_window pages of zeros: this engine's write-fault fill source */
+  size_t zero_buf_bytes;
   uint64_t started_ns;
   const char *role;          /* "iosrd" or "in-process" */
 };
@@ -295,7 +318,14 @@ iosr_req *iosr_req_find_queued_read(iosr_engine_s *e, uint64_t slot);
 int iosr_swapout_step(iosr_engine_s *e, iosr_job *j);
 void iosr_swapout_write_done(iosr_engine_s *e, iosr_req *r);
 void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err);
+/* A client came back on a new connection: every drop of a except `running`
+ * (the one its dropper is in, 0: none) ends by what the kernel holds; those
+ * above `started` (the last id its dropper began) never ran. */
+void iosr_swapout_settle_drops(iosr_engine_s *e, iosr_app *a, uint64_t running, uint64_t started);
 void iosr_swapout_cancel_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p);
+iosr_drop *iosr_drop_new(iosr_app *a, uint64_t id, uint64_t start_vpn, uint64_t n);
+void iosr_swapout_drops_moved(iosr_app *a, uint64_t from, uint64_t to, uint64_t n);
+int iosr_swapout_at_drop_address(iosr_app *a, uint64_t vpn, const iosr_pte *p);
 void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a);
 
 /* fault/events.c */
@@ -305,6 +335,7 @@ void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to,
 void iosr_event_fork(iosr_engine_s *e, iosr_app *a, int child_uffd);
 iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const char *kind);
 void iosr_pte_release(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p);
+void iosr_pte_put_slot(iosr_engine_s *e, iosr_pte *p);
 
 /* readahead/probe.c */
 int iosr_probe_init(iosr_engine_s *e);
@@ -348,6 +379,13 @@ int iosr_srv_reply(iosr_engine_s *e, iosr_conn *c, uint32_t seq, int err, uint64
                    const char *msg);
 iosr_conn *iosr_srv_conn_by_id(iosr_engine_s *e, uint32_t id);
 void iosr_srv_idle_check(iosr_engine_s *e);
+
+/* daemon/admit.c */
+int iosr_srv_admit_init(iosr_engine_s *e);
+void iosr_srv_admit_conn_closed(iosr_engine_s *e);
+/* Runs the admission deadlines due at now (hello timeouts, the listening
+ * socket's back-off); returns the next one (0: none). */
+uint64_t iosr_srv_admit_timer(iosr_engine_s *e, uint64_t now);
 
 /* daemon/resume.c */
 int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int uffd, int ptfd,

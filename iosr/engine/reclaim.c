@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
+#include "fault/vmas.h"
 
 static int cmp_cand_addr(const void *x, const void *y) {
   const iosr_cand *a = x, *b = y;
@@ -52,14 +53,20 @@ iosr_job *iosr_reclaim_start(iosr_engine_s *e, iosr_app **apps, unsigned napps, 
   for (unsigned k = 0; k < napps; k++) {
     iosr_app *a = apps[k];
     drop_probes(e, a);
+    /* mlock'ed pages stay resident (userfaultfd does not report mlock; the
+     * dropper's madvise would be refused on them anyway) */
+    iosr_vma *locked = NULL;
+    long nl = a->pid > 0 ? iosr_vmas_flagged(a->pid, 0, UINT64_MAX, IOSR_VMA_LOCKED, &locked) : 0;
+    long hint = 0;
     for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
       iosr_span *sp = &a->pt.spans[i];
       for (uint64_t v = sp->start; v < sp->start + sp->n; v++) {
         iosr_pte *p = iosr_pt_pte(&a->pt, sp, v);
-        if (p->state == IOSR_PTE_PRESENT && j->ncand < n)
+        if (p->state == IOSR_PTE_PRESENT && j->ncand < n && !(nl > 0 && iosr_vmas_at(locked, nl, v, &hint)))
           j->cand[j->ncand++] = (iosr_cand){budget && a->id == e->fg_app, p->age, a->id, 0, v};
       }
     }
+    free(locked);
   }
   /* Least recently used first. Under the process policy a reclaim of whole
    * apps takes each app's pages in address order instead: all of them go, so

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/histo.h"
 #include "common/json.h"
 #include "engine/engine_int.h"
@@ -64,8 +65,9 @@ static void app_json(iosr_engine_s *e, iosr_app *a, iosr_buf *b) {
                   (unsigned long long)s.lat_p50_ns, (unsigned long long)s.lat_p90_ns,
                   (unsigned long long)s.lat_p99_ns, (unsigned long long)s.lat_max_ns);
   iosr_buf_json_u64s(b, s.lat_hist, IOSR_LAT_BUCKETS);
-  iosr_buf_printf(b, "},\"errors\":{\"read\":%llu,\"write\":%llu}}", (unsigned long long)s.read_errors,
-                  (unsigned long long)s.write_errors);
+  iosr_buf_printf(b, "},\"errors\":{\"read\":%llu,\"write\":%llu,\"checksum\":%llu}}",
+                  (unsigned long long)s.read_errors, (unsigned long long)s.write_errors,
+                  (unsigned long long)s.checksum_errors);
 }
 
 void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
@@ -86,15 +88,20 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   ",\"budget_bytes\":%llu,\"resident_pages\":%llu,\"resident_peak_pages\":%llu,\"reads\":%llu,\"read_bytes\":%llu,"
                   "\"writes\":%llu,\"write_bytes\":%llu,\"submit_calls\":%llu,\"io_errors\":%llu,"
                   "\"forced_writes\":%llu,\"zero_fill_pages\":%llu,\"inconsistencies\":%llu,"
-                  "\"queued\":%u,\"inflight\":%u,\"restart_grace\":%s},\"apps\":[",
+                  "\"checksum_errors\":%llu,\"checksum\":\"%s\",\"queued\":%u,\"inflight\":%u,\"restart_grace\":%s,"
+                  "\"admission\":{\"accept_errors\":%llu,\"refused\":%llu,\"hello_timeouts\":%llu,\"listening\":%s},"
+                  "\"loop_turns\":%llu},\"apps\":[",
                   (unsigned long long)e->set.budget, (unsigned long long)e->resident_total,
                   (unsigned long long)e->resident_peak,
                   (unsigned long long)e->reads, (unsigned long long)e->read_bytes, (unsigned long long)e->writes,
                   (unsigned long long)e->write_bytes, (unsigned long long)iosr_io_submit_calls(e->io),
                   (unsigned long long)e->io_errors, (unsigned long long)e->sched.forced_writes,
                   (unsigned long long)e->zero_fill_pages, (unsigned long long)e->inconsistencies,
-                  iosr_sched_queued(&e->sched), e->sched.inflight,
-                  e->grace_until_ns && iosr_now_ns() < e->grace_until_ns ? "true" : "false");
+                  (unsigned long long)e->checksum_errors, iosr_crc32c_impl(), iosr_sched_queued(&e->sched), e->sched.inflight,
+                  e->grace_until_ns && iosr_now_ns() < e->grace_until_ns ? "true" : "false",
+                  (unsigned long long)e->accept_errors, (unsigned long long)e->conns_refused,
+                  (unsigned long long)e->hello_timeouts, e->listen_off ? "false" : "true",
+                  (unsigned long long)e->loop_turns);
   int first = 1;
   for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
     iosr_app *a = iosr_eng_app(e, i);

@@ -12,22 +12,46 @@
 #include "common/log.h"
 #include "engine/engine_int.h"
 #include "fault/uffd.h"
+#include "fault/vmas.h"
+
+/* The entry gives up its slot reference, and with it the slot's number
+ * (pagetable.h: a slot number is valid only while it is owned). */
+void iosr_pte_put_slot(iosr_engine_s *e, iosr_pte *p) {
+  if (iosr_pte_has_slot(p)) iosr_slot_put(&e->slots, p->slot);
+  p->slot = IOSR_PTE_NO_SLOT;
+}
 
 /* A page leaves the table or becomes ZERO: releases what it holds. */
 void iosr_pte_release(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
   (void)vpn;
   if (p->state == IOSR_PTE_CACHED) iosr_probe_drop(e, a, p, 0);
-  if (iosr_pte_has_slot(p)) iosr_slot_put(&e->slots, p->slot);
+  iosr_pte_put_slot(e, p);
   iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
   p->flags = 0;
-  p->slot = 0;
 }
 
 typedef struct rm_ctx {
   iosr_engine_s *e;
   iosr_app *a;
   uint64_t wake_lo, wake_hi; /* READING pages whose waiters must retry */
+  uint64_t wp_lo, wp_hi;     /* a run of WRITING pages to un-protect */
 } rm_ctx;
+
+/* Un-protects the pending run of formerly WRITING pages. */
+static void flush_unprotect(rm_ctx *c) {
+  if (c->wp_hi <= c->wp_lo) return;
+  int r = iosr_uffd_wp(c->a->uffd, c->wp_lo << 12, (c->wp_hi - c->wp_lo) << 12, 0);
+  if (r == -EAGAIN) iosr_fault_add_retry(c->e, c->a->id, IOSR_RETRY_UNPROTECT, c->wp_lo, c->wp_hi - c->wp_lo, 0);
+  c->wp_lo = c->wp_hi = 0;
+}
+
+static void note_unprotect(rm_ctx *c, uint64_t vpn) {
+  if (c->wp_hi != vpn) {
+    flush_unprotect(c);
+    c->wp_lo = vpn;
+  }
+  c->wp_hi = vpn + 1;
+}
 
 static void note_wake(rm_ctx *c, uint64_t vpn) {
   if (c->wake_hi == 0) {
@@ -45,8 +69,11 @@ static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
     case IOSR_PTE_ZERO: break;
     case IOSR_PTE_DROPPING:
       /* Our own drop produces one REMOVE; a second one means the app
-       * discarded the page too (design note section 9). */
-      if (p->flags & IOSR_PTE_F_RM1) p->flags |= IOSR_PTE_F_RMX;
+       * discarded the page too (design note section 9). Away from its
+       * drop's address, the dropper cannot reach it: the REMOVE is the app's. */
+      if ((p->flags & IOSR_PTE_F_MOVED) && !iosr_swapout_at_drop_address(c->a, vpn, p))
+        p->flags |= IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX;
+      else if (p->flags & IOSR_PTE_F_RM1) p->flags |= IOSR_PTE_F_RMX;
       else p->flags |= IOSR_PTE_F_RM1;
       break;
     case IOSR_PTE_READING:
@@ -58,7 +85,14 @@ static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
       /* the discard removes the poison marker as well */
       iosr_pte_release(c->e, c->a, vpn, p);
       break;
-    default: /* PRESENT, WRITING (its write completes into nothing), SWAPPED, CACHED */
+    case IOSR_PTE_WRITING:
+      /* Its write completes into nothing. MADV_FREE leaves the page mapped
+       * (until the kernel needs the memory) and still write-protected: the
+       * protection goes, or the app's next write would wait forever. */
+      note_unprotect(c, vpn);
+      iosr_pte_release(c->e, c->a, vpn, p);
+      break;
+    default: /* PRESENT, SWAPPED, CACHED */
       iosr_pte_release(c->e, c->a, vpn, p);
       break;
   }
@@ -75,8 +109,9 @@ static void for_range(iosr_app *a, uint64_t lo, uint64_t hi, void (*cb)(void *, 
 
 void iosr_event_remove(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end) {
   iosr_debug("remove %#llx-%#llx", (unsigned long long)start, (unsigned long long)end);
-  rm_ctx c = {e, a, 0, 0};
+  rm_ctx c = {e, a, 0, 0, 0, 0};
   for_range(a, start >> 12, (end + 4095) >> 12, remove_cb, &c);
+  flush_unprotect(&c);
   if (c.wake_hi) iosr_uffd_wake(a->uffd, c.wake_lo << 12, (c.wake_hi - c.wake_lo) << 12);
 }
 
@@ -87,16 +122,18 @@ static void unmap_cb(void *arg, uint64_t vpn, iosr_pte *p) {
 }
 
 void iosr_event_unmap(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end) {
-  rm_ctx c = {e, a, 0, 0};
+  rm_ctx c = {e, a, 0, 0, 0, 0};
   uint64_t lo = start >> 12, hi = (end + 4095) >> 12;
   if (iosr_pt_cut(&a->pt, lo, hi - lo, unmap_cb, &c))
     iosr_warn("app %s: page table directory full after munmap", a->name);
+  /* threads that waited on pages of the range retry, and find it unmapped */
+  iosr_uffd_wake(a->uffd, lo << 12, (hi - lo) << 12);
 }
 
 /* mremap moved [from, from+len) to [to, to+len). */
 void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t len) {
   uint64_t f = from >> 12, t = to >> 12, n = (len + 4095) >> 12;
-  rm_ctx c = {e, a, 0, 0};
+  rm_ctx c = {e, a, 0, 0, 0, 0};
   if (iosr_pt_move(&a->pt, f, t, n, unmap_cb, &c)) {
     iosr_warn("app %s: page table directory full after mremap", a->name);
     return;
@@ -110,11 +147,10 @@ void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to,
       uint64_t old = f + (v - t);
       if (iosr_pte_has_slot(p) && e->slots.rev[p->slot] == iosr_rev_pack(a->id, old))
         e->slots.rev[p->slot] = iosr_rev_pack(a->id, v);
-      if (p->state == IOSR_PTE_DROPPING) {
-        /* the dropper works on the old addresses: keep the moved page
-         * resident (it is present and write-protected at its new place) */
-        iosr_swapout_cancel_page(e, a, v, p);
-      }
+      /* The dropper discards at the old addresses, where the app may move
+       * the page back before it runs: the page stays DROPPING (still
+       * write-protected, its slot holds it) and its drop follows it. */
+      if (p->state == IOSR_PTE_DROPPING) p->flags |= IOSR_PTE_F_MOVED;
     }
     sp = iosr_pt_first_from(&a->pt, next);
   }
@@ -128,6 +164,7 @@ void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to,
   for (uint32_t i = 0; i < a->nlat; i++)
     if (a->lat[i].vpn >= f && a->lat[i].vpn < f + n) a->lat[i].vpn = t + (a->lat[i].vpn - f);
   iosr_probe_rekey(e, a, f, t, n);
+  iosr_swapout_drops_moved(a, f, t, n);
 }
 
 /* A forked child of app `parent` served through `uffd`: registered with the
@@ -161,40 +198,68 @@ iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const
   return c;
 }
 
+/* The child's entry for a parent page at the FORK event (design note
+ * section 3, "Transitions"). The event is read after the kernel copied the
+ * page tables, so a zap that preceded the copy had its REMOVE read before it:
+ * a DROPPING page without REMOVE was copied into the child; with one REMOVE
+ * (the dropper's) it may be gone there, and its slot holds it; with two the
+ * app discarded it before the fork. */
+static void fork_entry(iosr_engine_s *e, iosr_app *c, const iosr_pte *pp, iosr_pte *cp) {
+  int share = 0;
+  switch (pp->state) {
+    case IOSR_PTE_SWAPPED:
+    case IOSR_PTE_READING:
+    case IOSR_PTE_CACHED:
+      share = 1; /* not mapped in the parent at the fork: not in the child either */
+      break;
+    case IOSR_PTE_DROPPING:
+      if (!(pp->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX))) iosr_app_set_state(e, c, cp, IOSR_PTE_PRESENT);
+      else share = !(pp->flags & IOSR_PTE_F_RMX) && iosr_pte_has_slot(pp);
+      break;
+    case IOSR_PTE_POISONED:
+      iosr_app_set_state(e, c, cp, IOSR_PTE_POISONED);
+      break;
+    case IOSR_PTE_ZERO: break;
+    default: /* PRESENT, WRITING: the child got a copy of the page */
+      iosr_app_set_state(e, c, cp, IOSR_PTE_PRESENT);
+      break;
+  }
+  if (!share) return;
+  if (iosr_slot_ref(&e->slots, pp->slot) == 0) {
+    cp->slot = pp->slot;
+    cp->crc = pp->crc;
+    iosr_app_set_state(e, c, cp, IOSR_PTE_SWAPPED);
+  } else {
+    iosr_app_set_state(e, c, cp, IOSR_PTE_POISONED); /* 65535 sharers: loud rather than wrong */
+  }
+}
+
 /* fork: the child's descriptor arrives in the event. The child shares every
  * swapped slot of the parent (a reference each); its faults are served like
- * any app's; it has no agent, so it is never reclaimed. */
+ * any app's; it has no agent, so it is never reclaimed. Ranges the child
+ * did not get the parent's pages in (MADV_WIPEONFORK: zeros; MADV_DONTFORK:
+ * not mapped) are read from the parent's smaps: userfaultfd does not say. */
 void iosr_event_fork(iosr_engine_s *e, iosr_app *a, int child_uffd) {
   iosr_app *c = iosr_app_new_child(e, a, child_uffd, "fork");
   if (!c) return;
+  iosr_vma *wiped = NULL;
+  long nw = a->pid > 0 ? iosr_vmas_flagged(a->pid, 0, UINT64_MAX, IOSR_VMA_WIPEONFORK | IOSR_VMA_DONTCOPY, &wiped)
+                       : 0;
+  if (nw < 0) {
+    iosr_warn("app %s forked: cannot read its VMA flags (%s); MADV_WIPEONFORK ranges are served as copies",
+              a->name, strerror(errno));
+    nw = 0;
+  }
+  long hint = 0;
   for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
     iosr_span *ps = &a->pt.spans[i];
     iosr_span *cs = iosr_pt_add(&c->pt, ps->start, ps->n, ps->region);
     if (!cs) break;
-    for (uint64_t v = ps->start; v < ps->start + ps->n; v++) {
-      iosr_pte *pp = iosr_pt_pte(&a->pt, ps, v), *cp = iosr_pt_pte(&c->pt, cs, v);
-      switch (pp->state) {
-        case IOSR_PTE_SWAPPED:
-        case IOSR_PTE_READING:
-        case IOSR_PTE_CACHED:
-          /* not mapped in the parent at the fork: not in the child either */
-          if (iosr_slot_ref(&e->slots, pp->slot) == 0) {
-            cp->slot = pp->slot;
-            iosr_app_set_state(e, c, cp, IOSR_PTE_SWAPPED);
-          } else {
-            iosr_app_set_state(e, c, cp, IOSR_PTE_POISONED);
-          }
-          break;
-        case IOSR_PTE_POISONED:
-          iosr_app_set_state(e, c, cp, IOSR_PTE_POISONED);
-          break;
-        case IOSR_PTE_ZERO: break;
-        default: /* PRESENT, WRITING, DROPPING: the child got a copy of the page */
-          iosr_app_set_state(e, c, cp, IOSR_PTE_PRESENT);
-          break;
-      }
-    }
+    for (uint64_t v = ps->start; v < ps->start + ps->n; v++)
+      if (!iosr_vmas_at(wiped, nw, v, &hint))
+        fork_entry(e, c, iosr_pt_pte(&a->pt, ps, v), iosr_pt_pte(&c->pt, cs, v));
   }
+  free(wiped);
   /* the parent client keeps a copy so that the child's regions stay
    * registered (faults block, never read zero) even if this daemon dies */
   if (a->conn) {

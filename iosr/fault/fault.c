@@ -18,9 +18,6 @@
 #include "engine/engine_int.h"
 #include "fault/uffd.h"
 
-static uint8_t *zero_buf; /* zero_window pages of zeros, the source of write-fault fills */
-static size_t zero_buf_bytes;
-
 void iosr_app_set_state(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int state) {
   int was_res = p->state == IOSR_PTE_PRESENT || p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING;
   int is_res = state == IOSR_PTE_PRESENT || state == IOSR_PTE_WRITING || state == IOSR_PTE_DROPPING;
@@ -85,14 +82,20 @@ void iosr_fault_lat_end(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n)
   }
 }
 
+/* The engine's own zero_window pages of zeros (several engines may run in
+ * one process, each with its own zero_window: a shared buffer would be freed
+ * under another engine's copy). Grown, never shrunk, on the engine thread
+ * only: `iosr set zero_window` may raise it at run time. 0 or -1 (ENOMEM:
+ * the fault falls back to the shared zero page). */
 static int ensure_zero_buf(iosr_engine_s *e) {
   size_t want = (size_t)e->set.zero_window * 4096;
-  if (zero_buf && zero_buf_bytes >= want) return 0;
-  free(zero_buf);
-  zero_buf = NULL;
-  if (posix_memalign((void **)&zero_buf, 4096, want)) return -1;
-  memset(zero_buf, 0, want);
-  zero_buf_bytes = want;
+  if (e->zero_buf && e->zero_buf_bytes >= want) return 0;
+  uint8_t *nb;
+  if (posix_memalign((void **)&nb, 4096, want)) return -1;
+  memset(nb, 0, want);
+  free(e->zero_buf);
+  e->zero_buf = nb;
+  e->zero_buf_bytes = want;
   return 0;
 }
 
@@ -126,9 +129,10 @@ static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn
   while (b0 < hi && iosr_pt_pte(&a->pt, sp, b0)->state == IOSR_PTE_ZERO) b0++;
   if (write && ensure_zero_buf(e)) write = 0;
   uint64_t v = a0;
+  int mapped = 0; /* the faulting page */
   while (v < b0) {
     uint64_t done = 0;
-    int r = write ? iosr_uffd_copy(a->uffd, v << 12, zero_buf, (b0 - v) << 12, 1, &done)
+    int r = write ? iosr_uffd_copy(a->uffd, v << 12, e->zero_buf, (b0 - v) << 12, 1, &done)
                   : iosr_uffd_zeropage(a->uffd, v << 12, (b0 - v) << 12, &done);
     uint64_t np = done >> 12;
     iosr_debug("zero fill %#llx+%llu pages: r=%d done=%llu", (unsigned long long)(v << 12),
@@ -139,6 +143,7 @@ static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn
       p->age = (uint32_t)e->tick;
     }
     e->zero_fill_pages += np;
+    mapped |= v <= vpn && vpn < v + np;
     v += np;
     if (r == 0) break;
     if (r == -EEXIST) {
@@ -147,16 +152,20 @@ static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn
       iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
       iosr_uffd_wake(a->uffd, v << 12, 4096);
       e->inconsistencies++;
+      mapped |= v == vpn;
       v++;
       continue;
     }
     if (r == -EAGAIN) {
       if (v <= vpn) iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, write);
-      break;
+      return;
     }
     iosr_debug("app %s: zero fill at %#llx: %s", a->name, (unsigned long long)(v << 12), strerror(-r));
-    break; /* ENOENT/EFAULT: range going away, an UNMAP event follows; ESRCH: app gone */
+    if (r != -ENOENT) break; /* ESRCH: the app is gone; ENOMEM: its memory is full */
+    v++; /* in no registered VMA (an UNMAP or REMAP event follows or came): the rest goes on */
   }
+  /* the faulting page not mapped: its thread retries rather than waits */
+  if (!mapped) iosr_uffd_wake(a->uffd, vpn << 12, 4096);
 }
 
 static void poison_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t tid) {
@@ -196,22 +205,25 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
     else if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, flags);
     return;
   }
+  if (wp && p->state != IOSR_PTE_WRITING && p->state != IOSR_PTE_DROPPING) {
+    /* A write-protect fault means the kernel holds a write-protected page
+     * here that IOSR is not writing out: a page discarded with MADV_FREE
+     * while it was being written (the kernel keeps it until it needs the
+     * memory), a fork child's copy of one, or a stale message. Lifting the
+     * protection lets the write go on (it also wakes the thread); the entry
+     * keeps its state, which is right whether or not the page is still there
+     * (design note section 3, "Transitions"). */
+    int r = iosr_uffd_wp(a->uffd, vpn << 12, 4096, 0);
+    if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, 1, 0);
+    return;
+  }
   switch (p->state) {
     case IOSR_PTE_ZERO:
-      if (wp) { /* a stale write-protect fault on a page discarded since: wake it */
-        iosr_uffd_wake(a->uffd, vpn << 12, 4096);
-        break;
-      }
       a->st.zero_faults++;
       zero_fill(e, a, sp, vpn, write);
       break;
     case IOSR_PTE_PRESENT:
-      if (wp) {
-        int r = iosr_uffd_wp(a->uffd, vpn << 12, 4096, 0);
-        if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, 1, 0);
-      } else {
-        present_missing(e, a, vpn);
-      }
+      present_missing(e, a, vpn);
       break;
     case IOSR_PTE_WRITING:
       if (wp) {
@@ -222,8 +234,9 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
       }
       break;
     case IOSR_PTE_DROPPING:
-      /* Still write-protected; the drop confirmation wakes the run and the
-       * retried access faults the page back in from its slot. */
+      /* Still write-protected, or already discarded by the dropper; the drop
+       * confirmation wakes the run and the retried access faults the page
+       * back in from its slot. */
       if (wp) a->st.wp_faults++;
       break;
     case IOSR_PTE_SWAPPED:

@@ -2,6 +2,7 @@
 #include "pagetable.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -48,7 +49,7 @@ int iosr_pt_create(iosr_ptable *pt, uint64_t token, const char *name) {
     return -1;
   }
   pt->hdr->magic = IOSR_PT_MAGIC;
-  pt->hdr->version = 1;
+  pt->hdr->version = IOSR_PT_VERSION;
   pt->hdr->nspans = 0;
   pt->hdr->bump = PT_ENT_OFF;
   pt->hdr->token = token;
@@ -68,7 +69,7 @@ int iosr_pt_attach(iosr_ptable *pt, int fd) {
   pt->size = (uint64_t)st.st_size;
   if (map_it(pt)) return -1;
   iosr_pt_hdr *h = pt->hdr;
-  int ok = h->magic == IOSR_PT_MAGIC && h->version == 1 && h->nspans <= IOSR_PT_MAX_SPANS &&
+  int ok = h->magic == IOSR_PT_MAGIC && h->version == IOSR_PT_VERSION && h->nspans <= IOSR_PT_MAX_SPANS &&
            h->bump >= PT_ENT_OFF && h->bump <= pt->size;
   for (uint32_t i = 0; ok && i < h->nspans; i++) {
     iosr_span *s = &pt->spans[i];
@@ -186,25 +187,30 @@ int iosr_pt_cut(iosr_ptable *pt, uint64_t start, uint64_t n, iosr_pt_cb cb, void
 }
 
 int iosr_pt_move(iosr_ptable *pt, uint64_t from, uint64_t to, uint64_t n, iosr_pt_cb cb, void *arg) {
-  enum { MAXP = 64 };
-  iosr_span piece[MAXP];
-  unsigned np = 0;
+  /* Every span piece of the source range moves, however many: one mremap may
+   * move a VMA that merged many adjacent regions. */
   uint64_t end = from + n;
-  for (uint32_t i = lower(pt, from); i < pt->hdr->nspans && pt->spans[i].start < end && np < MAXP; i++) {
-    iosr_span s = pt->spans[i];
+  uint32_t first = lower(pt, from), np = 0;
+  while (first + np < pt->hdr->nspans && pt->spans[first + np].start < end) np++;
+  iosr_span *piece = np ? malloc(np * sizeof *piece) : NULL;
+  if (np && !piece) return -1; /* ENOMEM: nothing changed */
+  for (uint32_t k = 0; k < np; k++) {
+    iosr_span s = pt->spans[first + k];
     uint64_t a = s.start > from ? s.start : from;
     uint64_t b = s.start + s.n < end ? s.start + s.n : end;
-    piece[np] = s;
-    piece[np].start = a;
-    piece[np].n = b - a;
-    piece[np].off = s.off + (a - s.start) * sizeof(iosr_pte);
-    np++;
+    piece[k] = s;
+    piece[k].start = a;
+    piece[k].n = b - a;
+    piece[k].off = s.off + (a - s.start) * sizeof(iosr_pte);
   }
-  if (iosr_pt_cut(pt, from, n, NULL, NULL)) return -1;
-  if (iosr_pt_cut(pt, to, n, cb, arg)) return -1;
-  for (unsigned k = 0; k < np; k++) {
+  int rc = -1;
+  if (iosr_pt_cut(pt, from, n, NULL, NULL) || iosr_pt_cut(pt, to, n, cb, arg)) goto out;
+  for (uint32_t k = 0; k < np; k++) {
     piece[k].start = to + (piece[k].start - from);
-    if (!insert(pt, &piece[k])) return -1;
+    if (!insert(pt, &piece[k])) goto out;
   }
-  return 0;
+  rc = 0;
+out:
+  free(piece);
+  return rc;
 }

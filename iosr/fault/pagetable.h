@@ -1,7 +1,7 @@
 /* Per-app page table (design note section 3): a memfd the daemon creates and
  * maps and the client holds, so a restarted daemon can recover the slot of
  * every swapped page. Layout: a header page, a directory of spans (one per
- * registered range, sorted by first virtual page), then 12-byte entries.
+ * registered range, sorted by first virtual page), then 16-byte entries.
  * Entry arrays are bump-allocated and never move; splitting or moving a span
  * (munmap, mremap) only edits the directory.
  *
@@ -29,19 +29,29 @@ enum {
   IOSR_PTE_F_RMX = 2,    /* DROPPING: two or more (the app discarded it too) */
   IOSR_PTE_F_ZEROPG = 4, /* WRITING/DROPPING an all-zero page: no slot */
   IOSR_PTE_F_FAULT = 8,  /* READING: a fault waits on it */
+  IOSR_PTE_F_MOVED = 16, /* DROPPING: mremap moved it since its drop was asked for */
 };
 
+/* The invariant every transition keeps (design note section 3, "Page
+ * states"): `slot` names a slot only while the entry owns one reference to it
+ * (iosr_pte_has_slot); whoever drops that reference sets it to
+ * IOSR_PTE_NO_SLOT in the same step, so a stale number can never be freed or
+ * read again. `crc` is the slot's checksum (design note section 4), valid
+ * with the slot. */
+#define IOSR_PTE_NO_SLOT UINT32_MAX
+
 typedef struct iosr_pte {
-  uint32_t slot;  /* valid in WRITING, DROPPING, SWAPPED, READING, CACHED (owns one slot reference) */
+  uint32_t slot;  /* IOSR_PTE_NO_SLOT unless the entry owns a slot reference */
   uint32_t age;   /* engine tick of the last fault-in */
   uint8_t state;
   uint8_t flags;
-  uint16_t aux;
+  uint16_t aux;   /* CACHED: probe index; DROPPING: low bits of its drop's id */
+  uint32_t crc;   /* CRC32C of the slot's page ^ a mix of the slot number */
 } iosr_pte;
 
 static inline int iosr_pte_has_slot(const iosr_pte *p) {
-  return p->state >= IOSR_PTE_WRITING && p->state <= IOSR_PTE_CACHED &&
-         !(p->flags & IOSR_PTE_F_ZEROPG);
+  return p->state >= IOSR_PTE_WRITING && p->state <= IOSR_PTE_CACHED && !(p->flags & IOSR_PTE_F_ZEROPG) &&
+         p->slot != IOSR_PTE_NO_SLOT;
 }
 
 typedef struct iosr_span {
@@ -55,11 +65,12 @@ typedef struct iosr_span {
 } iosr_span;
 
 #define IOSR_PT_MAGIC 0x3154504f5253494full /* "IOSRPT1" */
+#define IOSR_PT_VERSION 2u
 #define IOSR_PT_MAX_SPANS 32768u
 
 typedef struct iosr_pt_hdr {
   uint64_t magic;
-  uint32_t version, nspans;
+  uint32_t version, nspans; /* version 2: 16-byte entries with a slot checksum */
   uint64_t bump;  /* end of the entries allocated so far */
   uint64_t token; /* the app's resume token */
   char name[48];
@@ -96,8 +107,10 @@ typedef void (*iosr_pt_cb)(void *arg, uint64_t vpn, iosr_pte *p);
 /* Removes [start, start+n) from the table, calling cb for every entry
  * removed first. 0, or -1/ENOSPC when a split finds the directory full. */
 int iosr_pt_cut(iosr_ptable *pt, uint64_t start, uint64_t n, iosr_pt_cb cb, void *arg);
-/* Moves the entries of [from, from+n) to [to, to+n) (mremap); whatever the
- * table had at the destination is removed through cb first. */
+/* Moves the entries of [from, from+n) to [to, to+n) (mremap), any number
+ * of spans; whatever the table had at the destination is removed through cb
+ * first. 0, or -1 with errno ENOMEM (nothing moved) or ENOSPC (directory
+ * full). */
 int iosr_pt_move(iosr_ptable *pt, uint64_t from, uint64_t to, uint64_t n, iosr_pt_cb cb, void *arg);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/histo.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
@@ -281,7 +282,7 @@ void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t next_slot) {
 /* ---- completion ---- */
 
 static void page_lost(iosr_engine_s *e, iosr_app *o, uint64_t vpn, iosr_pte *p) {
-  iosr_slot_put(&e->slots, p->slot);
+  iosr_pte_put_slot(e, p);
   iosr_app_set_state(e, o, p, IOSR_PTE_POISONED);
   p->flags = 0;
   uint64_t done;
@@ -324,11 +325,11 @@ static int map_run(iosr_engine_s *e, iosr_req *r, iosr_app *o, uint32_t i, uint3
     uint32_t np = (uint32_t)(done >> 12);
     for (uint32_t k = i; k < i + np; k++) {
       iosr_pte *p = iosr_pt_lookup(&o->pt, r->tgt[k].vpn, NULL);
-      iosr_slot_put(&e->slots, p->slot);
+      iosr_pte_put_slot(e, p);
       iosr_app_set_state(e, o, p, IOSR_PTE_PRESENT);
       p->flags = 0;
       p->age = (uint32_t)e->tick;
-      r->done[k] = 1;
+      r->done[k] |= IOSR_DONE_FINISHED;
     }
     if (np) {
       o->st.swapin_bytes += (uint64_t)np * 4096;
@@ -340,19 +341,30 @@ static int map_run(iosr_engine_s *e, iosr_req *r, iosr_app *o, uint32_t i, uint3
       /* present already (cannot normally happen: the page was READING): keep
        * what is there, free the slot, and wake explicitly */
       iosr_pte *p = iosr_pt_lookup(&o->pt, r->tgt[i].vpn, NULL);
-      iosr_slot_put(&e->slots, p->slot);
+      iosr_pte_put_slot(e, p);
       iosr_app_set_state(e, o, p, IOSR_PTE_PRESENT);
       p->flags = 0;
       iosr_uffd_wake(o->uffd, r->tgt[i].vpn << 12, 4096);
       iosr_fault_lat_end(e, o, r->tgt[i].vpn, 1);
       e->inconsistencies++;
-      r->done[i++] = 1;
+      r->done[i++] |= IOSR_DONE_FINISHED;
       continue;
     }
     if (rc == -EAGAIN) return -EAGAIN;
-    /* ENOENT/EFAULT: unmapped under us (an UNMAP event follows); ESRCH: gone */
-    for (uint32_t k = i; k < j; k++) r->done[k] = 1;
-    return 0;
+    /* Page i cannot be mapped: ENOENT, it is in no registered VMA (an
+     * UNMAP or REMAP event follows or came); ESRCH, the app is gone; ENOMEM,
+     * the app's memory is full. It keeps its slot (a READING page always has
+     * a read under way: left READING, a later fault would wait forever), and
+     * a thread waiting on it retries. */
+    if (rc != -ENOENT && rc != -ESRCH)
+      iosr_warn("app %s: cannot map %#llx: %s; it stays swapped", o->name, (unsigned long long)(r->tgt[i].vpn << 12),
+                strerror(-rc));
+    iosr_pte *p = iosr_pt_lookup(&o->pt, r->tgt[i].vpn, NULL);
+    iosr_app_set_state(e, o, p, IOSR_PTE_SWAPPED);
+    p->flags = 0;
+    iosr_uffd_wake(o->uffd, r->tgt[i].vpn << 12, 4096);
+    iosr_fault_lat_end(e, o, r->tgt[i].vpn, 1);
+    r->done[i++] |= IOSR_DONE_FINISHED;
   }
   return 0;
 }
@@ -363,6 +375,62 @@ static int valid_target(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app **o,
   return *p && (*p)->state == IOSR_PTE_READING && (*p)->slot == r->s.slot + k;
 }
 
+/* A READING page whose slot cannot give it back: a waiting thread gets
+ * SIGBUS now, anyone else when touching it; poisoned until discarded. */
+static void page_unreadable(iosr_engine_s *e, iosr_app *o, uint64_t vpn, iosr_pte *p) {
+  if (p->flags & IOSR_PTE_F_FAULT) {
+    page_lost(e, o, vpn, p);
+  } else {
+    iosr_pte_put_slot(e, p);
+    iosr_app_set_state(e, o, p, IOSR_PTE_POISONED);
+    p->flags = 0;
+  }
+}
+
+/* A page whose slot did not hold what was written there (design note
+ * section 4): never mapped. */
+static void page_bad(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app *o, iosr_pte *p) {
+  if (!r->bad_pages++) r->bad_vpn = r->tgt[k].vpn;
+  e->checksum_errors++;
+  o->st.checksum_errors++;
+  page_unreadable(e, o, r->tgt[k].vpn, p);
+  r->done[k] |= IOSR_DONE_FINISHED;
+}
+
+/* Page k of r may be mapped: its entry still waits for this slot and the
+ * bytes read match the slot's checksum (computed once per page). 0 when not
+ * (the page is then finished: given up, or poisoned). */
+static int target_ready(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app **o, iosr_pte **p) {
+  if (!valid_target(e, r, k, o, p)) {
+    r->done[k] |= IOSR_DONE_FINISHED;
+    return 0;
+  }
+  if (r->done[k] & IOSR_DONE_VERIFIED) return 1;
+  if (iosr_slot_crc(iosr_crc32c_page(r->buf + (size_t)k * 4096), r->s.slot + k) != (*p)->crc) {
+    page_bad(e, r, k, *o, *p);
+    return 0;
+  }
+  r->done[k] |= IOSR_DONE_VERIFIED;
+  return 1;
+}
+
+/* The read stopped after `whole` pages (the area ends there: truncated):
+ * the pages past it were not read; each gives SIGBUS, the pages before it
+ * are installed as usual. */
+static void short_read(iosr_engine_s *e, iosr_req *r, uint32_t whole) {
+  iosr_app *fa = iosr_eng_app(e, r->s.app);
+  if (fa) fa->st.read_errors++;
+  e->io_errors++;
+  iosr_warn("read of %u slots at %llu stopped after %u (the swap area ends there); the pages past it give SIGBUS",
+            r->s.npages, (unsigned long long)r->s.slot, whole);
+  for (uint32_t k = whole; k < r->s.npages; k++) {
+    iosr_app *o;
+    iosr_pte *p;
+    if (valid_target(e, r, k, &o, &p)) page_unreadable(e, o, r->tgt[k].vpn, p);
+    r->done[k] |= IOSR_DONE_FINISHED;
+  }
+}
+
 /* Installs what is left of r; returns -EAGAIN when it must be retried. */
 static int install(iosr_engine_s *e, iosr_req *r) {
   uint32_t n = r->s.npages;
@@ -370,18 +438,13 @@ static int install(iosr_engine_s *e, iosr_req *r) {
   iosr_pte *p;
   /* 1. the faulting page first: its thread wakes before the rest is copied */
   uint32_t f = r->fault_idx;
-  if (f != UINT32_MAX && !r->done[f]) {
-    if (!valid_target(e, r, f, &o, &p)) r->done[f] = 1;
-    else if (map_run(e, r, o, f, f + 1)) return -EAGAIN;
-  }
+  if (f != UINT32_MAX && !(r->done[f] & IOSR_DONE_FINISHED) && target_ready(e, r, f, &o, &p) &&
+      map_run(e, r, o, f, f + 1))
+    return -EAGAIN;
   /* 2. probes to the cache, the rest in runs of consecutive virtual pages */
   for (uint32_t i = 0; i < n;) {
-    if (r->done[i]) {
+    if ((r->done[i] & IOSR_DONE_FINISHED) || !target_ready(e, r, i, &o, &p)) {
       i++;
-      continue;
-    }
-    if (!valid_target(e, r, i, &o, &p)) {
-      r->done[i++] = 1;
       continue;
     }
     if (r->tgt[i].weight && (p->flags & IOSR_PTE_F_FAULT)) {
@@ -403,17 +466,17 @@ static int install(iosr_engine_s *e, iosr_req *r) {
       if (iosr_probe_add(e, o, r->tgt[i].vpn, r->s.slot + i, r->tgt[i].weight, r->tgt[i].win,
                          r->buf + (size_t)i * 4096, trig, next) == 0) {
         o->st.swapin_bytes += 4096;
-        r->done[i++] = 1;
+        r->done[i++] |= IOSR_DONE_FINISHED;
         continue;
       }
       /* cache full: map it like the rest */
     }
     uint32_t j = i + 1;
-    while (j < n && !r->done[j] && !r->tgt[j].weight && r->tgt[j].app == r->tgt[i].app &&
+    while (j < n && !(r->done[j] & IOSR_DONE_FINISHED) && !r->tgt[j].weight && r->tgt[j].app == r->tgt[i].app &&
            r->tgt[j].vpn == r->tgt[j - 1].vpn + 1) {
       iosr_app *o2;
       iosr_pte *p2;
-      if (!valid_target(e, r, j, &o2, &p2)) break;
+      if (!target_ready(e, r, j, &o2, &p2)) break;
       j++;
     }
     if (map_run(e, r, o, i, j)) return -EAGAIN;
@@ -424,6 +487,10 @@ static int install(iosr_engine_s *e, iosr_req *r) {
 
 static void finish(iosr_engine_s *e, iosr_req *r) {
   iosr_app *fa = iosr_eng_app(e, r->s.app);
+  if (r->bad_pages)
+    iosr_warn("read of %u slots at %llu: %u pages failed their checksum (the first at %#llx); they give SIGBUS "
+              "until discarded", r->s.npages, (unsigned long long)r->s.slot, r->bad_pages,
+              (unsigned long long)(r->bad_vpn << 12));
   for (uint32_t i = 0; i < r->s.npages; i++) {
     iosr_app *o = iosr_eng_app(e, r->tgt[i].app);
     if (o && o->inflight) o->inflight--;
@@ -468,6 +535,7 @@ void iosr_swapin_complete(iosr_engine_s *e, iosr_req *r) {
   }
   r->done = calloc(r->s.npages, 1);
   if (!r->done) iosr_die("out of memory installing a read");
+  if ((uint32_t)res < r->s.npages * 4096u) short_read(e, r, (uint32_t)res / 4096);
   r->installing = 1;
   if (install(e, r) == -EAGAIN) {
     r->next_retry = e->install_retry;

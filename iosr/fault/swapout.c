@@ -11,12 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/histo.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
 #include "fault/uffd.h"
+#include "fault/vmas.h"
 
 #define IOSR_STEP_APPS 64u
 
@@ -43,7 +46,7 @@ static void unprotect(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
  * owns its slot reference, so the slot is released here (after the write
  * completes if it is in flight). */
 static void keep_resident(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
-  if (iosr_pte_has_slot(p)) iosr_slot_put(&e->slots, p->slot);
+  iosr_pte_put_slot(e, p);
   iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
   p->flags = 0;
   unprotect(e, a, vpn, 1);
@@ -75,6 +78,45 @@ static void batch_done(iosr_engine_s *e, iosr_batch *b) {
 }
 
 /* ---- drops ---- */
+
+/* A drop of the n pages at start_vpn, linked into the app's drops; its
+ * pages' entries carry the low bits of its id (aux), so a page that mremap
+ * moved into another drop's run is finished by its own drop only. */
+iosr_drop *iosr_drop_new(iosr_app *a, uint64_t id, uint64_t start_vpn, uint64_t n) {
+  iosr_drop *d = calloc(1, sizeof *d + n * sizeof d->vpn[0]);
+  if (!d) return NULL;
+  d->id = id;
+  d->start_vpn = start_vpn;
+  d->n = n;
+  for (uint64_t k = 0; k < n; k++) {
+    d->vpn[k] = start_vpn + k;
+    iosr_pte *p = iosr_pt_lookup(&a->pt, start_vpn + k, NULL);
+    if (p && p->state == IOSR_PTE_DROPPING) p->aux = (uint16_t)id, p->flags &= (uint8_t)~IOSR_PTE_F_MOVED;
+  }
+  d->next = a->drops;
+  a->drops = d;
+  return d;
+}
+
+/* mremap moved [from, from+n) to [to, ...): the drops follow their pages
+ * (design note section 3, "Transitions": a DROPPING page that moves stays
+ * DROPPING, write-protected at its new place, and its slot holds it). */
+void iosr_swapout_drops_moved(iosr_app *a, uint64_t from, uint64_t to, uint64_t n) {
+  for (iosr_drop *d = a->drops; d; d = d->next)
+    for (uint64_t k = 0; k < d->n; k++)
+      if (d->vpn[k] >= from && d->vpn[k] < from + n) d->vpn[k] = to + (d->vpn[k] - from);
+}
+
+/* 1 when the moved DROPPING page at vpn is at the address its drop
+ * discards, so a REMOVE there may be the dropper's; 0 when it is elsewhere
+ * (a REMOVE there is the app's own). */
+int iosr_swapout_at_drop_address(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
+  for (iosr_drop *d = a->drops; d; d = d->next)
+    if ((uint16_t)d->id == p->aux)
+      for (uint64_t k = 0; k < d->n; k++)
+        if (d->vpn[k] == vpn) return vpn == d->start_vpn + k;
+  return 0;
+}
 
 typedef struct iosr_batch_drops {
   iosr_batch *b;
@@ -119,14 +161,9 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
   for (uint32_t i = 0; i < nv;) {
     uint32_t k = i + 1;
     while (k < nv && v[k] == v[k - 1] + 1) k++;
-    iosr_drop *d = calloc(1, sizeof *d);
+    iosr_drop *d = iosr_drop_new(a, ++a->drop_seq, v[i], k - i);
     if (!d) iosr_die("out of memory dropping a batch");
-    d->id = ++a->drop_seq;
-    d->start_vpn = v[i];
-    d->n = k - i;
     d->batch = b;
-    d->next = a->drops;
-    a->drops = d;
     ndrops++;
     send_drop(e, a, d);
     i = k;
@@ -136,30 +173,45 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
   if (!ndrops) batch_done(e, b);
 }
 
-void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err) {
-  iosr_debug("dropped %llu err %d", (unsigned long long)id, err);
-  iosr_drop **pp = &a->drops, *d = NULL;
-  while (*pp && (*pp)->id != id) pp = &(*pp)->next;
-  if (!*pp) {
-    iosr_warn("app %s: confirmation of unknown drop %llu ignored", a->name, (unsigned long long)id);
-    return;
-  }
-  d = *pp;
-  *pp = d->next;
+/* Ends drop d. err 0: the dropper discarded the whole run; a page covered
+ * by one REMOVE (the dropper's) is now only in its slot, one covered twice
+ * was discarded by the app as well. A page mremap moved since (F_MOVED) was
+ * discarded only if it was back at its drop's address when the dropper ran:
+ * the kernel says whether it is still there, as after an error.
+ *
+ * err != 0: the madvise stopped part-way (a locked VMA: EINVAL) or skipped
+ * holes (a munmap: ENOMEM), or the drop never ran (ECANCELED: the client
+ * came back after a lost connection without having started it).
+ * What it did is read back from the kernel (/proc/PID/pagemap): a page still
+ * there stays resident; one gone was discarded, so it is only in its slot (or
+ * zero, when the app discarded it too). Taking the error as "nothing
+ * dropped" would map zero over the pages it did discard. */
+static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
   iosr_batch *b = d->batch;
   iosr_job *j = b ? b->job : NULL;
-  for (uint64_t v = d->start_vpn; v < d->start_vpn + d->n; v++) {
+  int pm = err ? iosr_pagemap_open(a->pid) : -1;
+  uint64_t kept = 0;
+  for (uint64_t k = 0; k < d->n; k++) {
+    uint64_t v = d->vpn[k];
     iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
-    if (!p || p->state != IOSR_PTE_DROPPING) continue;
-    if (err) {
-      keep_resident(e, a, v, p);
-      if (j) j->kept_pages++;
-      continue;
+    if (!p || p->state != IOSR_PTE_DROPPING || p->aux != (uint16_t)d->id) continue;
+    int removed = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
+    if (err || (p->flags & IOSR_PTE_F_MOVED)) {
+      if (pm < 0) pm = iosr_pagemap_open(a->pid);
+      int pres = iosr_pagemap_present(pm, v);
+      if (pres == 1 || (pres < 0 && !removed)) {
+        keep_resident(e, a, v, p);
+        kept++;
+        if (j) j->kept_pages++;
+        continue;
+      }
     }
-    if (!(p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX))) e->inconsistencies++;
+    if (!removed) e->inconsistencies++;
+    /* a drop that never ran made no REMOVE: any that came was the app's */
+    if (err == ECANCELED && removed) p->flags |= IOSR_PTE_F_RMX;
     if ((p->flags & IOSR_PTE_F_RMX) || (p->flags & IOSR_PTE_F_ZEROPG)) {
       /* discarded by the app as well, or all-zero: reads zero from now on */
-      if (iosr_pte_has_slot(p)) iosr_slot_put(&e->slots, p->slot);
+      iosr_pte_put_slot(e, p);
       int zero = (p->flags & IOSR_PTE_F_ZEROPG) != 0;
       iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
       p->flags = 0;
@@ -172,11 +224,46 @@ void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err) {
       if (j) j->swapped_pages++;
     }
   }
-  if (err) iosr_warn("app %s: drop failed: %s; pages stay resident", a->name, strerror(err));
+  if (pm >= 0) close(pm);
+  if (err && err != ECANCELED && err != ENOTCONN)
+    iosr_warn("app %s: drop of %llu pages at %#llx failed (%s): %llu pages stay resident", a->name,
+              (unsigned long long)d->n, (unsigned long long)(d->start_vpn << 12), strerror(err),
+              (unsigned long long)kept);
   /* threads that faulted on these pages meanwhile retry now */
-  if (a->uffd >= 0) iosr_uffd_wake(a->uffd, d->start_vpn << 12, d->n << 12);
+  if (a->uffd >= 0) {
+    iosr_uffd_wake(a->uffd, d->start_vpn << 12, d->n << 12);
+    for (uint64_t k = 0; k < d->n; k++)
+      if (d->vpn[k] != d->start_vpn + k) iosr_uffd_wake(a->uffd, d->vpn[k] << 12, 4096);
+  }
   free(d);
   if (b && --b->drops_pending == 0) batch_done(e, b);
+}
+
+void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err) {
+  iosr_debug("dropped %llu err %d", (unsigned long long)id, err);
+  iosr_drop **pp = &a->drops;
+  while (*pp && (*pp)->id != id) pp = &(*pp)->next;
+  if (!*pp) {
+    iosr_warn("app %s: confirmation of unknown drop %llu ignored", a->name, (unsigned long long)id);
+    return;
+  }
+  iosr_drop *d = *pp;
+  *pp = d->next;
+  drop_finish(e, a, d, err);
+}
+
+void iosr_swapout_settle_drops(iosr_engine_s *e, iosr_app *a, uint64_t running, uint64_t started) {
+  iosr_drop **pp = &a->drops;
+  while (*pp) {
+    iosr_drop *d = *pp;
+    if (d->id == running) {
+      pp = &d->next;
+      continue;
+    }
+    *pp = d->next;
+    /* the client starts drops in id order: above `started`, it never ran */
+    drop_finish(e, a, d, d->id > started ? ECANCELED : ENOTCONN); /* ran; its confirmation was lost */
+  }
 }
 
 /* ---- writes ---- */
@@ -300,6 +387,7 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
     iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[i], NULL);
     iosr_app_set_state(e, a, p, IOSR_PTE_WRITING);
     p->flags = 0;
+    p->slot = IOSR_PTE_NO_SLOT; /* a PRESENT entry owns no slot: it gets one below, or none */
     b->slot[i] = IOSR_NO_SLOT;
   }
   /* 2. copy out, in buffer order, one iovec per run of consecutive pages */
@@ -340,14 +428,18 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
     }
   }
   if (readable < n && !readable) iosr_debug("app %s: process_vm_readv read nothing", a->name);
-  for (uint32_t i = 0; i < readable; i++)
-    if (all_zero(b->buf + (size_t)i * 4096)) {
+  for (uint32_t i = 0; i < readable; i++) {
+    const uint8_t *pg = b->buf + (size_t)i * 4096;
+    if (all_zero(pg)) {
       iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[i], NULL);
       if (p && p->state == IOSR_PTE_WRITING) {
         b->zero[i] = 1;
         p->flags |= IOSR_PTE_F_ZEROPG;
       }
+    } else {
+      b->crc[i] = iosr_crc32c_page(pg); /* of exactly the bytes the write takes */
     }
+  }
   for (uint32_t i = readable; i < n; i++) b->zero[i] = 2; /* not part of the batch */
   return b;
 }
@@ -391,6 +483,13 @@ static void queue_writes(iosr_engine_s *e, iosr_batch *b) {
   }
   b->writes_pending = nw;
   if (!nw) batch_written(e, b);
+}
+
+/* Page t of batch b (WRITING) takes slot s: from here its entry owns the
+ * slot, with the checksum of the bytes written there. */
+static void give_slot(iosr_pte *p, iosr_batch *b, uint32_t t, uint32_t s) {
+  p->slot = b->slot[t] = s;
+  p->crc = iosr_slot_crc(b->crc[t], s);
 }
 
 static void area_full(iosr_engine_s *e, iosr_job *j) {
@@ -474,7 +573,7 @@ int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
         if (!p || p->state != IOSR_PTE_WRITING) continue;
         uint32_t s = iosr_slot_alloc_process(&e->slots, &a->ext, a->id, b->vpn[t]);
         if (s == IOSR_NO_SLOT) area_full(e, j);
-        else p->slot = b->slot[t] = s;
+        else give_slot(p, b, t, s);
       }
     }
   } else {
@@ -495,7 +594,7 @@ int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
       if (!p || p->state != IOSR_PTE_WRITING) continue;
       uint32_t s = iosr_slot_alloc_global(&e->slots, a->id, take[i].vpn);
       if (s == IOSR_NO_SLOT) area_full(e, j);
-      else p->slot = b->slot[bi] = s;
+      else give_slot(p, b, bi, s);
     }
   }
   /* pages left without a slot (area full) stay resident */

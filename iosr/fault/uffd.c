@@ -87,21 +87,54 @@ int iosr_uffd_unregister(int uffd, uint64_t addr, uint64_t len) {
   return xioctl(uffd, UFFDIO_UNREGISTER, &r);
 }
 
-int iosr_uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake, uint64_t *done) {
-  struct uffdio_copy c = {.dst = dst, .src = (uint64_t)(uintptr_t)src, .len = len,
-                          .mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE};
-  int r = ioctl(uffd, UFFDIO_COPY, &c) ? -errno : 0;
-  *done = c.copy > 0 ? (uint64_t)c.copy : 0;
-  if (r == 0) *done = len;
+/* One UFFDIO_COPY from src, or with zero one UFFDIO_ZEROPAGE. */
+static int fill_once(int uffd, int zero, uint64_t dst, const uint8_t *src, uint64_t len, int wake, uint64_t *done) {
+  int r;
+  int64_t got;
+  if (!zero) {
+    struct uffdio_copy c = {.dst = dst, .src = (uint64_t)(uintptr_t)src, .len = len,
+                            .mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE};
+    r = ioctl(uffd, UFFDIO_COPY, &c) ? -errno : 0;
+    got = c.copy;
+  } else {
+    struct uffdio_zeropage z = {.range = {dst, len}, .mode = wake ? 0 : UFFDIO_ZEROPAGE_MODE_DONTWAKE};
+    r = ioctl(uffd, UFFDIO_ZEROPAGE, &z) ? -errno : 0;
+    got = z.zeropage;
+  }
+  *done = r == 0 ? len : got > 0 ? (uint64_t)got : 0;
   return r;
 }
 
+/* The kernel fills inside one VMA per call: a range that leaves its first
+ * VMA fails whole with ENOENT, having done nothing, and an app cuts a region
+ * into several VMAs with mprotect, mlock or a partial mremap. A range that
+ * gets ENOENT without progress is therefore retried in halves (page-aligned)
+ * until a part fits: the result is as if each VMA had been filled in turn, a
+ * boundary costing about log2(len / 4096) failed calls. ENOENT for a single
+ * page means that page is in no registered VMA. */
+static int fill(int uffd, int zero, uint64_t dst, const uint8_t *src, uint64_t len, int wake, uint64_t *done) {
+  *done = 0;
+  while (*done < len) {
+    uint64_t part = len - *done, got;
+    int r;
+    for (;;) {
+      r = fill_once(uffd, zero, dst + *done, zero ? NULL : src + *done, part, wake, &got);
+      if (r != -ENOENT || got || part <= 4096) break;
+      part = (part / 2 + 4095) & ~4095ull;
+    }
+    *done += got;
+    if (r) return r;
+  }
+  return 0;
+}
+
+int iosr_uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake, uint64_t *done) {
+  if (!src) return fill_once(uffd, 0, dst, src, len, wake, done); /* a probe: the reap check */
+  return fill(uffd, 0, dst, src, len, wake, done);
+}
+
 int iosr_uffd_zeropage(int uffd, uint64_t dst, uint64_t len, uint64_t *done) {
-  struct uffdio_zeropage z = {.range = {dst, len}, .mode = 0};
-  int r = ioctl(uffd, UFFDIO_ZEROPAGE, &z) ? -errno : 0;
-  *done = z.zeropage > 0 ? (uint64_t)z.zeropage : 0;
-  if (r == 0) *done = len;
-  return r;
+  return fill(uffd, 1, dst, NULL, len, 1, done);
 }
 
 int iosr_uffd_wp(int uffd, uint64_t addr, uint64_t len, int protect) {

@@ -49,8 +49,14 @@ int iosr_uffd_open(uint64_t *features, int *user_mode_only);
 /* Registers [addr, addr+len) for MISSING and WP faults. */
 int iosr_uffd_register(int uffd, uint64_t addr, uint64_t len);
 int iosr_uffd_unregister(int uffd, uint64_t addr, uint64_t len);
-/* Copies len bytes from src (this process) to dst (the uffd's process).
- * *done gets the bytes mapped even on error. */
+/* Copies len bytes (a multiple of 4096, page-aligned dst) from src (this
+ * process) to dst (the uffd's process); zeropage maps the zero page there.
+ * The range may span several VMAs (the kernel fills one per call; these
+ * split the range for it). *done gets the bytes mapped even on error; the
+ * error concerns the page at dst + *done: -EEXIST present, -EAGAIN an event
+ * is pending (resume after reading it), -ENOENT in no registered VMA (an
+ * UNMAP or REMAP event follows or came), -ESRCH the process is gone. A NULL
+ * src makes one plain call (the reap probe of engine.c). */
 int iosr_uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake, uint64_t *done);
 int iosr_uffd_zeropage(int uffd, uint64_t dst, uint64_t len, uint64_t *done);
 /* Write-protects (protect=1) or un-protects (0, which wakes waiters) a range. */

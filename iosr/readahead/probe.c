@@ -117,7 +117,7 @@ static void install(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int32_t i, int v
   release(e, i);
   iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
   if (r == 0 || r == -EEXIST) {
-    iosr_slot_put(&e->slots, p->slot);
+    iosr_pte_put_slot(e, p);
     iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
     p->flags = 0;
     p->age = (uint32_t)e->tick;
@@ -201,7 +201,7 @@ void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, in
   release(e, i);
   if (r == 0 || r == -EEXIST) {
     if (r == -EEXIST) iosr_uffd_wake(a->uffd, vpn << 12, 4096);
-    iosr_slot_put(&e->slots, p->slot);
+    iosr_pte_put_slot(e, p);
     iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
     p->flags = 0;
     p->age = (uint32_t)e->tick;

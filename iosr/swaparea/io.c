@@ -59,13 +59,14 @@ static void *worker(void *arg) {
       ssize_t n = cb->write ? pwrite(io->fd, (char *)cb->buf + done, cb->len - done, (off_t)(cb->off + done))
                             : pread(io->fd, (char *)cb->buf + done, cb->len - done, (off_t)(cb->off + done));
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
+      if (n < 0 || (n == 0 && cb->write)) {
         res = n < 0 ? -errno : -EIO;
         break;
       }
+      if (n == 0) break; /* a read at the end of the area: short */
       done += (size_t)n;
     }
-    cb->res = res ? res : (int)cb->len;
+    cb->res = res ? res : (int)done;
     pthread_mutex_lock(&io->mu);
     io->done[io->done_n++] = cb;
     uint64_t one = 1;
@@ -243,13 +244,14 @@ int iosr_io_reap(iosr_io *io, iosr_iocb **out, int max) {
         while (done < cb->len) {
           ssize_t k = cb->write ? pwrite(io->fd, (char *)cb->buf + done, cb->len - done, (off_t)(cb->off + done))
                                 : pread(io->fd, (char *)cb->buf + done, cb->len - done, (off_t)(cb->off + done));
-          if (k <= 0) {
+          if (k < 0 || (k == 0 && cb->write)) {
             cb->res = k < 0 ? -errno : -EIO;
             break;
           }
+          if (k == 0) break; /* a read at the end of the area: short */
           done += (size_t)k;
         }
-        if (done == cb->len) cb->res = (int)cb->len;
+        if (cb->res >= 0) cb->res = (int)done;
       }
       out[n++] = cb;
     }

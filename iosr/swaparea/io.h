@@ -18,7 +18,7 @@ typedef struct iosr_iocb {
   uint32_t len;   /* bytes, multiple of 4 KiB */
   int write;      /* 1 write, 0 read */
   uint16_t ioprio; /* kernel I/O priority (IOPRIO_PRIO_VALUE), 0 = default */
-  int res;        /* on completion: bytes done, or -errno */
+  int res;        /* on completion: bytes done (a read stops short at the end of the area), or -errno */
   void *user;
 } iosr_iocb;
 

@@ -168,6 +168,7 @@ static inline pid_t iosr_test_fork(int *to, int *from) {
 
 /* ---- daemon helpers ---- */
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -181,12 +182,18 @@ static void iosr_test_kill_daemons(void) {
 }
 
 /* Starts iosrd on swap at socket sock with extra settings ("k=v,..."),
- * stderr to errlog (or inherited when NULL); waits until it accepts. */
-static inline pid_t iosr_test_daemon(const char *swap, const char *sock, const char *settings, const char *errlog) {
+ * stderr to errlog (or inherited when NULL), with at most `nofile`
+ * descriptors (0: as inherited); waits until it accepts. */
+static inline pid_t iosr_test_daemon_nofile(const char *swap, const char *sock, const char *settings,
+                                            const char *errlog, unsigned nofile) {
   const char *bin = getenv("IOSRD");
   pid_t pid = fork();
   CHECK(pid >= 0);
   if (pid == 0) {
+    if (nofile) {
+      struct rlimit lim = {nofile, nofile};
+      if (setrlimit(RLIMIT_NOFILE, &lim)) _exit(126);
+    }
     if (errlog) {
       int fd = open(errlog, O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) dup2(fd, 2);
@@ -219,6 +226,10 @@ static inline pid_t iosr_test_daemon(const char *swap, const char *sock, const c
   }
   CHECKF(0, "iosrd did not come up on %s", sock);
   return -1;
+}
+
+static inline pid_t iosr_test_daemon(const char *swap, const char *sock, const char *settings, const char *errlog) {
+  return iosr_test_daemon_nofile(swap, sock, settings, errlog, 0);
 }
 
 static inline int iosr_test_stop_daemon(pid_t pid) {

@@ -1,0 +1,89 @@
+/* /proc/PID/smaps reader (vmas.h). A VMA's header line is
+ * "START-END PERMS OFFSET DEV INODE [PATH]"; its "VmFlags:" line lists
+ * two-letter flags: "lo" VM_LOCKED, "wf" VM_WIPEONFORK, "dc" VM_DONTCOPY.
+ */
+#define _GNU_SOURCE
+#include "vmas.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static unsigned parse_flags(const char *s) {
+  unsigned f = 0;
+  for (const char *p = s; p[0] && p[1]; p++) {
+    if (p != s && p[-1] != ' ') continue;
+    if (p[2] && p[2] != ' ' && p[2] != '\n') continue;
+    if (p[0] == 'l' && p[1] == 'o') f |= IOSR_VMA_LOCKED;
+    else if (p[0] == 'w' && p[1] == 'f') f |= IOSR_VMA_WIPEONFORK;
+    else if (p[0] == 'd' && p[1] == 'c') f |= IOSR_VMA_DONTCOPY;
+  }
+  return f;
+}
+
+long iosr_vmas_flagged(pid_t pid, uint64_t lo, uint64_t hi, unsigned want, iosr_vma **out) {
+  *out = NULL;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  char *line = NULL;
+  size_t cap = 0;
+  long n = 0, vcap = 0;
+  uint64_t s = 0, t = 0;
+  int in = 0; /* the current VMA overlaps [lo, hi) */
+  while (getline(&line, &cap, f) > 0) {
+    uint64_t a, b;
+    char c;
+    if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %c", &a, &b, &c) == 3 && strchr(line, '-') < strchr(line, ' ')) {
+      s = a >> 12;
+      t = b >> 12;
+      in = s < hi && t > lo;
+      continue;
+    }
+    if (!in || strncmp(line, "VmFlags:", 8)) continue;
+    unsigned fl = parse_flags(line + 8) & want;
+    in = 0;
+    if (!fl) continue;
+    if (n == vcap) {
+      vcap = vcap ? vcap * 2 : 16;
+      iosr_vma *nv = realloc(*out, (size_t)vcap * sizeof *nv);
+      if (!nv) {
+        free(*out);
+        *out = NULL;
+        free(line);
+        fclose(f);
+        errno = ENOMEM;
+        return -1;
+      }
+      *out = nv;
+    }
+    (*out)[n++] = (iosr_vma){s, t, fl};
+  }
+  free(line);
+  fclose(f);
+  return n;
+}
+
+unsigned iosr_vmas_at(const iosr_vma *v, long n, uint64_t vpn, long *hint) {
+  long i = *hint > 0 && *hint < n && v[*hint].start <= vpn ? *hint : 0;
+  while (i < n && v[i].end <= vpn) i++;
+  *hint = i;
+  return i < n && v[i].start <= vpn ? v[i].flags : 0;
+}
+
+int iosr_pagemap_open(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/pagemap", (int)pid);
+  return pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+}
+
+int iosr_pagemap_present(int fd, uint64_t vpn) {
+  uint64_t ent;
+  if (fd < 0 || pread(fd, &ent, sizeof ent, (off_t)(vpn * 8)) != (ssize_t)sizeof ent) return -1;
+  return (ent >> 63 & 1) || (ent >> 62 & 1); /* present, or swapped by the kernel */
+}

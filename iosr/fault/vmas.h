@@ -1,0 +1,44 @@
+/* VMA flags that userfaultfd does not report (design note section 10,
+ * "What the kernel does not tell"): mlock (VM_LOCKED), MADV_WIPEONFORK and
+ * MADV_DONTFORK, read from /proc/PID/smaps ("VmFlags:"). The daemon reads
+ * them where they change what it may do: when a reclaim starts (locked pages
+ * are not candidates) and when an app forks (the child of a wiped or
+ * uncopied range has none of the parent's pages).
+ *
+ * The same file holds the pagemap reader: which pages the kernel holds,
+ * where a failed drop or a restart must find out what was discarded.
+ *
+ * Permission: root or the app's uid, as process_vm_readv. Allocates; not for
+ * fork mode. Thread-safe (no shared state).
+ */
+#ifndef IOSR_FAULT_VMAS_H
+#define IOSR_FAULT_VMAS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+enum { IOSR_VMA_LOCKED = 1, IOSR_VMA_WIPEONFORK = 2, IOSR_VMA_DONTCOPY = 4 };
+
+typedef struct iosr_vma {
+  uint64_t start, end; /* virtual pages [start, end) */
+  unsigned flags;      /* IOSR_VMA_* */
+} iosr_vma;
+
+/* The VMAs of pid overlapping virtual pages [lo, hi) that carry any flag of
+ * `want`, in address order, in *out (malloc'd, NULL when none; the caller
+ * frees). Returns their number, or -1 with errno (ESRCH: no such process,
+ * EACCES, ENOMEM). */
+long iosr_vmas_flagged(pid_t pid, uint64_t lo, uint64_t hi, unsigned want, iosr_vma **out);
+
+/* The flags of the VMA of `v` holding page vpn, given v's n entries from
+ * iosr_vmas_flagged (0 when none). *hint: the index to start from (walks in
+ * address order cost O(n) in all). */
+unsigned iosr_vmas_at(const iosr_vma *v, long n, uint64_t vpn, long *hint);
+
+/* /proc/PID/pagemap, opened for iosr_pagemap_present; -1 when unreadable. */
+int iosr_pagemap_open(pid_t pid);
+/* Whether the kernel holds page vpn (mapped, or in the kernel's own swap):
+ * 1, 0, or -1 when unknown (fd < 0, read error). */
+int iosr_pagemap_present(int fd, uint64_t vpn);
+
+#endif

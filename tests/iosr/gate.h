@@ -1,0 +1,76 @@
+/* Holding libiosr's dropper at a chosen point (the test hook of
+ * client/client_int.h), for tests that need a drop in a given state: asked
+ * for but not begun (phase 0), or done but not yet confirmed (phase 1).
+ * Every wait is bounded (a hang is a failure, not a wait forever). */
+#ifndef IOSR_TEST_GATE_H
+#define IOSR_TEST_GATE_H
+
+#include "util.h" /* first: it sets _GNU_SOURCE */
+
+#include <pthread.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "client/client_int.h"
+
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gate_phase = -1;    /* the phase to hold at; -1: open */
+static uint64_t gate_held;     /* the id of the drop held there (0: none yet) */
+
+static void gate_fn(uint64_t id, int after) {
+  pthread_mutex_lock(&gate_mu);
+  if (gate_phase == after && !gate_held) {
+    gate_held = id;
+    pthread_cond_broadcast(&gate_cv);
+    while (gate_phase >= 0) pthread_cond_wait(&gate_cv, &gate_mu);
+  }
+  pthread_mutex_unlock(&gate_mu);
+}
+
+/* The next drop to reach `phase` is held there. */
+static inline void gate_close(int phase) {
+  pthread_mutex_lock(&gate_mu);
+  gate_phase = phase;
+  gate_held = 0;
+  iosr_test_drop_gate = gate_fn;
+  pthread_mutex_unlock(&gate_mu);
+}
+
+/* Waits (at most `secs`) until a drop is held; returns its id. */
+static inline uint64_t gate_wait(int secs) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += secs;
+  pthread_mutex_lock(&gate_mu);
+  int rc = 0;
+  while (!gate_held && rc == 0) rc = pthread_cond_timedwait(&gate_cv, &gate_mu, &ts);
+  uint64_t id = gate_held;
+  pthread_mutex_unlock(&gate_mu);
+  CHECKF(id, "no drop reached the gate within %d s", secs);
+  return id;
+}
+
+static inline void gate_open(void) {
+  pthread_mutex_lock(&gate_mu);
+  gate_phase = -1;
+  pthread_cond_broadcast(&gate_cv);
+  pthread_mutex_unlock(&gate_mu);
+}
+
+/* Waits for child pid at most `secs`; returns its wait status (kills it and
+ * fails on a hang). */
+static inline int wait_child(pid_t pid, int secs, const char *what) {
+  int st;
+  for (int i = 0; i < secs * 100; i++) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return st;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &st, 0);
+  CHECKF(0, "%s did not finish within %d s", what, secs);
+  return -1;
+}
+
+#endif

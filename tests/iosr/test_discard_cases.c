@@ -1,0 +1,273 @@
+/* The app changing its memory while IOSR writes it out (issue 22): what the
+ * app gets is what the kernel would give it, and nothing waits forever.
+ *
+ *   madv-free      MADV_FREE over pages write-protected for swap-out, then a
+ *                  write to one of them: the write completes
+ *   mlock          an mlock'ed part of a region stays resident, whether it
+ *                  was locked before the reclaim or while a drop was under
+ *                  way (the dropper's madvise then fails part-way)
+ *   munmap         munmap of part of a drop's range before the dropper runs
+ *                  it: the app's pages outside the hole keep their data
+ *   mremap-merged  one mremap moving 100 adjacent regions (one VMA, 100
+ *                  spans): every page follows, no slot leaks
+ *   mremap-drop    pages of a drop's range moved away with mremap before the
+ *                  dropper runs it, one part moved back at once, one kept
+ *                  away until the drop is done: both keep their data
+ *
+ * In-process engine; the dropper is held where a case needs it (gate.h). */
+#include "gate.h"
+#include "util.h"
+#include "fault/vmas.h"
+
+static iosr_engine *eng;
+static iosr_test_env env;
+
+static void *reclaimer(void *arg) {
+  iosr_ctl *c = iosr_ctl_open_engine(eng);
+  uint64_t got;
+  CHECK(c);
+  iosr_ctl_reclaim(c, (const char *)arg, 0, &got); /* kept pages make it fail: the checks are the caller's */
+  iosr_ctl_close(c);
+  return NULL;
+}
+
+static uint64_t slots_used(void) { return iosr_test_stat(env.ctl, "\"used\":"); }
+static iosr_app_stats stats(void) {
+  iosr_app_stats st;
+  CHECK(iosr_ctl_app_stats(env.ctl, "disc", &st) == 0);
+  return st;
+}
+
+static void *late_writer(void *arg) {
+  iosr_fill(arg, 61, 5, 1);
+  return NULL;
+}
+
+static void madv_free(uint8_t *p, uint64_t n) {
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_PAUSE, 1) == 0);
+  pthread_t t, w;
+  CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
+  iosr_test_wait_queued(env.ctl, 1); /* pages write-protected, writes queued */
+  CHECK(madvise(p, n * 4096, MADV_FREE) == 0);
+  CHECK(pthread_create(&w, NULL, late_writer, p + 5 * 4096) == 0);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 60;
+  CHECKF(pthread_timedjoin_np(w, NULL, &ts) == 0, "a write after MADV_FREE did not complete within 60 s");
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_PAUSE, 0) == 0);
+  pthread_join(t, NULL);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  for (uint64_t i = 0; i < n; i++) {
+    const uint8_t *q = p + i * 4096;
+    if (i == 5) CHECKF(iosr_check(q, 61, 5, 1), "the page written after MADV_FREE lost the write");
+    else CHECKF(iosr_is_zero(q) || iosr_check(q, 61, i, 0), "MADV_FREE'd page %llu holds other bytes",
+                (unsigned long long)i);
+  }
+  printf("madv-free: the write after MADV_FREE completed; freed pages read zero or their old data\n");
+}
+
+/* The range of the drop held at the gate. */
+static void held_range(uint64_t *start, uint64_t *len) {
+  pthread_mutex_lock(&env.ctx->mu);
+  *start = env.ctx->cur.start;
+  *len = env.ctx->cur.len;
+  pthread_mutex_unlock(&env.ctx->mu);
+  CHECKF(*len >= 3 * 4096, "the held drop covers %llu bytes", (unsigned long long)*len);
+}
+
+static void verify(const uint8_t *p, uint64_t n, uint64_t hole_lo, uint64_t hole_hi, uint64_t seed, const char *what) {
+  for (uint64_t i = 0; i < n; i++)
+    if (i < hole_lo || i >= hole_hi)
+      CHECKF(iosr_check(p + i * 4096, seed, i, 0), "%s: page %llu holds other bytes", what, (unsigned long long)i);
+}
+
+typedef struct lock_range {
+  uint64_t start, len;
+  int rc;
+} lock_range;
+
+static void *locker(void *arg) {
+  lock_range *l = arg;
+  l->rc = mlock((void *)(uintptr_t)l->start, l->len);
+  return NULL;
+}
+
+static int range_locked(uint64_t addr) {
+  iosr_vma *v = NULL;
+  long n = iosr_vmas_flagged(getpid(), addr >> 12, (addr >> 12) + 1, IOSR_VMA_LOCKED, &v);
+  free(v);
+  return n > 0;
+}
+
+static void mlocked(uint8_t *p, uint64_t n) {
+  /* locked before the reclaim: not a candidate */
+  CHECK(mlock(p + 128 * 4096, 128 * 4096) == 0);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
+  pthread_join(t, NULL);
+  iosr_app_stats st = stats();
+  CHECKF(st.resident_pages == 128 && st.swapped_pages == n - 128, "locked part: resident %llu swapped %llu",
+         (unsigned long long)st.resident_pages, (unsigned long long)st.swapped_pages);
+  verify(p, n, 0, 0, 61, "after reclaim with a locked part");
+  CHECK(munlock(p + 128 * 4096, 128 * 4096) == 0);
+  /* locked while a drop waits: its madvise discards up to the locked VMA */
+  gate_close(0);
+  CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
+  gate_wait(60);
+  uint64_t s, len;
+  held_range(&s, &len);
+  uint64_t third = len / 3 & ~4095ull;
+  /* mlock write-faults every page it locks, and these wait for the drop: it
+   * runs on its own thread, the dropper goes on once the VMA is locked */
+  lock_range lr = {s + third, third, 0};
+  pthread_t lt;
+  CHECK(pthread_create(&lt, NULL, locker, &lr) == 0);
+  for (int i = 0; i < 6000 && !range_locked(s + third); i++) usleep(10000);
+  CHECKF(range_locked(s + third), "the range did not show as locked in smaps");
+  gate_open();
+  pthread_join(t, NULL);
+  pthread_join(lt, NULL);
+  CHECK(lr.rc == 0);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  verify(p, n, 0, 0, 61, "after a drop refused part-way by mlock");
+  CHECKF(slots_used() == stats().swapped_pages, "slots used %llu, swapped %llu", (unsigned long long)slots_used(),
+         (unsigned long long)stats().swapped_pages);
+  CHECK(munlock((void *)(uintptr_t)(s + third), third) == 0);
+  printf("mlock: locked pages stayed resident, a drop refused part-way lost nothing\n");
+}
+
+static void unmapped(uint8_t *p, uint64_t n) {
+  gate_close(0);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
+  gate_wait(60);
+  uint64_t s, len;
+  held_range(&s, &len);
+  uint64_t third = len / 3 & ~4095ull, hole = s + third;
+  CHECK(munmap((void *)(uintptr_t)hole, third) == 0);
+  gate_open();
+  pthread_join(t, NULL);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  uint64_t lo = (hole - (uintptr_t)p) / 4096, hi = lo + third / 4096;
+  verify(p, n, lo, hi, 61, "munmap inside a drop");
+  CHECKF(slots_used() == stats().swapped_pages, "slots used %llu, swapped %llu", (unsigned long long)slots_used(),
+         (unsigned long long)stats().swapped_pages);
+  printf("munmap: pages %llu-%llu unmapped inside a drop; every other page kept its data\n", (unsigned long long)lo,
+         (unsigned long long)hi - 1);
+}
+
+/* mremap of DROPPING pages: the dropper discards at the old addresses. */
+static void remap_drop(uint8_t *p, uint64_t n) {
+  uint8_t *away = mmap(NULL, 2 * 64 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(away != MAP_FAILED);
+  gate_close(0);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
+  gate_wait(60);
+  uint64_t s, len;
+  held_range(&s, &len);
+  uint64_t third = len / 3 & ~4095ull;
+  if (third > 64 * 4096) third = 64 * 4096;
+  uint8_t *back = (uint8_t *)(uintptr_t)s, *kept = back + third, *kept_at = away + 64 * 4096;
+  /* moved away and back before the dropper runs: it finds them there */
+  CHECK(mremap(back, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, away) == away);
+  CHECK(mremap(away, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, back) == back);
+  /* moved away until the drop is done: the dropper finds nothing there */
+  CHECK(mremap(kept, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, kept_at) == kept_at);
+  gate_open();
+  pthread_join(t, NULL);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  uint64_t lo = (uint64_t)(kept - p) / 4096, hi = lo + third / 4096;
+  for (uint64_t i = lo; i < hi; i++)
+    CHECKF(iosr_check(kept_at + (i - lo) * 4096, 61, i, 0), "page %llu, kept away during the drop, holds other bytes",
+           (unsigned long long)i);
+  CHECK(mremap(kept_at, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, kept) == kept);
+  verify(p, n, 0, 0, 61, "mremap inside a drop");
+  CHECKF(slots_used() == stats().swapped_pages, "slots used %llu, swapped %llu", (unsigned long long)slots_used(),
+         (unsigned long long)stats().swapped_pages);
+  printf("mremap-drop: %llu pages of a drop moved away and back, %llu kept away during it: every page kept its data\n",
+         (unsigned long long)third / 4096, (unsigned long long)third / 4096);
+}
+
+#define NREG 100u
+#define REGP 4u
+
+static int by_base(const void *x, const void *y) {
+  uintptr_t a = (uintptr_t)iosr_region_base(*(iosr_region *const *)x);
+  uintptr_t b = (uintptr_t)iosr_region_base(*(iosr_region *const *)y);
+  return a < b ? -1 : a > b;
+}
+
+static void merged_remap(void) {
+  /* adjacent regions merge into one VMA; other mappings made meanwhile
+   * (libiosr's record pages, malloc arenas) may fall between some, so more
+   * are made and a run of NREG adjacent ones is used */
+  enum { MADE = 3 * NREG };
+  iosr_region *all[MADE];
+  for (unsigned i = 0; i < MADE; i++) CHECK((all[i] = iosr_region_create_aligned(env.ctx, REGP * 4096, 4096)));
+  qsort(all, MADE, sizeof all[0], by_base);
+  unsigned first = 0, run = 1;
+  for (unsigned i = 1; i < MADE && run < NREG; i++) {
+    if ((uint8_t *)iosr_region_base(all[i]) == (uint8_t *)iosr_region_base(all[i - 1]) + REGP * 4096) {
+      run++;
+    } else {
+      first = i;
+      run = 1;
+    }
+  }
+  CHECKF(run >= NREG, "no %u adjacent regions among %u made: cannot build one VMA of %u regions", NREG, MADE, NREG);
+  iosr_region **rs = all + first;
+  for (unsigned i = 0; i < MADE; i++)
+    if (i < first || i >= first + NREG) CHECK(iosr_region_destroy(all[i]) == 0);
+  uint8_t *lo = iosr_region_base(rs[0]);
+  const uint64_t n = NREG * REGP;
+  for (uint64_t i = 0; i < n; i++) iosr_fill(lo + i * 4096, 62, i, 0);
+  uint64_t got;
+  CHECK(iosr_ctl_reclaim(env.ctl, "disc", 0, &got) == 0 && got == n * 4096);
+  uint8_t *dst = mmap(NULL, n * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(dst != MAP_FAILED);
+  /* one mremap of the one VMA the adjacent regions merged into */
+  CHECKF(mremap(lo, n * 4096, n * 4096, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == dst,
+         "mremap over %u regions: %s (not merged into one VMA?)", NREG, strerror(errno));
+  for (uint64_t i = 0; i < n; i++)
+    CHECKF(iosr_check(dst + i * 4096, 62, i, 0), "page %llu (region %llu) after the move", (unsigned long long)i,
+           (unsigned long long)(i / REGP));
+  CHECK(iosr_ctl_reclaim(env.ctl, "disc", 0, &got) == 0);
+  CHECKF(slots_used() == stats().swapped_pages && stats().swapped_pages == n, "slots used %llu, swapped %llu",
+         (unsigned long long)slots_used(), (unsigned long long)stats().swapped_pages);
+  CHECK(mremap(dst, n * 4096, n * 4096, MREMAP_MAYMOVE | MREMAP_FIXED, lo) == lo);
+  for (uint64_t i = 0; i < n; i++) CHECKF(iosr_check(lo + i * 4096, 62, i, 0), "page %llu moved back", (unsigned long long)i);
+  for (unsigned i = 0; i < NREG; i++) CHECK(iosr_region_destroy(rs[i]) == 0);
+  CHECKF(slots_used() == 0, "%llu slots leaked", (unsigned long long)slots_used());
+  printf("mremap of %u merged regions: every page followed, no slot leaked\n", NREG);
+}
+
+int main(int argc, char **argv) {
+  const char *k = argc == 2 ? argv[1] : "";
+  int mf = !strcmp(k, "madv-free"), ml = !strcmp(k, "mlock"), mu = !strcmp(k, "munmap"), mr = !strcmp(k, "mremap-merged");
+  int md = !strcmp(k, "mremap-drop");
+  if (!mf && !ml && !mu && !mr && !md) {
+    fprintf(stderr, "usage: test_discard_cases madv-free|mlock|munmap|mremap-merged|mremap-drop\n");
+    return 2;
+  }
+  iosr_test_require();
+  iosr_test_inproc(&env, 32u << 20, "test_hooks=1,reclaim_batch=128", "disc");
+  eng = env.eng;
+  if (mr) {
+    merged_remap();
+  } else {
+    const uint64_t n = 512;
+    iosr_region *r = iosr_region_create(env.ctx, n * 4096);
+    CHECK(r);
+    uint8_t *p = iosr_region_base(r);
+    for (uint64_t i = 0; i < n; i++) iosr_fill(p + i * 4096, 61, i, 0);
+    if (mf) madv_free(p, n);
+    else if (ml) mlocked(p, n);
+    else if (md) remap_drop(p, n);
+    else unmapped(p, n);
+    CHECK(iosr_region_destroy(r) == 0);
+  }
+  iosr_test_inproc_end(&env);
+  iosr_test_cleanup();
+  return 0;
+}

@@ -1,0 +1,87 @@
+/* fork (issue 22): a child gets what the kernel gives it, never zeros where
+ * the parent's data is, never the parent's data where the kernel gives zeros.
+ *
+ *   reclaim      the parent forks while it is being reclaimed: one drop done
+ *                (its pages discarded, the confirmation not yet in), others
+ *                asked for, writes in flight; the child reads every page
+ *   wipeonfork   half of a swapped-out region is MADV_WIPEONFORK: the child
+ *                reads zeros there (swapped and resident pages alike), the
+ *                parent's data in the other half
+ *
+ * Needs the userfaultfd FORK event (CAP_SYS_PTRACE: root here). In-process
+ * engine; the child exits with the number of wrong pages. */
+#include "gate.h"
+#include "util.h"
+
+#define N 1024u
+
+static iosr_engine *eng;
+
+static void *reclaimer(void *arg) {
+  iosr_ctl *c = iosr_ctl_open_engine(eng);
+  uint64_t got;
+  CHECK(c && iosr_ctl_reclaim(c, (const char *)arg, 0, &got) == 0);
+  iosr_ctl_close(c);
+  return NULL;
+}
+
+/* The child: pages [0, wiped) must read zero, the rest its parent's data. */
+static int child_check(const uint8_t *p, uint64_t n, uint64_t wiped, uint64_t seed) {
+  int bad = 0;
+  for (uint64_t i = 0; i < n; i++)
+    if (i < wiped ? !iosr_is_zero(p + i * 4096) : !iosr_check(p + i * 4096, seed, i, 0)) bad++;
+  return bad > 255 ? 255 : bad;
+}
+
+static void fork_and_check(const uint8_t *p, uint64_t n, uint64_t wiped, uint64_t seed, const char *what) {
+  pid_t c = fork();
+  CHECK(c >= 0);
+  if (c == 0) _exit(child_check(p, n, wiped, seed));
+  int st = wait_child(c, 120, "the child");
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the child read %d wrong pages (status %#x)", what,
+         WIFEXITED(st) ? WEXITSTATUS(st) : -1, st);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2 || (strcmp(argv[1], "reclaim") && strcmp(argv[1], "wipeonfork"))) {
+    fprintf(stderr, "usage: test_fork_cases reclaim|wipeonfork\n");
+    return 2;
+  }
+  iosr_test_require();
+  if (geteuid() != 0) {
+    printf("SKIP: the userfaultfd FORK event needs CAP_SYS_PTRACE (run as root)\n");
+    return 77;
+  }
+  iosr_test_env env;
+  iosr_test_inproc(&env, 32u << 20, "reclaim_batch=128", "forker");
+  eng = env.eng;
+  iosr_region *r = iosr_region_create(env.ctx, N * 4096);
+  CHECK(r);
+  uint8_t *p = iosr_region_base(r);
+  for (uint64_t i = 0; i < N; i++) iosr_fill(p + i * 4096, 51, i, 0);
+  if (!strcmp(argv[1], "reclaim")) {
+    gate_close(1);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, reclaimer, "forker") == 0);
+    uint64_t id = gate_wait(60);
+    fork_and_check(p, N, 0, 51, "fork during reclaim");
+    gate_open();
+    pthread_join(t, NULL);
+    printf("fork during reclaim (drop %llu discarded, unconfirmed): the child read every page\n",
+           (unsigned long long)id);
+  } else {
+    CHECK(madvise(p, N / 2 * 4096, MADV_WIPEONFORK) == 0);
+    uint64_t got;
+    CHECK(iosr_ctl_reclaim(env.ctl, "forker", 0, &got) == 0 && got == N * 4096ull);
+    /* a few pages of each half back in: resident at the fork */
+    for (uint64_t i = 0; i < N; i += 64) CHECK(iosr_check(p + i * 4096, 51, i, 0));
+    fork_and_check(p, N, N / 2, 51, "fork of a MADV_WIPEONFORK region");
+    printf("wipeonfork: the child read zeros in the wiped half, the parent's data in the other\n");
+  }
+  for (uint64_t i = 0; i < N; i++)
+    CHECKF(iosr_check(p + i * 4096, 51, i, 0), "the parent's page %llu after the fork", (unsigned long long)i);
+  CHECK(iosr_region_destroy(r) == 0);
+  iosr_test_inproc_end(&env);
+  iosr_test_cleanup();
+  return 0;
+}
