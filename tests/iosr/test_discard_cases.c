@@ -75,6 +75,17 @@ static void held_range(uint64_t *start, uint64_t *len) {
   CHECKF(*len >= 3 * 4096, "the held drop covers %llu bytes", (unsigned long long)*len);
 }
 
+/* A reclaim whose drop is held at the gate (its range in *s, *len): the
+ * starting point of the cases that act on DROPPING pages. */
+static pthread_t held_drop(uint64_t *s, uint64_t *len) {
+  gate_close(0);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
+  gate_wait(60);
+  held_range(s, len);
+  return t;
+}
+
 static void verify(const uint8_t *p, uint64_t n, uint64_t hole_lo, uint64_t hole_hi, uint64_t seed, const char *what) {
   for (uint64_t i = 0; i < n; i++)
     if (i < hole_lo || i >= hole_hi)
@@ -111,11 +122,8 @@ static void mlocked(uint8_t *p, uint64_t n) {
   verify(p, n, 0, 0, 61, "after reclaim with a locked part");
   CHECK(munlock(p + 128 * 4096, 128 * 4096) == 0);
   /* locked while a drop waits: its madvise discards up to the locked VMA */
-  gate_close(0);
-  CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
-  gate_wait(60);
   uint64_t s, len;
-  held_range(&s, &len);
+  t = held_drop(&s, &len);
   uint64_t third = len / 3 & ~4095ull;
   /* mlock write-faults every page it locks, and these wait for the drop: it
    * runs on its own thread, the dropper goes on once the VMA is locked */
@@ -137,12 +145,8 @@ static void mlocked(uint8_t *p, uint64_t n) {
 }
 
 static void unmapped(uint8_t *p, uint64_t n) {
-  gate_close(0);
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
-  gate_wait(60);
   uint64_t s, len;
-  held_range(&s, &len);
+  pthread_t t = held_drop(&s, &len);
   uint64_t third = len / 3 & ~4095ull, hole = s + third;
   CHECK(munmap((void *)(uintptr_t)hole, third) == 0);
   gate_open();
@@ -160,12 +164,8 @@ static void unmapped(uint8_t *p, uint64_t n) {
 static void remap_drop(uint8_t *p, uint64_t n) {
   uint8_t *away = mmap(NULL, 2 * 64 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CHECK(away != MAP_FAILED);
-  gate_close(0);
-  pthread_t t;
-  CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
-  gate_wait(60);
   uint64_t s, len;
-  held_range(&s, &len);
+  pthread_t t = held_drop(&s, &len);
   uint64_t third = len / 3 & ~4095ull;
   if (third > 64 * 4096) third = 64 * 4096;
   uint8_t *back = (uint8_t *)(uintptr_t)s, *kept = back + third, *kept_at = away + 64 * 4096;
