@@ -184,7 +184,8 @@ int jw_malloc_iterate(uintptr_t base, size_t size, void (*callback)(uintptr_t ba
  * M_PURGE_ALL (value ignored) return 1; an M_DECAY_TIME below -1 returns 0.
  * glibc's parameters are accepted and ignored (1). */
 int jw_mallopt(int param, int value);
-/* Threads now paused by jw_malloc_disable (a snapshot). */
+/* Threads now paused by jw_malloc_disable (a snapshot): the application's
+ * threads, never the library's own reclaim thread. Thread-safe. */
 unsigned jw_malloc_paused(void);
 
 /* The same under Android's names, in the drop-in libraries (libjwmalloc.so,

@@ -56,12 +56,17 @@ void jw_gate_wait(void) {
    * jw_malloc_paused counted stays paused until the next enable (what lets
    * a caller of malloc_iterate know every thread it waits for is stopped).
    * The kernel compares the word again before it sleeps: an enable between
-   * the load and the wait is never missed. */
+   * the load and the wait is never missed. The library's own reclaim thread
+   * waits uncounted: it reaches the gate only in its exit (its thread cache
+   * given back in glibc's teardown), at a time no caller can foresee, and a
+   * count that includes it would let a caller waiting for its N threads
+   * stop early, with one of them still running. */
+  uint32_t one = jw_reclaim_on_thread() ? 0 : 1;
   for (;;) {
-    jw_fetch_add(&jw_gate_state.waiters, 1, JW_SEQ_CST);
+    jw_fetch_add(&jw_gate_state.waiters, one, JW_SEQ_CST);
     while (jw_load(&jw_gate_state.closed, JW_SEQ_CST) != 0)
       syscall(SYS_futex, &jw_gate_state.closed.v, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
-    jw_fetch_sub(&jw_gate_state.waiters, 1, JW_SEQ_CST);
+    jw_fetch_sub(&jw_gate_state.waiters, one, JW_SEQ_CST);
     if (jw_load(&jw_gate_state.closed, JW_SEQ_CST) == 0) return;
   }
 }

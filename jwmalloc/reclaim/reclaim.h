@@ -96,6 +96,10 @@ void jw_reclaim_kick(void);
 typedef int (*jw_reclaim_start_guard_fn)(void);
 void jw_reclaim_set_start_guard(jw_reclaim_start_guard_fn fn);
 
+/* 1 when the caller is the library's reclaim thread (a thread-local flag,
+ * set for its whole life, exit included), else 0. Thread-safe. */
+int jw_reclaim_on_thread(void);
+
 /* An application thread ended and no other thread with a thread cache is
  * known to live: the reclaim thread checks at once (for a few milliseconds)
  * whether it is the last thread of the process, and if so ends, so that a

@@ -86,7 +86,6 @@ void jw_reclaim_watermark_decay(void);
 /* thread.c */
 void jw_reclaim_thread_ensure(void); /* start it, or run a due cycle without it */
 void jw_reclaim_thread_wake(unsigned why); /* JW_WAKE_CYCLE, JW_WAKE_LAST_THREAD or JW_WAKE_AHEAD */
-int jw_reclaim_on_thread(void);        /* the caller is the reclaim thread */
 uint64_t jw_reclaim_now_ns(void);    /* CLOCK_MONOTONIC */
 
 #endif
