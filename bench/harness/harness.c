@@ -231,7 +231,6 @@ jwb_thread *jwb_ctx(unsigned index) {
     t->rng = jwb_rng_for(jwb.seed, nctx, 0);
     t->lat_rng = jwb_rng_for(jwb.seed, nctx, 1);
     t->lat_countdown = jwb.lat_every ? 1 + (uint32_t)jwb_below(&t->lat_rng, 2ull * jwb.lat_every - 1) : UINT32_MAX;
-    atomic_init(&t->priv_handed_over, 0);
     ctxs[nctx++] = t;
     atomic_store_explicit(&nctx_pub, nctx, memory_order_release); /* see jwb_ctx_peek */
   }
@@ -299,26 +298,47 @@ void jwb_fail(jwb_thread *t, const char *what) {
   if (atomic_exchange(&have_failure, 1) == 0) snprintf(first_failure, sizeof first_failure, "%s", what);
 }
 
+/* One record per thread started: a thread that hands over writes its
+ * successor's id and `handed` into its own record, and the main thread reads
+ * them only after joining it (the join orders them). A record shared by the
+ * generations of a lineage would not do: a successor that hands over before
+ * its creator's pthread_create has returned overwrites the creator's `next`,
+ * and the main thread then stops following the lineage while a thread of it
+ * still runs (and frees the live set under it). */
 typedef struct start_arg {
   jwb_thread *t;
   jwb_thread_fn fn;
   pthread_barrier_t *gate;
-  pthread_t next;            /* set by jwb_hand_over */
+  struct start_arg *succ;    /* set by jwb_hand_over: the successor's record */
+  pthread_t next;            /* set by jwb_hand_over: the successor's id */
+  int handed;                /* set by jwb_hand_over */
 } start_arg;
-static start_arg *args;      /* MAX_CTX entries */
+/* Records, a bump pool reset by each jwb_run (its threads are all joined by
+ * the next): mmap'd once, so that a hand-over makes no system call of its own. */
+#define START_POOL 65536
+static start_arg *start_pool;
+static atomic_uint start_used;
 static atomic_uint finished;
-static __thread int handed_over_here; /* this thread's turn ended with jwb_hand_over */
+static __thread start_arg *my_start; /* the running thread's record */
+
+static start_arg *start_new(jwb_thread *t, jwb_thread_fn fn, pthread_barrier_t *gate) {
+  unsigned i = atomic_fetch_add_explicit(&start_used, 1, memory_order_relaxed);
+  start_arg *a = i < START_POOL ? &start_pool[i] : jwb_meta_alloc(sizeof *a); /* beyond: kept to the end */
+  *a = (start_arg){.t = t, .fn = fn, .gate = gate};
+  return a;
+}
 
 /* Every workload thread starts here: callgrind attribution recognises the
  * workload's own threads by this symbol on their stack. */
 __attribute__((noinline, used)) void *jwb_thread_entry(void *p) {
   start_arg *a = p;
   jwb_thread *t = a->t;
+  my_start = a;
   jwb_pause_thread_begin(t);
   if (a->gate) pthread_barrier_wait(a->gate);
   a->fn(t);
   jwb_pause_thread_end(t);
-  if (!handed_over_here) atomic_fetch_add_explicit(&finished, 1, memory_order_release);
+  if (!a->handed) atomic_fetch_add_explicit(&finished, 1, memory_order_release);
   return NULL;
 }
 
@@ -331,17 +351,15 @@ static void start_thread(pthread_t *th, start_arg *a) {
 }
 
 void jwb_hand_over(jwb_thread *t, jwb_thread_fn fn) {
-  start_arg *a = &args[t->index];
-  a->fn = fn;
-  a->gate = NULL;
-  handed_over_here = 1;
-  start_thread(&a->next, a);
-  /* release: `next` is written before the main thread sees the hand-over */
-  atomic_store_explicit(&t->priv_handed_over, 1, memory_order_release);
+  start_arg *a = my_start;
+  a->succ = start_new(t, fn, NULL);
+  a->handed = 1;
+  start_thread(&a->next, a->succ); /* read by the main thread after it joins this one */
 }
 
 void jwb_run(unsigned n, jwb_thread_fn fn, double duration_s) {
-  if (!args) args = jwb_meta_alloc(MAX_CTX * sizeof(start_arg));
+  if (!start_pool) start_pool = jwb_meta_alloc(START_POOL * sizeof(start_arg));
+  atomic_store_explicit(&start_used, 0, memory_order_relaxed); /* the last run's threads are all joined */
   if (n == 0) n = 1;
   double dur = duration_s > 0 ? duration_s : duration_s == 0 ? jwb.duration_s : 0;
   jwb_phase_timed = dur > 0;
@@ -350,11 +368,12 @@ void jwb_run(unsigned n, jwb_thread_fn fn, double duration_s) {
   pthread_barrier_t gate;
   pthread_barrier_init(&gate, NULL, n + 1);
   pthread_t *th = jwb_meta_alloc(n * sizeof(pthread_t));
+  start_arg **first = jwb_meta_alloc(n * sizeof(start_arg *));
   for (unsigned i = 0; i < n; i++) {
     jwb_thread *t = jwb_ctx(i);
     t->index = i;
-    args[i] = (start_arg){.t = t, .fn = fn, .gate = &gate};
-    start_thread(&th[i], &args[i]);
+    first[i] = start_new(t, fn, &gate);
+    start_thread(&th[i], first[i]);
   }
   if (!region_open) {
     region_open = 1;
@@ -373,17 +392,18 @@ void jwb_run(unsigned n, jwb_thread_fn fn, double duration_s) {
     }
     atomic_store_explicit(&jwb_stop_flag, 1, memory_order_relaxed);
   }
+  /* Each lineage to its end: join a thread, then read its own record. */
   for (unsigned i = 0; i < n; i++) {
     pthread_t cur = th[i];
-    for (;;) {
+    for (start_arg *a = first[i];; a = a->succ) {
       pthread_join(cur, NULL);
-      /* acquire: pairs with the release in jwb_hand_over */
-      if (!atomic_exchange_explicit(&args[i].t->priv_handed_over, 0, memory_order_acquire)) break;
-      cur = args[i].next;
+      if (!a->handed) break;
+      cur = a->next;
     }
   }
   measured_ns += jwb_now_ns() - t0;
   pthread_barrier_destroy(&gate);
+  jwb_meta_free(first, n * sizeof(start_arg *));
   jwb_meta_free(th, n * sizeof(pthread_t));
 }
 

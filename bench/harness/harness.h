@@ -113,9 +113,6 @@ typedef struct jwb_thread {
   jwb_hist *hist;
   jwb_hist *floor_hist;        /* an empty call timed right after each timed call (jwb_lat_sample) */
   void *user;                  /* the workload's per-thread state */
-  /* harness-private: the thread now running this context, for hand-over */
-  void *priv_thread;
-  atomic_int priv_handed_over;
   /* --pause (pause.c): the kernel id of the thread running this context (0:
    * none), and its last pause's window, written by that thread only */
   atomic_int tid;
