@@ -299,7 +299,7 @@ void jwb_fail(jwb_thread *t, const char *what) {
 }
 
 /* One record per thread started: a thread that hands over writes its
- * successor's id and `handed` into its own record, and the main thread reads
+ * successor's record and id into its own record, and the main thread reads
  * them only after joining it (the join orders them). A record shared by the
  * generations of a lineage would not do: a successor that hands over before
  * its creator's pthread_create has returned overwrites the creator's `next`,
@@ -309,9 +309,8 @@ typedef struct start_arg {
   jwb_thread *t;
   jwb_thread_fn fn;
   pthread_barrier_t *gate;
-  struct start_arg *succ;    /* set by jwb_hand_over: the successor's record */
+  struct start_arg *succ;    /* set by jwb_hand_over: the successor's record (NULL: none) */
   pthread_t next;            /* set by jwb_hand_over: the successor's id */
-  int handed;                /* set by jwb_hand_over */
 } start_arg;
 /* Records, a bump pool reset by each jwb_run (its threads are all joined by
  * the next): mmap'd once, so that a hand-over makes no system call of its own. */
@@ -338,7 +337,7 @@ __attribute__((noinline, used)) void *jwb_thread_entry(void *p) {
   if (a->gate) pthread_barrier_wait(a->gate);
   a->fn(t);
   jwb_pause_thread_end(t);
-  if (!a->handed) atomic_fetch_add_explicit(&finished, 1, memory_order_release);
+  if (!a->succ) atomic_fetch_add_explicit(&finished, 1, memory_order_release);
   return NULL;
 }
 
@@ -353,7 +352,6 @@ static void start_thread(pthread_t *th, start_arg *a) {
 void jwb_hand_over(jwb_thread *t, jwb_thread_fn fn) {
   start_arg *a = my_start;
   a->succ = start_new(t, fn, NULL);
-  a->handed = 1;
   start_thread(&a->next, a->succ); /* read by the main thread after it joins this one */
 }
 
@@ -397,7 +395,7 @@ void jwb_run(unsigned n, jwb_thread_fn fn, double duration_s) {
     pthread_t cur = th[i];
     for (start_arg *a = first[i];; a = a->succ) {
       pthread_join(cur, NULL);
-      if (!a->handed) break;
+      if (!a->succ) break;
       cur = a->next;
     }
   }
