@@ -147,6 +147,33 @@ static int may_start_thread(void) {
   return !(c >= jw_load(&ldso_lo, JW_RELAXED) && c < jw_load(&ldso_hi, JW_RELAXED)); /* see ldso_lo */
 }
 
+/* The reclaim thread's creation scope (reclaim.h): while pthread_create runs
+ * on a thread with a cache, that thread allocates as one whose cache is
+ * being set up (its mallocs past the bins go to the midend) and with no key
+ * (its frees take the cross-thread path), so no call re-enters the cache in
+ * the middle of the operation that kicked the reclaimer. Without it, a
+ * thread exit's release that started the thread left a slab the nested
+ * refill took in the released cache, and the next thread to take the cache
+ * used an abandoned slab (docs/design/concurrency.md). */
+static __thread uint64_t scope_key;
+static __thread int scope_active;
+
+static void create_scope(int entering) {
+  jw_tls *t = &jw_tls_state;
+  if (entering) {
+    scope_active = t->state == JW_TLS_ACTIVE;
+    if (!scope_active) return;
+    scope_key = t->key;
+    t->state = JW_TLS_SETUP;
+    t->key = 0;
+    t->tag_last = 0; /* no key, no cached tag table (page_tag.h); the next free caches it again */
+    return;
+  }
+  if (!scope_active) return;
+  t->key = scope_key;
+  t->state = JW_TLS_ACTIVE;
+}
+
 /* ---- initialization ---- */
 
 bool jw_global_init(void) {
@@ -170,6 +197,7 @@ bool jw_global_init(void) {
   jw_reclaim_set_tier_hook(age_tier_caches);
   find_dynamic_linker();
   jw_reclaim_set_start_guard(may_start_thread);
+  jw_reclaim_set_create_scope(create_scope);
   jw_store(&init_state, INIT_DONE, JW_RELEASE);
   return true;
 }

@@ -173,6 +173,17 @@ void jw_tc_totals_get(jw_tc_totals *o) {
   o->bc_aged = jw_counter_get(&bc_aged);
 }
 
+uint64_t jw_tc_released_held(void) {
+  uint64_t n = 0;
+  for (jw_tcache *tc = jw_load(&registry, JW_ACQUIRE); tc; tc = tc->all_next) {
+    /* Acquire pairs with the release store of FREE: the released contents. */
+    if (jw_load(&tc->state, JW_ACQUIRE) != JW_TC_FREE || tc->parked) continue;
+    for (unsigned c = 0; c < JW_NCLASSES; c++) n += (tc->current[c] != NULL) + (tc->partial[c] != NULL);
+    n += (tc->full != NULL) + (jw_load(&tc->ready, JW_RELAXED) != NULL) + tc->nslabs;
+  }
+  return n;
+}
+
 /* Block cache blocks, with their bins: every entry of one cache fits. */
 typedef struct bc_out {
   void *blk[JW_BC_BINS * JW_BC_SLOTS];

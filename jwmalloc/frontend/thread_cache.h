@@ -230,5 +230,11 @@ typedef struct jw_tc_totals {
 } jw_tc_totals;
 void jw_tc_totals_get(jw_tc_totals *out);
 
+/* Test hook: the slabs that caches released by their threads (free, not
+ * parked) still point to (current, partial, full, ready, slab count): 0
+ * unless a release went wrong. Call it while no thread starts or ends (a
+ * cache taken meanwhile is read as it changes). */
+uint64_t jw_tc_released_held(void);
+
 
 #endif

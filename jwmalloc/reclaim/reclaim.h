@@ -96,6 +96,16 @@ void jw_reclaim_kick(void);
 typedef int (*jw_reclaim_start_guard_fn)(void);
 void jw_reclaim_set_start_guard(jw_reclaim_start_guard_fn fn);
 
+/* Brackets the reclaim thread's creation on the creating thread: called with
+ * 1 just before pthread_create and with 0 just after. pthread_create
+ * allocates on that thread (the new thread's DTV), which may be in the
+ * middle of an operation on its own thread cache (the kick comes from a page
+ * put in a pool, a thread exit's release among others): the library's scope
+ * keeps those allocation calls off the cache (api/runtime.c). Registered once
+ * at initialization; NULL (the standalone backend): no scope. */
+typedef void (*jw_reclaim_create_scope_fn)(int entering);
+void jw_reclaim_set_create_scope(jw_reclaim_create_scope_fn fn);
+
 /* 1 when the caller is the library's reclaim thread (a thread-local flag,
  * set for its whole life, exit included), else 0. Thread-safe. */
 int jw_reclaim_on_thread(void);

@@ -36,6 +36,7 @@ typedef struct jw_reclaim_state {
   jw_atomic_u32 hold;         /* test hook (futex word) */
   jw_atomic_ptr tier_hook;    /* jw_reclaim_tier_fn, or NULL */
   jw_atomic_ptr start_guard;  /* jw_reclaim_start_guard_fn, or NULL */
+  jw_atomic_ptr create_scope; /* jw_reclaim_create_scope_fn, or NULL */
   jw_lock aging;              /* the aging lock: held by the reclaimer during a tier pass, by fork */
   jw_atomic_u64 tier_held;    /* bytes the tiers' caches held after the last pass */
   jw_atomic_u32 tier_dirty;   /* a tier put pages in its cache since the last pass (jw_reclaim_kick) */

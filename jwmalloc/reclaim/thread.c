@@ -93,6 +93,10 @@ void jw_reclaim_set_start_guard(jw_reclaim_start_guard_fn fn) {
   jw_store(&jw_rc.start_guard, (void *)fn, JW_RELEASE);
 }
 
+void jw_reclaim_set_create_scope(jw_reclaim_create_scope_fn fn) {
+  jw_store(&jw_rc.create_scope, (void *)fn, JW_RELEASE); /* as the guard */
+}
+
 /* May this context create the thread? (jw_reclaim_set_start_guard) */
 static int may_start(void) {
   if (on_reclaim_thread) return 0;
@@ -147,7 +151,11 @@ static int start(void) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_t t;
+  /* Acquire pairs with the release store of the registration. */
+  jw_reclaim_create_scope_fn scope = (jw_reclaim_create_scope_fn)jw_load(&jw_rc.create_scope, JW_ACQUIRE);
+  if (scope) scope(1);
   int rc = pthread_create(&t, &a, reclaim_main, NULL);
+  if (scope) scope(0);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&a);
   return rc;
