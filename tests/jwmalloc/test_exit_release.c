@@ -27,6 +27,7 @@
 #include "reclaim/reclaim.h"
 
 #include "check.h"
+#include "stage.h"
 
 #define HANG 60.0 /* seconds: a bound for a hang */
 enum { ROUNDS = 40, BIG = 2000, NESTED = 300 };
@@ -61,23 +62,6 @@ static int reclaimer_running(void) {
 }
 
 static uint64_t released_held(void) { return jw_tc_released_held(); }
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int stage;
-
-static void set_stage(int s) {
-  pthread_mutex_lock(&mu);
-  stage = s;
-  pthread_cond_broadcast(&cv);
-  pthread_mutex_unlock(&mu);
-}
-
-static void wait_stage(int s) {
-  pthread_mutex_lock(&mu);
-  while (stage < s) pthread_cond_wait(&cv, &mu);
-  pthread_mutex_unlock(&mu);
-}
 
 /* Two slabs of the BIG class: the first one's blocks freed, its first into
  * its local list (it was parked full: that free moves it to the partial
@@ -128,7 +112,7 @@ int main(void) {
   }
   unsigned met = 0;
   for (int r = 0; r < ROUNDS && failures == 0; r++) {
-    stage = 0;
+    set_stage(0);
     pthread_t t;
     pthread_create(&t, NULL, exiting, NULL);
     wait_stage(1);

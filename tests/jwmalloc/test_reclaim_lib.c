@@ -47,6 +47,7 @@
 #include "reclaim/reclaim.h"
 
 #include "check.h"
+#include "stage.h"
 
 #ifdef JW_DROPIN
 #define M(x) x
@@ -283,23 +284,6 @@ static int case_stress(void) {
 /* ---- tiers ---- */
 
 enum { KEEP = 63 * 400, EMPTY = 84 * 100 }; /* 400 slabs of 64 B kept, 100 slabs of 48 B emptied */
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int stage;
-
-static void set_stage(int s) {
-  pthread_mutex_lock(&mu);
-  stage = s;
-  pthread_cond_broadcast(&cv);
-  pthread_mutex_unlock(&mu);
-}
-
-static void wait_stage(int s) {
-  pthread_mutex_lock(&mu);
-  while (stage < s) pthread_cond_wait(&cv, &mu);
-  pthread_mutex_unlock(&mu);
-}
 
 static uint64_t *kept[KEEP];
 
