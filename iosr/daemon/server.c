@@ -573,6 +573,8 @@ static void dispatch(iosr_engine_s *e, iosr_conn *c, const iosr_msg_hdr *h, cons
     case IOSR_M_CTL_APP_STATS: return do_stats(e, c, h->seq, p);
     case IOSR_M_CTL_SLOTS: return do_slots(e, c, h->seq, p);
     case IOSR_M_CTL_IDLE:
+      /* exited fork children first: idle means their slots are freed too */
+      iosr_eng_reap_forked(e);
       c->idle_waiting = 1;
       c->idle_waiter_seq = h->seq;
       iosr_srv_idle_check(e);

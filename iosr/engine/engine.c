@@ -198,8 +198,10 @@ void iosr_eng_app_gone(iosr_engine_s *e, iosr_app *a, const char *why) {
 }
 
 /* Forked children have no connection: they are reaped when their memory is
- * gone, which a copy to an unmapped address tells (ESRCH instead of ENOENT). */
-static void reap_forked(iosr_engine_s *e) {
+ * gone, which a copy to an unmapped address tells (ESRCH instead of ENOENT).
+ * The timer runs this once a second; a wait for idle runs it at once, so that
+ * a child that has exited holds no slots when the waiter looks. */
+void iosr_eng_reap_forked(iosr_engine_s *e) {
   for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
     iosr_app *a = iosr_eng_app(e, i);
     if (!a || !a->forked || a->state != IOSR_APP_ACTIVE) continue;
@@ -406,7 +408,7 @@ int iosr_eng_run(iosr_engine_s *e) {
           uint64_t now = iosr_now_ns();
           if (e->grace_until_ns && now >= e->grace_until_ns) e->grace_until_ns = 0;
           if (e->next_reap_ns && now >= e->next_reap_ns) {
-            reap_forked(e);
+            iosr_eng_reap_forked(e);
             e->next_reap_ns = now + 1000000000ull;
           }
           break;

@@ -291,6 +291,7 @@ int iosr_eng_watch(iosr_engine_s *e, int fd, uint64_t tag);
 void iosr_eng_unwatch(iosr_engine_s *e, int fd);
 void iosr_eng_pump(iosr_engine_s *e);       /* dispatch what the scheduler releases */
 int iosr_eng_idle(const iosr_engine_s *e);
+void iosr_eng_reap_forked(iosr_engine_s *e);
 void iosr_eng_notify_fg(iosr_engine_s *e, iosr_app *a, int fg);
 iosr_app *iosr_eng_find_app(iosr_engine_s *e, const char *sel);
 uint16_t iosr_eng_ioprio(const iosr_engine_s *e, int cls);

@@ -7,6 +7,9 @@
  *   wipeonfork   half of a swapped-out region is MADV_WIPEONFORK: the child
  *                reads zeros there (swapped and resident pages alike), the
  *                parent's data in the other half
+ *   exit-idle    the parent forks with every page swapped out, reads them
+ *                all back (the child alone holds the slots), the child exits:
+ *                once a wait for idle returns, no slot is in use
  *
  * Needs the userfaultfd FORK event (CAP_SYS_PTRACE: root here). In-process
  * engine; the child exits with the number of wrong pages. */
@@ -43,8 +46,8 @@ static void fork_and_check(const uint8_t *p, uint64_t n, uint64_t wiped, uint64_
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2 || (strcmp(argv[1], "reclaim") && strcmp(argv[1], "wipeonfork"))) {
-    fprintf(stderr, "usage: test_fork_cases reclaim|wipeonfork\n");
+  if (argc != 2 || (strcmp(argv[1], "reclaim") && strcmp(argv[1], "wipeonfork") && strcmp(argv[1], "exit-idle"))) {
+    fprintf(stderr, "usage: test_fork_cases reclaim|wipeonfork|exit-idle\n");
     return 2;
   }
   iosr_test_require();
@@ -69,6 +72,20 @@ int main(int argc, char **argv) {
     pthread_join(t, NULL);
     printf("fork during reclaim (drop %llu discarded, unconfirmed): the child read every page\n",
            (unsigned long long)id);
+  } else if (!strcmp(argv[1], "exit-idle")) {
+    uint64_t got;
+    CHECK(iosr_ctl_reclaim(env.ctl, "forker", 0, &got) == 0 && got == N * 4096ull);
+    pid_t c = fork();
+    CHECK(c >= 0);
+    if (c == 0) _exit(0);
+    for (uint64_t i = 0; i < N; i++) CHECK(iosr_check(p + i * 4096, 51, i, 0));
+    int st = wait_child(c, 120, "the child");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* the child is gone: a wait for idle reaps it before it answers */
+    CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+    uint64_t used = iosr_test_stat(env.ctl, "\"used\":");
+    CHECKF(used == 0, "%llu slots used after the fork child exited, none swapped", (unsigned long long)used);
+    printf("exit-idle: the exited child's slots are free once a wait for idle returns\n");
   } else {
     CHECK(madvise(p, N / 2 * 4096, MADV_WIPEONFORK) == 0);
     uint64_t got;
