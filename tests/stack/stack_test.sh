@@ -16,6 +16,9 @@ if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/
   echo "SKIP: userfaultfd unavailable to this user (vm.unprivileged_userfaultfd=0, not root)"; exit 77
 fi
 export IOSR_SOCKET=$tmp/sock PYTHONMALLOC=malloc
+# The interpreter itself, not a wrapper script (pyenv's shim runs a shell and
+# several programs, each of which would register under --swap).
+py=$(python3 -c 'import sys; print(sys.executable)')
 queries=$(printf 'k1\nk777\nk199999\nnone\n')
 
 start_daemon() { # area
@@ -38,7 +41,7 @@ wait_ready() { # file
 swap_run() { # name mode cmd...
   local name=$1 mode=$2; shift 2
   mkfifo "$tmp/in"
-  "$JWMALLOC" run --swap "$name" -- python3 "$prog" "$mode" <"$tmp/in" >"$tmp/out" 2>"$tmp/err" &
+  "$JWMALLOC" run --swap "$name" -- "$py" "$prog" "$mode" <"$tmp/in" >"$tmp/out" 2>"$tmp/err" &
   app=$!
   exec 3>"$tmp/in"
   wait_ready "$tmp/out"
@@ -50,7 +53,7 @@ swap_run() { # name mode cmd...
   [ $rc = 0 ] || fail "the program exited $rc"
 }
 expect() { # mode: the program's output on glibc, without swap
-  echo "$queries" | env -u LD_PRELOAD python3 "$prog" "$1" >"$tmp/want" || fail "plain run"
+  echo "$queries" | env -u LD_PRELOAD "$py" "$prog" "$1" >"$tmp/want" || fail "plain run"
 }
 swapped_out() { # name: reclaim all of it, and show IOSR wrote some of it
   "$IOSR_TOOL" reclaim "$1" >/dev/null || fail "iosr reclaim $1"
@@ -58,7 +61,8 @@ swapped_out() { # name: reclaim all of it, and show IOSR wrote some of it
   python3 - "$1" "$tmp/stat" <<'PY' || fail "no pages of $1 swapped out"
 import json, sys
 s = json.load(open(sys.argv[2]))
-apps = [a for a in s.get("apps", []) if a.get("name") == sys.argv[1]]
+n = sys.argv[1]
+apps = [a for a in s.get("apps", []) if a.get("name") == n or a.get("name", "").startswith(n + ".")]
 print("app", sys.argv[1], "swapped_pages", apps[0].get("swapped_pages") if apps else None)
 sys.exit(0 if apps and apps[0].get("swapped_pages", 0) > 0 else 1)
 PY
@@ -78,7 +82,7 @@ fork)
   ;;
 exec)
   expect exec; area 512M; start_daemon "$tmp/area"
-  swap_run again exec swapped_out again # "again" is the exec'd program's registration
+  swap_run again exec swapped_out again # the exec'd program's registration: again, or again.PID while the old image's is kept
   cmp -s "$tmp/want" "$tmp/out" || fail "outputs differ"
   ;;
 daemon-death)
