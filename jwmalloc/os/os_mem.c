@@ -12,6 +12,11 @@
 
 #include "../common/asan.h"
 #include "../common/atomic.h"
+#include "os_swap.h"
+
+/* The swap layer (os_swap.c, docs/design/stack.md) where it is linked in. */
+#pragma weak jw_os_swap_map
+#pragma weak jw_os_swap_unmap
 
 static jw_atomic_u64 n_mmap, n_munmap, n_madvise, mapped, peak_mapped;
 
@@ -107,6 +112,14 @@ static uintptr_t first_hint(size_t align) {
 }
 
 void *jw_os_map_root(size_t size, size_t align) {
+  if (jw_os_swap_map) {
+    void *r = jw_os_swap_map(size, align);
+    if (r != NULL) {
+      jw_fetch_add(&n_mmap, 1, JW_RELAXED);
+      account_mapped((int64_t)size);
+      return r;
+    }
+  }
   /* Each mapping claims its own place (a CAS moves the next hint one root
    * down before the mmap): threads mapping at once would otherwise ask for
    * the same place, and every loser's mapping, not at the hint, would be
@@ -138,6 +151,10 @@ int jw_os_unmap(void *p, size_t size) {
    * poisoned. */
   jw_unpoison(p, size);
   jw_fetch_add(&n_munmap, 1, JW_RELAXED);
+  if (jw_os_swap_unmap && jw_os_swap_unmap(p, size)) {
+    account_mapped(-(int64_t)size);
+    return 0;
+  }
   if (munmap(p, size) != 0) return -1;
   account_mapped(-(int64_t)size);
   return 0;

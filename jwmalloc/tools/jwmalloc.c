@@ -1,6 +1,6 @@
 /* jwmalloc: runs a program on jwmalloc and shows what the allocator did.
  *
- *   jwmalloc run [--stats] [--lib PATH] -- PROG [ARGS...]
+ *   jwmalloc run [--stats] [--lib PATH] [--swap NAME] -- PROG [ARGS...]
  *
  * PROG runs with LD_PRELOAD of libjwmalloc.so (found next to this tool: the
  * build tree's ../lib or the install's library directory; --lib or
@@ -12,9 +12,15 @@
  * status is PROG's (128 + signal when it was killed); the tool's own errors
  * (bad usage, unknown command, library) are one line on stderr and status 2.
  *
+ * With --swap NAME, PROG's heap roots live in IOSR regions of the running
+ * iosrd, app NAME (docs/design/stack.md): the tool checks the daemon first
+ * through libiosr.so (dlopen; next to libjwmalloc.so, or JWMALLOC_SWAP_LIB)
+ * and sets JWMALLOC_SWAP and JWMALLOC_SWAP_LIB for PROG.
+ *
  * Brief: "Tiers" (the main job of issue 2: real programs on jwmalloc).
  * This is an ordinary program: it uses stdio and the system's malloc.
  */
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,9 +41,10 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: jwmalloc run [--stats] [--lib PATH] -- PROG [ARGS...]\n"
+          "usage: jwmalloc run [--stats] [--lib PATH] [--swap NAME] -- PROG [ARGS...]\n"
           "  Runs PROG with libjwmalloc.so preloaded; --stats prints jwmalloc's statistics\n"
-          "  for PROG and every process it starts.\n");
+          "  for PROG and every process it starts; --swap NAME puts PROG's heap in IOSR\n"
+          "  regions of the running iosrd, registered as app NAME.\n");
 }
 
 static int readable(const char *p) { return access(p, R_OK) == 0; }
@@ -273,11 +280,82 @@ static void report(const char *path, const char *lib) {
           (unsigned long long)v[F_abandoned_slabs], (unsigned long long)v[F_invalid_frees]);
 }
 
+/* ---- --swap: the daemon is checked before PROG runs ---- */
+
+/* Has this process CAP_SYS_PTRACE (bit 19 of CapEff)? A fork child keeps
+ * its parent's regions only with it (docs/design/stack.md). */
+static int has_ptrace_cap(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL) return 0;
+  char line[256];
+  unsigned long long caps = 0;
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, "CapEff:", 7) == 0) caps = strtoull(line + 7, NULL, 16);
+  fclose(f);
+  return (caps >> 19) & 1;
+}
+
+/* The value of the first `"key":N` after `after` in json; -1 if absent. */
+static long long json_num(const char *json, const char *after, const char *key) {
+  const char *s = strstr(json, after);
+  if (s == NULL) return -1;
+  s = strstr(s, key);
+  return s ? strtoll(s + strlen(key), NULL, 10) : -1;
+}
+
+/* 0 when iosrd answers and its area has a free slot, else -1 after one
+ * line. swaplib: libiosr.so's path (filled in). */
+static int check_swap(const char *name, const char *lib, char *swaplib) {
+  const char *env = getenv("JWMALLOC_SWAP_LIB");
+  if (env && *env) snprintf(swaplib, PATH_MAX, "%s", env);
+  else {
+    snprintf(swaplib, PATH_MAX, "%s", lib);
+    char *slash = strrchr(swaplib, '/');
+    snprintf(slash ? slash + 1 : swaplib, PATH_MAX - (size_t)(slash ? slash + 1 - swaplib : 0), "libiosr.so");
+  }
+  if (strlen(name) == 0 || strlen(name) >= 48) {
+    fprintf(stderr, "jwmalloc run: --swap NAME: the name must have 1 to 47 characters\n");
+    return -1;
+  }
+  if (!has_ptrace_cap()) {
+    fprintf(stderr, "jwmalloc run: --swap needs CAP_SYS_PTRACE (userfaultfd fork events keep a fork child's heap)\n");
+    return -1;
+  }
+  void *h = dlopen(swaplib, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    fprintf(stderr, "jwmalloc run: --swap: cannot open %s: %s\n", swaplib, dlerror());
+    return -1;
+  }
+  void *(*ctl_open)(const char *) = (void *(*)(const char *))dlsym(h, "iosr_ctl_open");
+  char *(*stat_json)(void *) = (char *(*)(void *))dlsym(h, "iosr_ctl_stat_json");
+  void (*ctl_close)(void *) = (void (*)(void *))dlsym(h, "iosr_ctl_close");
+  if (!ctl_open || !stat_json || !ctl_close) {
+    fprintf(stderr, "jwmalloc run: --swap: %s lacks the control calls\n", swaplib);
+    return -1;
+  }
+  void *ctl = ctl_open(NULL);
+  if (ctl == NULL) {
+    fprintf(stderr, "jwmalloc run: --swap: no iosrd answering (%s); start it with iosrd --swap AREA\n",
+            strerror(errno));
+    return -1;
+  }
+  char *json = stat_json(ctl);
+  ctl_close(ctl);
+  long long slots = json ? json_num(json, "\"swap\":{", "\"slots\":") : -1;
+  long long used = json ? json_num(json, "\"swap\":{", "\"used\":") : -1;
+  free(json);
+  if (slots >= 0 && used >= 0 && used >= slots) {
+    fprintf(stderr, "jwmalloc run: --swap: the swap area is full (%lld of %lld slots used)\n", used, slots);
+    return -1;
+  }
+  return 0;
+}
+
 /* ---- run ---- */
 
 static int cmd_run(int argc, char **argv) {
   int stats = 0;
-  const char *libopt = NULL;
+  const char *libopt = NULL, *swap = NULL;
   int i = 0;
   for (; i < argc; i++) {
     if (strcmp(argv[i], "--stats") == 0) stats = 1;
@@ -287,6 +365,12 @@ static int cmd_run(int argc, char **argv) {
         return 2;
       }
       libopt = argv[++i];
+    } else if (strcmp(argv[i], "--swap") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "jwmalloc run: --swap needs a NAME\n");
+        return 2;
+      }
+      swap = argv[++i];
     }
     else if (strcmp(argv[i], "--") == 0) {
       i++;
@@ -309,6 +393,13 @@ static int cmd_run(int argc, char **argv) {
   if (strpbrk(lib, " :\t\n") != NULL) {
     fprintf(stderr, "jwmalloc run: the library path has a space or colon, which LD_PRELOAD cannot carry: %s\n", lib);
     return 2;
+  }
+
+  if (swap) {
+    char swaplib[PATH_MAX];
+    if (check_swap(swap, lib, swaplib) != 0) return 2;
+    setenv("JWMALLOC_SWAP", swap, 1);
+    setenv("JWMALLOC_SWAP_LIB", swaplib, 1);
   }
 
   const char *old = getenv("LD_PRELOAD");

@@ -1,0 +1,26 @@
+# A real, unmodified workload for the stack tests: builds a large dict, says
+# "ready", answers one query per line of stdin, then prints a checksum.
+# argv[1]: "plain" (default), "fork" (the checksum is also computed by a fork
+# child), "exec" (prints a checksum, then execs itself as "plain").
+import os, sys, hashlib
+mode = sys.argv[1] if len(sys.argv) > 1 else "plain"
+n = int(os.environ.get("DICT_N", "200000"))
+d = {("k%d" % i): ("v%d-" % i) * 8 for i in range(n)}
+def checksum():
+    h = hashlib.sha256()
+    for k in sorted(d):
+        h.update(k.encode()); h.update(d[k].encode())
+    return h.hexdigest()
+if mode == "exec":
+    print("before exec", checksum(), flush=True)
+    os.execv(sys.executable, [sys.executable, sys.argv[0], "plain"])
+print("ready", flush=True)
+for line in sys.stdin:
+    print(line.strip(), d.get(line.strip(), "-"), flush=True)
+if mode == "fork":
+    pid = os.fork()
+    if pid == 0:
+        print("child", checksum(), flush=True)
+        os._exit(0)
+    os.waitpid(pid, 0)
+print("sum", checksum(), flush=True)
