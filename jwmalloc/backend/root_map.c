@@ -29,7 +29,7 @@ static jw_atomic_ptr *leaf_for(uintptr_t a, int create) {
 }
 
 int jw_root_map_set(uintptr_t root_base, void *desc) {
-  if ((root_base & (JW_ROOT - 1)) != 0 || (root_base >> 47) != 0) {
+  if ((root_base & (JW_ROOT - 1)) != 0 || JW_ABOVE_VA(root_base) != 0) {
     errno = EINVAL;
     return -1;
   }
@@ -44,7 +44,7 @@ int jw_root_map_set(uintptr_t root_base, void *desc) {
 }
 
 int jw_root_map_prepare(uintptr_t root_base) {
-  if ((root_base >> 47) != 0 || leaf_for(root_base, 1) == NULL) {
+  if (JW_ABOVE_VA(root_base) != 0 || leaf_for(root_base, 1) == NULL) {
     errno = ENOMEM;
     return -1;
   }

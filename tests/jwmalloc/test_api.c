@@ -153,7 +153,11 @@ static void errnos(void) {
   errno = 0;
   CHECK(M(malloc)((size_t)PTRDIFF_MAX + 1) == NULL && errno == ENOMEM, "malloc(PTRDIFF_MAX+1)");
   errno = 0;
+#if UINTPTR_MAX > 0xffffffffu
   CHECK(M(malloc)((size_t)1 << 47) == NULL && errno == ENOMEM, "malloc(128 TiB: beyond the address space)");
+#else
+  CHECK(M(malloc)((size_t)3 << 30) == NULL && errno == ENOMEM, "malloc(3 GiB: beyond a 32-bit address space)");
+#endif
   char *p = M(malloc)(10);
   strcpy(p, "keep");
   errno = 0;
