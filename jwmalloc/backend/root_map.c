@@ -8,7 +8,8 @@
 jw_atomic_ptr jw_root_map_l1[JW_ROOT_MAP_L1_SIZE];
 static jw_atomic_u64 leaf_bytes;
 
-#define LEAF_BYTES (JW_ROOT_MAP_L2_SIZE * sizeof(jw_atomic_ptr))
+/* At least one granule: a 32-bit leaf (16 roots) is 64 bytes. */
+#define LEAF_BYTES jw_align_up(JW_ROOT_MAP_L2_SIZE * sizeof(jw_atomic_ptr), JW_GRANULE)
 
 static jw_atomic_ptr *leaf_for(uintptr_t a, int create) {
   jw_atomic_ptr *slot = &jw_root_map_l1[a >> JW_ROOT_MAP_L1_SHIFT];
