@@ -173,7 +173,7 @@ static void errnos(void) {
   errno = 1234;
   CHECK(M(posix_memalign)(&q, 0, 10) == EINVAL, "posix_memalign(0)");
   CHECK(M(posix_memalign)(&q, 3, 10) == EINVAL, "posix_memalign(3)");
-  CHECK(M(posix_memalign)(&q, 4, 10) == EINVAL, "posix_memalign(4 < sizeof(void *))");
+  CHECK(M(posix_memalign)(&q, sizeof(void *) / 2, 10) == EINVAL, "posix_memalign(sizeof(void *) / 2)");
   CHECK(M(posix_memalign)(&q, 24, 10) == EINVAL, "posix_memalign(24)");
   CHECK(M(posix_memalign)(&q, 64, SIZE_MAX / 2) == ENOMEM, "posix_memalign huge");
   CHECK(errno == 1234 && q == (void *)1, "posix_memalign must not touch errno or *out on failure");
