@@ -91,7 +91,7 @@ static size_t take_entry(uintptr_t a) {
 }
 
 void *jw_huge_alloc(size_t n, size_t align, bool *zeroed) {
-  if (n > PTRDIFF_MAX - 2 * JW_PAGE || align > ((size_t)1 << 62)) {
+  if (n > PTRDIFF_MAX - 2 * JW_PAGE || align > ((size_t)1 << (sizeof(size_t) * 8 - 2))) {
     errno = ENOMEM;
     return NULL;
   }

@@ -147,14 +147,21 @@ static inline __attribute__((always_inline)) void cxx_delete(void *p) {
 }
 
 #define NOTHROW const void *nt __attribute__((unused))
-JW_EXPORT void *_Znwm(size_t n) { return cxx_new(n, 0); }
-JW_EXPORT void *_Znam(size_t n) { return cxx_new(n, 0); }
-JW_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, NOTHROW) { return cxx_new(n, 1); }
-JW_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, NOTHROW) { return cxx_new(n, 1); }
-JW_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t al) { return new_retry(n, al, 0); }
-JW_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t al) { return new_retry(n, al, 0); }
-JW_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, NOTHROW) { return new_retry(n, al, 1); }
-JW_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, NOTHROW) { return new_retry(n, al, 1); }
+/* Itanium C++ ABI names of the size_t forms: size_t is unsigned long (m) on
+ * LP64 and unsigned int (j) on i386 (_Znwj, _ZdlPvj, ...). */
+#if UINTPTR_MAX > 0xffffffffu
+#define JW_SZ(a, b) a##m##b
+#else
+#define JW_SZ(a, b) a##j##b
+#endif
+JW_EXPORT void *JW_SZ(_Znw, )(size_t n) { return cxx_new(n, 0); }
+JW_EXPORT void *JW_SZ(_Zna, )(size_t n) { return cxx_new(n, 0); }
+JW_EXPORT void *JW_SZ(_Znw, RKSt9nothrow_t)(size_t n, NOTHROW) { return cxx_new(n, 1); }
+JW_EXPORT void *JW_SZ(_Zna, RKSt9nothrow_t)(size_t n, NOTHROW) { return cxx_new(n, 1); }
+JW_EXPORT void *JW_SZ(_Znw, St11align_val_t)(size_t n, size_t al) { return new_retry(n, al, 0); }
+JW_EXPORT void *JW_SZ(_Zna, St11align_val_t)(size_t n, size_t al) { return new_retry(n, al, 0); }
+JW_EXPORT void *JW_SZ(_Znw, St11align_val_tRKSt9nothrow_t)(size_t n, size_t al, NOTHROW) { return new_retry(n, al, 1); }
+JW_EXPORT void *JW_SZ(_Zna, St11align_val_tRKSt9nothrow_t)(size_t n, size_t al, NOTHROW) { return new_retry(n, al, 1); }
 /* Every delete form frees; the size and alignment arguments are not needed
  * (the pointer says where the block lives). */
 #define JW_DELETE(name, ...)                \
@@ -163,13 +170,13 @@ JW_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, NOTHROW)
 #define UNUSED_AL size_t al __attribute__((unused))
 JW_DELETE(_ZdlPv)
 JW_DELETE(_ZdaPv)
-JW_DELETE(_ZdlPvm, UNUSED_SZ)
-JW_DELETE(_ZdaPvm, UNUSED_SZ)
+JW_DELETE(JW_SZ(_ZdlPv, ), UNUSED_SZ)
+JW_DELETE(JW_SZ(_ZdaPv, ), UNUSED_SZ)
 JW_DELETE(_ZdlPvRKSt9nothrow_t, NOTHROW)
 JW_DELETE(_ZdaPvRKSt9nothrow_t, NOTHROW)
 JW_DELETE(_ZdlPvSt11align_val_t, UNUSED_AL)
 JW_DELETE(_ZdaPvSt11align_val_t, UNUSED_AL)
-JW_DELETE(_ZdlPvmSt11align_val_t, UNUSED_SZ, UNUSED_AL)
-JW_DELETE(_ZdaPvmSt11align_val_t, UNUSED_SZ, UNUSED_AL)
+JW_DELETE(JW_SZ(_ZdlPv, St11align_val_t), UNUSED_SZ, UNUSED_AL)
+JW_DELETE(JW_SZ(_ZdaPv, St11align_val_t), UNUSED_SZ, UNUSED_AL)
 JW_DELETE(_ZdlPvSt11align_val_tRKSt9nothrow_t, UNUSED_AL, NOTHROW)
 JW_DELETE(_ZdaPvSt11align_val_tRKSt9nothrow_t, UNUSED_AL, NOTHROW)

@@ -8,7 +8,8 @@
 jw_atomic_ptr jw_root_map_l1[JW_ROOT_MAP_L1_SIZE];
 static jw_atomic_u64 leaf_bytes;
 
-#define LEAF_BYTES (JW_ROOT_MAP_L2_SIZE * sizeof(jw_atomic_ptr))
+/* At least one granule: a 32-bit leaf (16 roots) is 64 bytes. */
+#define LEAF_BYTES jw_align_up(JW_ROOT_MAP_L2_SIZE * sizeof(jw_atomic_ptr), JW_GRANULE)
 
 static jw_atomic_ptr *leaf_for(uintptr_t a, int create) {
   jw_atomic_ptr *slot = &jw_root_map_l1[a >> JW_ROOT_MAP_L1_SHIFT];
@@ -29,7 +30,7 @@ static jw_atomic_ptr *leaf_for(uintptr_t a, int create) {
 }
 
 int jw_root_map_set(uintptr_t root_base, void *desc) {
-  if ((root_base & (JW_ROOT - 1)) != 0 || (root_base >> 47) != 0) {
+  if ((root_base & (JW_ROOT - 1)) != 0 || JW_ABOVE_VA(root_base) != 0) {
     errno = EINVAL;
     return -1;
   }
@@ -44,7 +45,7 @@ int jw_root_map_set(uintptr_t root_base, void *desc) {
 }
 
 int jw_root_map_prepare(uintptr_t root_base) {
-  if ((root_base >> 47) != 0 || leaf_for(root_base, 1) == NULL) {
+  if (JW_ABOVE_VA(root_base) != 0 || leaf_for(root_base, 1) == NULL) {
     errno = ENOMEM;
     return -1;
   }

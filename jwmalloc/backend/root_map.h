@@ -17,10 +17,16 @@
 #include <stdint.h>
 
 #include "../common/atomic.h"
+#include "../common/config.h"
 #include "page_source.h"
 
+/* 64-bit: 8192 leaves of 16 GiB; 32-bit: 64 leaves of 64 MiB (16 roots). */
+#if JW_VA_BITS > 32
 #define JW_ROOT_MAP_L1_SHIFT 34
-#define JW_ROOT_MAP_L1_SIZE ((size_t)1 << (47 - JW_ROOT_MAP_L1_SHIFT))
+#else
+#define JW_ROOT_MAP_L1_SHIFT 26
+#endif
+#define JW_ROOT_MAP_L1_SIZE ((size_t)1 << (JW_VA_BITS - JW_ROOT_MAP_L1_SHIFT))
 #define JW_ROOT_MAP_L2_SIZE ((size_t)1 << (JW_ROOT_MAP_L1_SHIFT - JW_ROOT_SHIFT))
 
 extern jw_atomic_ptr jw_root_map_l1[JW_ROOT_MAP_L1_SIZE];
@@ -28,7 +34,7 @@ extern jw_atomic_ptr jw_root_map_l1[JW_ROOT_MAP_L1_SIZE];
 /* Descriptor of the root holding p, or NULL when no root is registered there. */
 static inline void *jw_root_map_get(const void *p) {
   uintptr_t a = (uintptr_t)p;
-  if (a >> 47) return NULL;
+  if (JW_ABOVE_VA(a)) return NULL;
   /* Acquire pairs with the release that published the leaf and the
    * descriptor: the caller reads descriptor fields written before set(). */
   jw_atomic_ptr *leaf = jw_load(&jw_root_map_l1[a >> JW_ROOT_MAP_L1_SHIFT], JW_ACQUIRE);

@@ -27,7 +27,9 @@
 
 typedef struct { uint8_t v; } jw_atomic_u8;
 typedef struct { uint32_t v; } jw_atomic_u32;
-typedef struct { uint64_t v; } jw_atomic_u64;
+/* 8-aligned on every target: i386 aligns a uint64_t member to 4, and a
+ * 64-bit atomic (cmpxchg8b) that straddles a cache line is a bus lock. */
+typedef struct { _Alignas(8) uint64_t v; } jw_atomic_u64;
 typedef struct { uintptr_t v; } jw_atomic_uptr;
 typedef struct { void *v; } jw_atomic_ptr;
 typedef struct { bool v; } jw_atomic_bool;

@@ -14,6 +14,16 @@
 #define JW_LARGE_MAX ((size_t)4 << 20)     /* page ranges: 16385..4 MiB */
 #define JW_PAGE ((size_t)4096)
 #define JW_MIN_ALIGN ((size_t)16)
+/* Bits of a user-space address: 47 on x86-64 (and arm64 without a hint
+ * asking for more), the whole word on a 32-bit target. JW_ABOVE_VA(a) is
+ * nonzero for an address beyond them (never on 32-bit; the same shift as
+ * before on 64-bit, where uint64_t is uintptr_t). */
+#if UINTPTR_MAX > 0xffffffffu
+#define JW_VA_BITS 47
+#else
+#define JW_VA_BITS 32
+#endif
+#define JW_ABOVE_VA(a) ((uint64_t)(a) >> JW_VA_BITS)
 
 #define JW_LIKELY(x) __builtin_expect(!!(x), 1)
 #define JW_UNLIKELY(x) __builtin_expect(!!(x), 0)

@@ -53,20 +53,23 @@ size_t jw_vformat(char *buf, size_t cap, const char *fmt, va_list ap) {
     while (*f >= '0' && *f <= '9') width = width * 10 + (*f++ - '0');
     for (;; f++) {
       if (*f == 'l') lng++;
-      else if (*f == 'z') lng = 2;
+      else if (*f == 'z') lng = 3; /* size_t: 4 bytes on i386, so not long long */
       else break;
     }
     switch (*f) {
       case 'd':
       case 'i': {
-        int64_t v = lng ? (lng == 1 ? va_arg(ap, long) : va_arg(ap, long long)) : va_arg(ap, int);
+        int64_t v = lng == 3   ? (int64_t)va_arg(ap, ssize_t)
+                    : lng ? (lng == 1 ? va_arg(ap, long) : va_arg(ap, long long))
+                          : va_arg(ap, int);
         put_num(&o, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, 10, v < 0, width, left, pad);
         break;
       }
       case 'u':
       case 'x': {
-        uint64_t v = lng ? (lng == 1 ? va_arg(ap, unsigned long) : va_arg(ap, unsigned long long))
-                         : va_arg(ap, unsigned);
+        uint64_t v = lng == 3   ? (uint64_t)va_arg(ap, size_t)
+                     : lng ? (lng == 1 ? va_arg(ap, unsigned long) : va_arg(ap, unsigned long long))
+                           : va_arg(ap, unsigned);
         put_num(&o, v, *f == 'x' ? 16 : 10, 0, width, left, pad);
         break;
       }

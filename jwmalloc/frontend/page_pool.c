@@ -19,7 +19,7 @@ size_t jw_pool_watermark(const jw_tcache *tc, bool returned) {
 static void give_back(jw_slab *s) {
   /* Relaxed: a pooled page has no block any other thread may validly free;
    * an invalid free that reads POOLED is reported. */
-  jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED);
+  jw_store(&s->remote, (jw_remote_word)JW_RS_POOLED, JW_RELAXED);
   jw_slab_set_tag(s, 0); /* only the owner acts on its own key */
   jw_tier_release_pages(s, 1);
 }
@@ -45,7 +45,7 @@ static size_t shrink_locked(jw_tcache *tc, size_t keep) {
 }
 
 void jw_pool_put(jw_tcache *tc, jw_slab *s, bool returned) {
-  jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* see give_back */
+  jw_store(&s->remote, (jw_remote_word)JW_RS_POOLED, JW_RELAXED); /* see give_back */
   jw_slab_set_tag(s, 0);
   jw_poison(jw_slab_blocks(s), JW_SLAB_USABLE);
   s->where = JW_WHERE_POOL;

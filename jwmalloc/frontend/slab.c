@@ -6,7 +6,7 @@
 
 void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t tag) {
   /* The remote word keeps its count above bit 48 (slab.h). */
-  if (JW_UNLIKELY((uintptr_t)s >> JW_RS_COUNT_SHIFT)) jw_fatal("slab at %p: above 2^48, beyond the remote word", (void *)s);
+  if (JW_UNLIKELY((jw_remote_word)(uintptr_t)s >> JW_RS_COUNT_SHIFT)) jw_fatal("slab at %p: above 2^48, beyond the remote word", (void *)s);
   jw_tag_prepare((uintptr_t)s); /* once per GiB: its free fast path reads the table */
   unsigned size = jw_class_size[cls];
   unsigned cap = JW_SLAB_USABLE / size;
@@ -38,7 +38,7 @@ void jw_slab_reuse(jw_slab *s, struct jw_tcache *owner, uint64_t tag) {
   jw_store(&s->owner, (void *)owner, JW_RELAXED);
   /* Relaxed: no other thread acts on this slab until it hands out blocks,
    * and those hand-offs synchronize through the program's own means. */
-  jw_store(&s->remote, (uintptr_t)JW_RS_ACTIVE, JW_RELAXED);
+  jw_store(&s->remote, (jw_remote_word)JW_RS_ACTIVE, JW_RELAXED);
   /* Relaxed: only the owner acts on a tag equal to its own key. */
   jw_slab_set_tag(s, tag);
 }
@@ -62,7 +62,7 @@ unsigned jw_slab_give_back_n(jw_slab *s, jw_block *list, unsigned n) {
 }
 
 unsigned jw_slab_collect_list(jw_slab *s) {
-  uintptr_t old = jw_load(&s->remote, JW_RELAXED);
+  jw_remote_word old = jw_load(&s->remote, JW_RELAXED);
   if (jw_slab_list_of(old) == NULL) return 0;
   /* Acquire: the pushers' writes of links and keys are visible. The state
    * bits are kept, the list and its count taken. */
@@ -82,15 +82,15 @@ jw_abandon_result jw_slab_abandon(jw_slab *s) {
   /* Read once: abandoned_live shares live's storage and is written below. */
   uint32_t live = s->live;
   /* Acquire: the pushed blocks' links are read below. */
-  uintptr_t old = jw_load(&s->remote, JW_ACQUIRE);
+  jw_remote_word old = jw_load(&s->remote, JW_ACQUIRE);
   for (;;) {
-    uintptr_t st = old & JW_RS_MASK;
+    jw_remote_word st = old & JW_RS_MASK;
     if (st == JW_RS_NOTIFIED) return JW_ABANDON_BUSY;
     unsigned pending = jw_slab_count_of(old);
     uint32_t outstanding = live - pending;
     if (outstanding == 0) {
       /* Everything is free: take the list back, the slab stays ours. */
-      if (jw_cas(&s->remote, &old, (uintptr_t)JW_RS_ACTIVE, JW_ACQUIRE, JW_ACQUIRE)) {
+      if (jw_cas(&s->remote, &old, (jw_remote_word)JW_RS_ACTIVE, JW_ACQUIRE, JW_ACQUIRE)) {
         s->live = live; /* abandoned_live (same storage) may hold a failed attempt's value */
         jw_slab_give_back_n(s, jw_slab_list_of(old), pending);
         return JW_ABANDON_EMPTY;
@@ -101,6 +101,6 @@ jw_abandon_result jw_slab_abandon(jw_slab *s) {
      * sees ABANDONED reads it after its acquire load. */
     jw_store(&s->abandoned_live, outstanding, JW_RELAXED);
     jw_slab_set_tag(s, 0);
-    if (jw_cas(&s->remote, &old, (uintptr_t)JW_RS_ABANDONED, JW_RELEASE, JW_ACQUIRE)) return JW_ABANDON_DONE;
+    if (jw_cas(&s->remote, &old, (jw_remote_word)JW_RS_ABANDONED, JW_RELEASE, JW_ACQUIRE)) return JW_ABANDON_DONE;
   }
 }

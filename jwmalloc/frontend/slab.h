@@ -31,24 +31,35 @@ enum {
   JW_RS_ABANDONED = 3, /* owner exited; abandoned_live counts handed-out blocks */
   JW_RS_POOLED = 4,    /* an empty page in a pool */
 };
-#define JW_RS_MASK ((uintptr_t)15)
+/* The remote word is 64 bits on every target (a 32-bit one has no spare
+ * pointer bits for the count): jw_remote_word, uintptr_t on LP64. */
+typedef uint64_t jw_remote_word;
+#define JW_RS_MASK ((jw_remote_word)15)
 /* The remote word also counts the blocks on its list, in its top 16 bits
  * (user-space addresses of our mappings are below 2^47 on x86-64 and 2^48
  * on arm64 without a hint asking for more: checked in jw_slab_init), so the
  * owner's collect knows the length without walking blocks that another core
  * just wrote (a cache miss each). */
 #define JW_RS_COUNT_SHIFT 48
-#define JW_RS_PTR_MASK ((((uintptr_t)1 << JW_RS_COUNT_SHIFT) - 1) & ~JW_RS_MASK)
+#define JW_RS_PTR_MASK ((((jw_remote_word)1 << JW_RS_COUNT_SHIFT) - 1) & ~JW_RS_MASK)
 
 /* Where the owner keeps the slab (owner-only bookkeeping). */
 enum { JW_WHERE_CURRENT, JW_WHERE_PARTIAL, JW_WHERE_FULL, JW_WHERE_POOL };
 
+/* A 32-bit slab header has the same fields in fewer bytes: aligning the
+ * first to the header size pads it to one cache line, as on 64-bit. */
+#if UINTPTR_MAX > 0xffffffffu
+#define JW_SLAB_HEADER_ALIGN
+#else
+#define JW_SLAB_HEADER_ALIGN _Alignas(JW_SLAB_HEADER)
+#endif
+
 typedef struct jw_slab {
   /* The owner's key while the slab is current or partial, key|1 while it is
    * parked full, 0 otherwise. Read by every thread's free fast path. */
-  jw_atomic_u64 tag;
+  JW_SLAB_HEADER_ALIGN jw_atomic_u64 tag;
   jw_block *local;            /* owner: free blocks freed by the owner */
-  jw_atomic_uptr remote;      /* count << 48 | list of blocks freed by other threads | state */
+  jw_atomic_u64 remote;       /* count << 48 | list of blocks freed by other threads | state */
   jw_atomic_ptr owner;        /* struct jw_tcache *, set while owned */
   union {
     struct {
@@ -134,9 +145,9 @@ static inline unsigned jw_slab_collect(jw_slab *s) {
  * false (state unchanged) when a remote free arrived meanwhile. */
 static inline bool jw_slab_park(jw_slab *s, uint64_t key) {
   jw_slab_set_tag(s, key | 1);
-  uintptr_t expected = JW_RS_ACTIVE;      /* empty list */
+  jw_remote_word expected = JW_RS_ACTIVE; /* empty list */
   /* Release: a notifier that sees FULL (acquire) reads the owner field. */
-  if (jw_cas(&s->remote, &expected, (uintptr_t)JW_RS_FULL, JW_RELEASE, JW_RELAXED)) return true;
+  if (jw_cas(&s->remote, &expected, (jw_remote_word)JW_RS_FULL, JW_RELEASE, JW_RELAXED)) return true;
   jw_slab_set_tag(s, key);
   return false;
 }
@@ -155,8 +166,8 @@ typedef enum {
 
 /* The block list in a remote word (its low bits hold the state, its top
  * bits the list's length). */
-static inline jw_block *jw_slab_list_of(uintptr_t w) { return (jw_block *)(w & JW_RS_PTR_MASK); }
-static inline unsigned jw_slab_count_of(uintptr_t w) { return (unsigned)(w >> JW_RS_COUNT_SHIFT); }
+static inline jw_block *jw_slab_list_of(jw_remote_word w) { return (jw_block *)(uintptr_t)(w & JW_RS_PTR_MASK); }
+static inline unsigned jw_slab_count_of(jw_remote_word w) { return (unsigned)(w >> JW_RS_COUNT_SHIFT); }
 
 /* Pushes the chain head..tail (n blocks of slab s, already validated and
  * marked free, linked head -> ... -> tail through their first words; the
@@ -171,9 +182,9 @@ static inline unsigned jw_slab_count_of(uintptr_t w) { return (unsigned)(w >> JW
 static inline jw_remote_result jw_slab_remote_push(jw_slab *s, jw_block *head, jw_block *tail, unsigned n) {
   /* Acquire: an ABANDONED state comes with abandoned_live, stored before
    * the owner's release CAS. */
-  uintptr_t old = jw_load(&s->remote, JW_ACQUIRE);
+  jw_remote_word old = jw_load(&s->remote, JW_ACQUIRE);
   for (;;) {
-    uintptr_t st = old & JW_RS_MASK;
+    jw_remote_word st = old & JW_RS_MASK;
     if (st == JW_RS_ABANDONED) {
       /* Acq_rel: the freer that takes the count to zero owns the page and
        * must see every other freer's writes to it. */
@@ -182,13 +193,13 @@ static inline jw_remote_result jw_slab_remote_push(jw_slab *s, jw_block *head, j
     }
     if (st == JW_RS_POOLED) return JW_REMOTE_INVALID;
     jw_block_set_next(tail, jw_slab_list_of(old));
-    uintptr_t next_state = st == JW_RS_FULL ? JW_RS_NOTIFIED : st;
+    jw_remote_word next_state = st == JW_RS_FULL ? JW_RS_NOTIFIED : st;
     /* At most a slab's blocks in all (a chain's blocks are live for the
      * owner, so they are not on the list yet): never overflows. */
-    uintptr_t count = (old >> JW_RS_COUNT_SHIFT) + n;
+    jw_remote_word count = (old >> JW_RS_COUNT_SHIFT) + n;
     /* Release publishes the chain's links and keys to the collecting owner;
      * acquire (success: FULL -> read the owner field; failure: see above). */
-    if (jw_cas_weak(&s->remote, &old, count << JW_RS_COUNT_SHIFT | (uintptr_t)head | next_state, JW_ACQ_REL,
+    if (jw_cas_weak(&s->remote, &old, count << JW_RS_COUNT_SHIFT | (jw_remote_word)(uintptr_t)head | next_state, JW_ACQ_REL,
                     JW_ACQUIRE))
       return st == JW_RS_FULL ? JW_REMOTE_NOTIFY : JW_REMOTE_PUSHED;
   }

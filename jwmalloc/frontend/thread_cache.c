@@ -596,7 +596,7 @@ static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
   if (tc && jw_load(&tc->state, JW_RELAXED) == JW_TC_LIVE) {
     jw_pool_put(tc, s, false);
   } else {
-    jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* ours alone now */
+    jw_store(&s->remote, (jw_remote_word)JW_RS_POOLED, JW_RELAXED); /* ours alone now */
     jw_tier_release_pages(s, 1);
   }
 }
@@ -609,7 +609,7 @@ static JW_NOINLINE void unpark_rooted(jw_tcache *tc, jw_slab *s) {
 
 void jw_tc_freed(jw_tcache *tc, jw_slab *s) {
   if (s->where == JW_WHERE_FULL) {
-    uintptr_t w = jw_load(&s->remote, JW_RELAXED);
+    jw_remote_word w = jw_load(&s->remote, JW_RELAXED);
     /* FULL -> ACTIVE, list kept; NOTIFIED slabs are moved by the drain. */
     while ((w & JW_RS_MASK) == JW_RS_FULL &&
            !jw_cas_weak(&s->remote, &w, w & ~JW_RS_MASK, JW_RELAXED, JW_RELAXED)) {
@@ -828,7 +828,7 @@ static void release_all(jw_tls *t, jw_tcache *tc) {
       jw_backoff_pause(&b);
     }
     if (r == JW_ABANDON_EMPTY) {
-      jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* ours alone */
+      jw_store(&s->remote, (jw_remote_word)JW_RS_POOLED, JW_RELAXED); /* ours alone */
       jw_slab_set_tag(s, 0);
       jw_tier_release_pages(s, 1);
     } else {
@@ -848,7 +848,7 @@ static void release_all(jw_tls *t, jw_tcache *tc) {
  * source (no valid free can reach it any more). */
 static void trim_release(jw_tcache *tc, jw_slab *s) {
   tc->nslabs--;
-  jw_store(&s->remote, (uintptr_t)JW_RS_POOLED, JW_RELAXED); /* owner-only now: relaxed */
+  jw_store(&s->remote, (jw_remote_word)JW_RS_POOLED, JW_RELAXED); /* owner-only now: relaxed */
   jw_slab_set_tag(s, 0);
   jw_tier_release_pages(s, 1);
 }

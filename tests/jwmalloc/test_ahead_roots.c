@@ -35,6 +35,7 @@
 #include "reclaim/reclaim.h"
 
 #include "check.h"
+#include "raw_mmap.h"
 #include "lock_freezer.h"
 
 #define ROOT ((uint64_t)4 << 20)
@@ -46,8 +47,7 @@ static __thread unsigned long my_mmaps;
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
   my_mmaps++;
-  long r = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-  return (void *)r; /* MAP_FAILED is -1 as the raw call returns; errno set by syscall() */
+  return jw_raw_mmap(addr, len, prot, flags, fd, off); /* MAP_FAILED is -1 as the raw call returns; errno set by syscall() */
 }
 
 static jw_stats st(void) {

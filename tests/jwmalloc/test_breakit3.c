@@ -43,6 +43,7 @@
 #include "backend/backend.h"
 #include "checked_blocks.h"
 #include "jwmalloc.h"
+#include "raw_mmap.h"
 #ifdef JW_TEST_HOOKS
 #include "common/lock.h"
 #endif
@@ -224,9 +225,9 @@ static int case_huge_misc(void) {
   void *al = jw_memalign(4096, 5 * MiB); /* reuses */
   CHECK(al != NULL && jw_malloc_usable_size(al) >= 5 * MiB, "huge_misc: memalign(4096, 5 MiB)");
   jw_free(al);
-  p = jw_memalign((size_t)1 << 40, 5 * MiB); /* no kept mapping is aligned so: fresh, or ENOMEM */
+  p = jw_memalign((size_t)1 << (sizeof(size_t) * 8 - 24), 5 * MiB); /* no kept mapping is aligned so: fresh, or ENOMEM */
   if (p) {
-    CHECK(((uintptr_t)p & (((size_t)1 << 40) - 1)) == 0, "huge_misc: memalign(1 TiB) misaligned");
+    CHECK(((uintptr_t)p & (((size_t)1 << (sizeof(size_t) * 8 - 24)) - 1)) == 0, "huge_misc: memalign(1 TiB; 256 B on 32-bit) misaligned");
     jw_free(p);
   }
   jw_malloc_trim(0);
@@ -443,7 +444,7 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
     map_at = NULL;
     flags |= MAP_FIXED_NOREPLACE;
   }
-  return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+  return jw_raw_mmap(addr, len, prot, flags, fd, off);
 }
 
 void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...) {
@@ -465,7 +466,7 @@ static int case_remap_hole(void) {
   jw_free(jw_malloc(5 * MiB));
   jw_stats a = st();
   /* An address range free for 64 MiB: reserved, then given back. */
-  char *r = (char *)syscall(SYS_mmap, NULL, 64 * MiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  char *r = (char *)jw_raw_mmap(NULL, 64 * MiB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   syscall(SYS_munmap, r, 64 * MiB);
   map_at = r;
   unsigned char *p = jw_malloc(6 * MiB);

@@ -64,6 +64,7 @@
 #include "thread_test.h"
 
 #include "lock_freezer.h"
+#include "raw_mmap.h"
 
 #define HANG 60.0 /* seconds: a bound for a hang, never a timing check */
 #define BIG ((size_t)3 << 20) /* one per 4 MiB root */
@@ -92,7 +93,7 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
       return MAP_FAILED;
     }
   }
-  return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+  return jw_raw_mmap(addr, len, prot, flags, fd, off);
 }
 
 static void wait_parked(void) {

@@ -31,7 +31,11 @@ extern struct mallinfo __libc_mallinfo(void);
 /* cfree is a compat-only symbol of glibc (no default version): old binaries
  * bind cfree@GLIBC_2.2.5, which is what this reference asks for. */
 extern void old_cfree(void *);
+#if defined(__i386__)
+__asm__(".symver old_cfree, cfree@GLIBC_2.0"); /* glibc's first version on i386 */
+#else
 __asm__(".symver old_cfree, cfree@GLIBC_2.2.5");
+#endif
 
 static uint64_t served(void) {
   jw_stats s;

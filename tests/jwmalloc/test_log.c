@@ -20,8 +20,8 @@ static int failures;
 int main(void) {
   CHECK("%d %i %u", -42, 7, 4000000000u);
   CHECK("%5d|%-5d|%05d", 42, 42, -42);
-  CHECK("%ld %lu %lld %llu", -1L, 18446744073709551615UL, -9000000000LL, 9000000000ULL);
-  CHECK("%zu %x %lx", (size_t)123456789, 0xbeefu, 0xdeadbeefcafeUL);
+  CHECK("%ld %lu %lld %llu", -1L, (unsigned long)-1, -9000000000LL, 9000000000ULL);
+  CHECK("%zu %x %lx", (size_t)123456789, 0xbeefu, (unsigned long)0xdeadbeefcafeULL);
   CHECK("%s|%8s|%-8s|%c%%", "abc", "right", "left", 'z');
   CHECK("%p", (void *)0x7fff1234);
   char small[4];

@@ -23,6 +23,7 @@
  * SCALE: percent of the full size (sanitizer builds).
  * Run with JWMALLOC_RECLAIM=0 (exact page counts).
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -158,11 +159,17 @@ typedef struct consumer_arg {
 /* Frees from both queues in bursts; `kind` decides when it idles, trims or
  * exits. Half the generations allocate once first (a thread cache), the
  * other half never do (chains of a thread without a cache). */
+/* "Never runs out": 2^40 where long has the bits. */
+#if LONG_MAX > 0x7fffffffL
+#define LONG_BUDGET (1L << 40)
+#else
+#define LONG_BUDGET LONG_MAX
+#endif
 static void *consumer(void *v) {
   consumer_arg *a = v;
   uint64_t s = a->seed;
   if (a->gen & 1) jw_free(jw_malloc(24));
-  long budget = a->kind == K_LONG ? 1L << 40 : 1 + (long)(rnd(&s) % 400);
+  long budget = a->kind == K_LONG ? LONG_BUDGET : 1 + (long)(rnd(&s) % 400);
   int finished[NPROD] = {0};
   while (budget > 0) {
     int idle = 1, all_done = 1;

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# jwmalloc.i386: configures and builds jwmalloc and its tests for i386
+# (cmake/i386.cmake, gcc -m32) and runs a quick subset of their tests.
+# Usage: tests/i386/run.sh SOURCE_DIR BUILD_DIR
+# Exit 77 (SKIP) when gcc -m32 cannot link a program (no gcc-multilib).
+set -euo pipefail
+src=${1:?source dir} out=${2:?build dir}
+probe=$(mktemp -d)
+trap 'rm -rf "$probe"' EXIT
+echo 'int main(void) { return 0; }' >"$probe/t.c"
+if ! gcc -m32 "$probe/t.c" -o "$probe/t" 2>"$probe/err" || ! "$probe/t"; then
+  echo "jwmalloc.i386: SKIP: gcc -m32 cannot link or run a program (install gcc-multilib g++-multilib: make deps)"
+  sed -n 1,3p "$probe/err"
+  exit 77
+fi
+cmake -S "$src" -B "$out" -DCMAKE_TOOLCHAIN_FILE="$src/cmake/i386.cmake" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+jobs=$(nproc); [ "$jobs" -gt 2 ] && jobs=2
+cmake --build "$out" -j"$jobs" >/dev/null
+# A quick subset: the library's API, drop-in, C++ and log tests, the
+# backend's unit tests, plain concurrency and the Android extensions.
+ctest --test-dir "$out" --output-on-failure -j"$jobs" --timeout 300 \
+  -R '^(jwmalloc\.(log|size_class|api\.(dropin|jw)|bad_input|glibc_names|cxx|dlopen|pool|lazy_park|concurrency\.(prodcons|short|fork)|android\..*)|backend\.(size_class|tree))$' \
+  -E '(asan|tsan)'
