@@ -386,11 +386,15 @@ int iosr_eng_run(iosr_engine_s *e) {
       }
       if (!draining || iosr_eng_idle(e)) break;
     }
-    if (__atomic_load_n(&e->fork_req, __ATOMIC_ACQUIRE)) iosr_fork_mode(e);
+    /* Fork mode handles the messages it read once the fork is done (faults
+     * among them: reads queued): this turn then does not wait, so that its
+     * end submits them (the kernel has nothing more to say about them). */
+    int forked = __atomic_load_n(&e->fork_req, __ATOMIC_ACQUIRE);
+    if (forked) iosr_fork_mode(e);
     int again = 0;
     for (iosr_job *j = e->jobs; j && !again; j = j->next) again = j->again_pos < j->nagain;
     /* EAGAIN retries wait for the thread that caused the event to finish it */
-    int timeout = (e->retries || e->install_retry || again) ? 1 : -1;
+    int timeout = forked ? 0 : (e->retries || e->install_retry || again) ? 1 : -1;
     int n = epoll_wait(e->epfd, evs, 64, timeout);
     if (n < 0 && errno != EINTR) iosr_die("epoll_wait: %s", strerror(errno));
     e->loop_turns++;
