@@ -164,6 +164,7 @@ void jw_tc_totals_get(jw_tc_totals *o) {
     o->pool_misses += jw_counter_get(&tc->pool_misses);
     o->pool_evictions += jw_counter_get(&tc->pool_evictions);
     o->abandoned += jw_counter_get(&tc->abandoned);
+    o->adopted += jw_counter_get(&tc->adopted);
     o->mid_mallocs += jw_counter_get(&tc->n_mid_malloc);
     o->mid_frees += jw_counter_get(&tc->n_mid_free);
     o->large_mallocs += jw_counter_get(&tc->n_large_malloc);
@@ -588,17 +589,33 @@ static void notify_owner(jw_slab *s) {
   } while (!jw_cas_weak(&o->ready, &head, s, JW_RELEASE, JW_RELAXED));
 }
 
-/* The freeing thread became the owner of an abandoned slab's empty page. */
-static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
-  /* Blocks freed after abandonment were counted, not listed: its local list
-   * is not whole, so a refill must format the page again. */
-  s->capacity = 0;
+/* The freeing thread's push made an abandoned slab's page free (LAST): the
+ * page is POOLED and the caller's, its remote list every block of the slab,
+ * so it keeps that list for its class (a refill of the class reuses it
+ * without formatting, as an emptied slab of the thread's own). */
+static void take_empty_page(jw_tcache *tc, jw_slab *s) {
+  /* Relaxed: the pushing CAS that returned LAST acquired every link. */
+  s->local = jw_slab_list_of(jw_load(&s->remote, JW_RELAXED));
+  s->live = 0;
   if (tc && jw_load(&tc->state, JW_RELAXED) == JW_TC_LIVE) {
     jw_pool_put(tc, s, false);
   } else {
-    jw_store(&s->remote, (jw_remote_word)JW_RS_POOLED, JW_RELAXED); /* ours alone now */
-    jw_tier_release_pages(s, 1);
+    jw_tier_release_pages(s, 1); /* already POOLED: ours alone */
   }
+}
+
+bool jw_tc_adopt(jw_tcache *tc, jw_slab *s) {
+  if (!jw_slab_adopt(s)) return false;
+  /* Relaxed: notifiers read the owner only after the FULL state, which a
+   * later park publishes with release. */
+  jw_store(&s->owner, (void *)tc, JW_RELAXED);
+  s->next = s->prev = s->ready_next = NULL;
+  s->where = JW_WHERE_PARTIAL;
+  partial_append(tc, s);
+  jw_slab_set_tag(s, tc->key); /* our frees into it take the fast path from now on */
+  tc->nslabs++;
+  jw_counter_add_owner(&tc->adopted, 1);
+  return true;
 }
 
 /* jw_tc_freed's unpark with placement on (root-grouped queue). */
@@ -717,7 +734,7 @@ bool jw_tc_remote_outcome(jw_tcache *tc, jw_slab *s, jw_remote_result r) {
       notify_owner(s);
       break;
     case JW_REMOTE_LAST:
-      adopt_empty_page(tc, s);
+      take_empty_page(tc, s);
       break;
     case JW_REMOTE_INVALID:
       return false;
