@@ -568,8 +568,17 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
      * subdivision too: that takes the smallest larger bitmap range wherever
      * its root lies, not the lowest root the lists would give (section 7b,
      * "Placement and the lock-free paths"). */
-    if (round == 1 || placing()) lf_grace();
-    if (jw_lock_try(&jw_be.lock, JW_LK_BACKEND)) {
+    bool locked;
+    if (round == 1) {
+      /* The last chance before a fresh root: the grace and one yield (a
+       * holder preempted on this CPU may finish; concurrency.md, "One yield
+       * before a fallback"). */
+      locked = jw_lock_try_after_yield(&jw_be.lock, JW_LK_BACKEND, JW_LF_GRACE_SPINS);
+    } else {
+      if (placing()) lf_grace();
+      locked = jw_lock_try(&jw_be.lock, JW_LK_BACKEND);
+    }
+    if (locked) {
       unsigned drained = jw_backend_drain_deferred();
       bool need_root = false;
       p = alloc_locked(c, kind, &zeroed, 0, NULL, &need_root);
