@@ -34,7 +34,8 @@ const uint8_t jw_mid_class_of_table[32] = {0, 0, 0, 0, 1, 2,  3,  4,  5,  5,  6,
 #endif
 #define BATCH 4                         /* blocks moved into the cache per locked refill */
 /* Pauses a malloc spins on a busy class lock before its one yield (lock.h,
- * jw_lock_try_after_yield): a holder on another CPU is done within them.
+ * jw_lock_try_after_yield; JWMALLOC_LOCK_YIELD=1): a holder on another CPU
+ * is done within them.
  * A scheduling point each under the model checker: tiny there. */
 #ifdef JW_VERIFY
 #define JW_MID_GRACE_SPINS 1
@@ -322,14 +323,15 @@ jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
   jw_block *b = jw_ptr_cache_take(&k->cache);
   if (b == NULL) {
     if (jw_lock_try(&k->lock, JW_LK_MIDEND)) return alloc_locked(k, mc);
-    /* Never wait: a cached block of a larger class, else the lock after
-     * one yield (midend.md, "One yield before the fallback"), else a page
-     * range. */
+    /* Never wait: a cached block of a larger class, else (opt-in) the lock
+     * after one yield (concurrency.md, "One yield before a fallback"), else
+     * a page range. */
     unsigned up = mc + 1;
     for (; up < JW_MID_NCLASSES && up <= mc + 2; up++)
       if ((b = jw_ptr_cache_take(&classes[up].cache)) != NULL) break;
     if (b == NULL) {
-      if (jw_lock_try_after_yield(&k->lock, JW_LK_MIDEND, JW_MID_GRACE_SPINS)) return alloc_locked(k, mc);
+      if (jw_opt(JW_OPT_LOCK_YIELD) && jw_lock_try_after_yield(&k->lock, JW_LK_MIDEND, JW_MID_GRACE_SPINS))
+        return alloc_locked(k, mc);
       jw_counter_add(&k->n_fallback, 1);
       *fallback = true;
       return NULL;
