@@ -120,6 +120,8 @@ typedef struct jw_stats {
   uint64_t backend_ahead_bytes;          /* roots mapped ahead, held ready now (address space, untouched;
                                             in backend_released_bytes too; backend.md 7a) */
   uint64_t backend_ahead_taken;          /* of backend_lf_roots, those taken mapped ahead (no mmap) */
+  uint64_t adopted_slabs;                /* abandoned slabs taken over by a live thread freeing into them
+                                            (docs/design/frontend.md, "Thread exit") */
 } jw_stats;
 
 /* Fills *out with the first `size` bytes of the statistics (size: the

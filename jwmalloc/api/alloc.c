@@ -312,6 +312,18 @@ static JW_NOINLINE void free_remote(jw_tls *t, jw_slab *s, void *p) {
   free_remote_slow(t, s, p); /* a tail call */
 }
 
+/* Whether slab s, holding a validated live block the caller is freeing, is
+ * the caller's own. Keys have the low bit clear, and the key is 0 without a
+ * thread cache. A tag of 0 is an abandoned slab (or no live slab): a thread
+ * with a cache adopts it (frontend.md, "Thread exit, abandoned slabs and
+ * adoption"), so that its later frees into it take the fast path and its
+ * free blocks serve the thread's mallocs. */
+static inline __attribute__((always_inline)) bool small_is_own(jw_tls *t, jw_slab *s) {
+  uint64_t key = t->key, tag = slab_tag(s);
+  if (JW_UNLIKELY(tag == 0) && key != 0 && jw_tc_adopt(t->tc, s)) return true;
+  return key != 0 && (tag | 1) == (key | 1);
+}
+
 /* Frees p, a validated live block of slab s; own: s is the caller's
  * (then t has a thread cache). */
 static inline __attribute__((always_inline)) void free_small_block(jw_tls *t, jw_slab *s, void *p, bool own) {
@@ -373,9 +385,7 @@ static inline __attribute__((always_inline)) bool free_large(jw_tls *t, void *p,
 static inline __attribute__((always_inline)) bool free_small(jw_tls *t, void *p, jw_slab *s) {
   if (!jw_slab_is_block(s, p) || jw_block_key((const jw_block *)p) == jw_load(&jw_free_key, JW_RELAXED))
     return false;
-  /* Keys have the low bit clear, and the key is 0 without a thread cache. */
-  uint64_t key = t->key;
-  free_small_block(t, s, p, key != 0 && (slab_tag(s) | 1) == (key | 1));
+  free_small_block(t, s, p, small_is_own(t, s));
   return true;
 }
 
@@ -426,7 +436,7 @@ static JW_NOINLINE void free_general(void *p) {
     case PTR_SMALL: {
       jw_tls *t = &jw_tls_state;
       jw_slab *s = jw_slab_of(p);
-      free_small_block(t, s, p, t->key != 0 && (slab_tag(s) | 1) == (t->key | 1));
+      free_small_block(t, s, p, small_is_own(t, s));
       break;
     }
     case PTR_MID: /* validated: free_mid takes it */

@@ -49,6 +49,7 @@ static void collect(jw_stats *s) {
   s->pool_misses = tc.pool_misses;
   s->pool_evictions = tc.pool_evictions;
   s->abandoned_slabs = tc.abandoned;
+  s->adopted_slabs = tc.adopted;
   s->mid_fallbacks = mid.fallbacks;
   s->threads_started = jw_counter_get(&a->threads_started);
   s->threads_exited = jw_counter_get(&a->threads_exited);
@@ -172,9 +173,9 @@ JW_EXPORT void jw_stats_print(int fd) {
              (unsigned long long)s.backend_lf_splits, (unsigned long long)s.backend_lf_recycled,
              (unsigned long long)s.backend_lf_roots, (unsigned long long)s.backend_ahead_taken,
              (unsigned long long)(s.backend_ahead_bytes >> 10));
-  jw_dprintf(fd, "  threads: %llu started, %llu exited; %llu abandoned slabs; %llu midend fallbacks; %llu bad frees\n",
+  jw_dprintf(fd, "  threads: %llu started, %llu exited; %llu abandoned slabs (%llu adopted); %llu midend fallbacks; %llu bad frees\n",
              (unsigned long long)s.threads_started, (unsigned long long)s.threads_exited,
-             (unsigned long long)s.abandoned_slabs, (unsigned long long)s.mid_fallbacks,
+             (unsigned long long)s.abandoned_slabs, (unsigned long long)s.adopted_slabs, (unsigned long long)s.mid_fallbacks,
              (unsigned long long)s.invalid_frees);
   if (s.placement_on || s.placement_contended)
     jw_dprintf(fd,

@@ -64,6 +64,8 @@ void jw_backend_init_once(void) {
   jw_store(&jw_be.check, env_uint("JWMALLOC_CHECK", JWMALLOC_CHECK_DEFAULT, 1, 1) ? 1u : 0u, JW_RELAXED);
   jw_store(&jw_be.retain_roots, env_uint("JWMALLOC_RETAIN_ROOTS", 1, 1u << 20, 1), JW_RELAXED);
   jw_ahead_set_target(env_uint("JWMALLOC_AHEAD_ROOTS", 2, JW_AHEAD_MAX, 1)); /* section 7a, "Roots mapped ahead" */
+  /* The tiers' option too (common/options.h, which reports a bad value). */
+  jw_store(&jw_be.lock_yield, env_uint("JWMALLOC_LOCK_YIELD", 0, 1, 0), JW_RELAXED);
   /* The same variable as the tiers' (common/options.h, README "Options"):
    * read here too because the backend also runs without the tiers (tests),
    * where it defaults to off; the library's options set it first (default
@@ -568,8 +570,17 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
      * subdivision too: that takes the smallest larger bitmap range wherever
      * its root lies, not the lowest root the lists would give (section 7b,
      * "Placement and the lock-free paths"). */
-    if (round == 1 || placing()) lf_grace();
-    if (jw_lock_try(&jw_be.lock, JW_LK_BACKEND)) {
+    bool locked;
+    if (round == 1 && jw_load(&jw_be.lock_yield, JW_RELAXED)) { /* a setting: relaxed */
+      /* Opt-in: the grace and one yield before a fresh root (a holder
+       * preempted on this CPU may finish; concurrency.md, "One yield before
+       * a fallback"). */
+      locked = jw_lock_try_after_yield(&jw_be.lock, JW_LK_BACKEND, JW_LF_GRACE_SPINS);
+    } else {
+      if (round == 1 || placing()) lf_grace();
+      locked = jw_lock_try(&jw_be.lock, JW_LK_BACKEND);
+    }
+    if (locked) {
       unsigned drained = jw_backend_drain_deferred();
       bool need_root = false;
       p = alloc_locked(c, kind, &zeroed, 0, NULL, &need_root);

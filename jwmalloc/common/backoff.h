@@ -64,6 +64,16 @@ static inline void jw_futex_wake(jw_atomic_u32 *w, int n) {
 #endif
 }
 
+/* Gives the CPU up once (sched_yield): a thread preempted on this CPU may
+ * run. Under the model checker: one scheduling point. */
+static inline void jw_yield(void) {
+#ifdef JW_VERIFY
+  jw_cpu_relax();
+#else
+  sched_yield();
+#endif
+}
+
 /* The spin and yield rounds of a wait; false once the wait should sleep. */
 static inline bool jw_backoff_busy_step(jw_backoff *b) {
 #ifdef JW_VERIFY

@@ -73,6 +73,20 @@ static inline bool jw_lock_try(jw_lock *l, jw_lock_kind kind) {
 /* Whether the lock is held now (a relaxed peek: a hint for bounded spins). */
 static inline bool jw_lock_is_held(jw_lock *l) { return jw_load(&l->state, JW_RELAXED) != 0; }
 
+/* A malloc or free path's second chance at a lock that jw_lock_try found
+ * busy, before it goes another way (docs/design/concurrency.md, "One yield
+ * before a fallback"; callers take it only with JWMALLOC_LOCK_YIELD=1): spins
+ * while the lock is held, at most `spins` pauses (a holder running on another
+ * CPU is done within them); if it is still held, gives the CPU up once (a
+ * holder preempted on this CPU may run and release it); then tries again.
+ * Bounded: never a sleep, never a second yield; but the yield itself may not
+ * return for other threads' time slices. */
+static inline bool jw_lock_try_after_yield(jw_lock *l, jw_lock_kind kind, unsigned spins) {
+  for (unsigned i = 0; i < spins && jw_lock_is_held(l); i++) jw_cpu_relax();
+  if (jw_lock_is_held(l)) jw_yield();
+  return jw_lock_try(l, kind);
+}
+
 /* Waits for the lock: spins briefly, then sleeps in the kernel (a futex), so
  * a descheduled holder gets the CPU back. Never on a malloc or free path. */
 static inline void jw_lock_acquire(jw_lock *l, jw_lock_kind kind) {

@@ -24,6 +24,7 @@ static const struct {
     [JW_OPT_PLACEMENT] = {"PLACEMENT", JW_PLACE_AUTO, 2, "0, 1 or auto", "auto"},
     [JW_OPT_BIN] = {"BIN", 1, 1, "0 or 1", NULL},
     [JW_OPT_LOW_MEMORY] = {"LOW_MEMORY", 0, 1, "0 or 1", NULL},
+    [JW_OPT_LOCK_YIELD] = {"LOCK_YIELD", 0, 1, "0 or 1", NULL},
 };
 
 /* JWMALLOC_* names read elsewhere (each reader checks its own values), so
@@ -47,6 +48,7 @@ jw_atomic_u64 jw_options[JW_OPT_COUNT] = {
     [JW_OPT_PLACEMENT] = JW_ATOMIC_INIT(JW_PLACE_AUTO), /* docs/design/backend.md 7b, "Placement on demand" */
     [JW_OPT_BIN] = JW_ATOMIC_INIT(1),
     [JW_OPT_LOW_MEMORY] = JW_ATOMIC_INIT(0),
+    [JW_OPT_LOCK_YIELD] = JW_ATOMIC_INIT(0), /* docs/design/concurrency.md, "One yield before a fallback" */
 };
 
 static jw_atomic_ptr stats_file;

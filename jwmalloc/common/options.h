@@ -21,6 +21,7 @@ typedef enum jw_option_id {
   JW_OPT_PLACEMENT,      /* PLACEMENT: 0 never, 1 always, 2 ("auto") when the reclaimer sees a trough; default auto (backend.md 7b) */
   JW_OPT_BIN,            /* BIN: 1 keeps freed blocks in a per-class bin, 0 frees each to its slab (default 1; frontend.md "The bin") */
   JW_OPT_LOW_MEMORY,     /* LOW_MEMORY: 1 trades speed for RSS (api.md "Low-memory configuration"); start-up only, default 0 */
+  JW_OPT_LOCK_YIELD,     /* LOCK_YIELD: 1 yields once before a busy lock's fallback (concurrency.md "One yield before a fallback"); default 0 */
   JW_OPT_COUNT
 } jw_option_id;
 

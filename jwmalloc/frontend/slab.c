@@ -79,28 +79,25 @@ void jw_slab_unnotify(jw_slab *s) {
 }
 
 jw_abandon_result jw_slab_abandon(jw_slab *s) {
-  /* Read once: abandoned_live shares live's storage and is written below. */
-  uint32_t live = s->live;
-  /* Acquire: the pushed blocks' links are read below. */
+  /* Acquire: the pushed blocks' links are read by the collect below. */
   jw_remote_word old = jw_load(&s->remote, JW_ACQUIRE);
   for (;;) {
     jw_remote_word st = old & JW_RS_MASK;
     if (st == JW_RS_NOTIFIED) return JW_ABANDON_BUSY;
-    unsigned pending = jw_slab_count_of(old);
-    uint32_t outstanding = live - pending;
-    if (outstanding == 0) {
-      /* Everything is free: take the list back, the slab stays ours. */
-      if (jw_cas(&s->remote, &old, (jw_remote_word)JW_RS_ACTIVE, JW_ACQUIRE, JW_ACQUIRE)) {
-        s->live = live; /* abandoned_live (same storage) may hold a failed attempt's value */
-        jw_slab_give_back_n(s, jw_slab_list_of(old), pending);
-        return JW_ABANDON_EMPTY;
-      }
+    if (jw_slab_list_of(old) != NULL) {
+      /* The pending remote frees join the local list first (state kept). */
+      jw_slab_collect_list(s);
+      old = jw_load(&s->remote, JW_ACQUIRE);
       continue;
     }
-    /* Relaxed store, published by the release CAS below; a freer that
-     * sees ABANDONED reads it after its acquire load. */
-    jw_store(&s->abandoned_live, outstanding, JW_RELAXED);
+    /* Everything is free: the slab stays ours (no freer can reach it). */
+    if (s->live == 0) return JW_ABANDON_EMPTY;
+    /* The local list (capacity - live blocks) moves into the word. */
+    jw_remote_word w = (jw_remote_word)(s->capacity - s->live) << JW_RS_COUNT_SHIFT |
+                       (jw_remote_word)(uintptr_t)s->local | JW_RS_ABANDONED;
     jw_slab_set_tag(s, 0);
-    if (jw_cas(&s->remote, &old, (jw_remote_word)JW_RS_ABANDONED, JW_RELEASE, JW_ACQUIRE)) return JW_ABANDON_DONE;
+    /* Release: the local list's links and the header, for an adopter or
+     * the last freer (their acquire). A failure is a push that arrived. */
+    if (jw_cas(&s->remote, &old, w, JW_RELEASE, JW_ACQUIRE)) return JW_ABANDON_DONE;
   }
 }

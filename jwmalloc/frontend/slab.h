@@ -28,7 +28,7 @@ enum {
   JW_RS_ACTIVE = 0,    /* current or partial slab of a live owner */
   JW_RS_FULL = 1,      /* parked on the owner's full list */
   JW_RS_NOTIFIED = 2,  /* on, or being pushed on, the owner's ready stack */
-  JW_RS_ABANDONED = 3, /* owner exited; abandoned_live counts handed-out blocks */
+  JW_RS_ABANDONED = 3, /* owner exited; the remote list holds every free block (adoptable) */
   JW_RS_POOLED = 4,    /* an empty page in a pool */
 };
 /* The remote word is 64 bits on every target (a 32-bit one has no spare
@@ -71,11 +71,8 @@ typedef struct jw_slab {
      * `group` link) while the slab is partial. */
     jw_rq_node qnode;
   };
-  union {
-    uint32_t live;              /* owner: blocks not on `local` (handed out, in the bin, remote) */
-    jw_atomic_u32 abandoned_live; /* after abandonment: blocks still handed out */
-  };
-  uint16_t capacity; /* blocks in the slab */
+  uint32_t live;     /* owner: blocks not on `local` (handed out, in the bin, remote) */
+  uint16_t capacity; /* blocks in the slab; set when formatted, read by any freer */
   uint8_t cls;
   uint8_t where; /* owner: JW_WHERE_* */
 } jw_slab;
@@ -106,7 +103,8 @@ void jw_slab_init(jw_slab *s, unsigned cls, struct jw_tcache *owner, uint64_t ta
 void jw_slab_reuse(jw_slab *s, struct jw_tcache *owner, uint64_t tag);
 
 /* Whether pooled page s still holds a whole free list of its class (see
- * jw_slab_reuse); a page adopted from an abandoned slab does not. */
+ * jw_slab_reuse): an emptied slab of the thread's own, or an abandoned
+ * slab's page taken by its last freer (its list is every block). */
 static inline bool jw_slab_list_whole(const jw_slab *s, unsigned cls) {
   return s->cls == cls && s->capacity != 0 && s->live == 0 && s->local != NULL;
 }
@@ -159,8 +157,8 @@ void jw_slab_unnotify(jw_slab *s);
 typedef enum {
   JW_REMOTE_PUSHED,    /* on the slab's remote list (owner will collect) */
   JW_REMOTE_NOTIFY,    /* pushed, and the caller must push the slab on the owner's ready stack */
-  JW_REMOTE_LAST,      /* abandoned slab: this was its last block; the caller owns the page */
-  JW_REMOTE_ABANDONED, /* abandoned slab: counted */
+  JW_REMOTE_LAST,      /* abandoned slab: its last live blocks; the caller owns the page (POOLED) */
+  JW_REMOTE_ABANDONED, /* abandoned slab: on the list of its free blocks */
   JW_REMOTE_INVALID,   /* the slab is a pooled page: not a live block */
 } jw_remote_result;
 
@@ -174,49 +172,73 @@ static inline unsigned jw_slab_count_of(jw_remote_word w) { return (unsigned)(w 
  * tail's link is overwritten) from a thread that is not s's owner: one CAS
  * that adds n to the list's count (frontend.md, "Batched remote frees").
  * Every outcome is the single block's, once per chain: NOTIFY when the CAS
- * took FULL -> NOTIFIED; on an abandoned slab abandoned_live falls by n and
- * LAST says this chain held its last blocks (the caller owns the page);
- * INVALID for a pooled page (every block of the chain was already free).
- * Lock-free. Inline: with n = 1 it is the whole of an unbatched remote free
- * once the pointer is validated. */
+ * took FULL -> NOTIFIED; on an abandoned slab the chain joins the list of
+ * its free blocks, and LAST says the list now holds every block: the CAS
+ * made the slab POOLED and the caller owns the page (frontend.md, "Thread
+ * exit, abandoned slabs and adoption"); INVALID for a pooled page (every
+ * block of the chain was already free). Lock-free. Inline: with n = 1 it is
+ * the whole of an unbatched remote free once the pointer is validated. */
 static inline jw_remote_result jw_slab_remote_push(jw_slab *s, jw_block *head, jw_block *tail, unsigned n) {
-  /* Acquire: an ABANDONED state comes with abandoned_live, stored before
-   * the owner's release CAS. */
+  /* Acquire: an ABANDONED state comes with the abandoning owner's writes
+   * (the free list in the word), released by its CAS. */
   jw_remote_word old = jw_load(&s->remote, JW_ACQUIRE);
   for (;;) {
     jw_remote_word st = old & JW_RS_MASK;
-    if (st == JW_RS_ABANDONED) {
-      /* Acq_rel: the freer that takes the count to zero owns the page and
-       * must see every other freer's writes to it. */
-      uint32_t before = jw_fetch_sub(&s->abandoned_live, n, JW_ACQ_REL);
-      return before == n ? JW_REMOTE_LAST : JW_REMOTE_ABANDONED;
-    }
     if (st == JW_RS_POOLED) return JW_REMOTE_INVALID;
     jw_block_set_next(tail, jw_slab_list_of(old));
-    jw_remote_word next_state = st == JW_RS_FULL ? JW_RS_NOTIFIED : st;
     /* At most a slab's blocks in all (a chain's blocks are live for the
      * owner, so they are not on the list yet): never overflows. */
     jw_remote_word count = (old >> JW_RS_COUNT_SHIFT) + n;
-    /* Release publishes the chain's links and keys to the collecting owner;
-     * acquire (success: FULL -> read the owner field; failure: see above). */
+    jw_remote_word next_state = st == JW_RS_FULL ? JW_RS_NOTIFIED : st;
+    /* An abandoned slab whose every block is now free: the page is the
+     * pusher's (capacity is fixed while the slab has live blocks). */
+    bool last = st == JW_RS_ABANDONED && count == s->capacity;
+    if (last) next_state = JW_RS_POOLED;
+    /* Release publishes the chain's links and keys to the collecting owner
+     * (or adopter); acquire (success: FULL -> read the owner field, LAST ->
+     * every other freer's links; failure: see above). */
     if (jw_cas_weak(&s->remote, &old, count << JW_RS_COUNT_SHIFT | (jw_remote_word)(uintptr_t)head | next_state, JW_ACQ_REL,
-                    JW_ACQUIRE))
+                    JW_ACQUIRE)) {
+      if (st == JW_RS_ABANDONED) return last ? JW_REMOTE_LAST : JW_REMOTE_ABANDONED;
       return st == JW_RS_FULL ? JW_REMOTE_NOTIFY : JW_REMOTE_PUSHED;
+    }
   }
+}
+
+/* Adoption (frontend.md, "Thread exit, abandoned slabs and adoption"): a
+ * live thread that is freeing a block of abandoned slab s (so s has a live
+ * block and cannot empty meanwhile) takes s over with one CAS, ABANDONED ->
+ * ACTIVE with an empty remote list; the list it took becomes s's local list
+ * and live counts the rest. Returns false, having changed nothing, when s is
+ * not abandoned (another thread adopted it first). The caller then makes s
+ * its own (owner, tag, a queue). Lock-free. */
+static inline bool jw_slab_adopt(jw_slab *s) {
+  jw_remote_word old = jw_load(&s->remote, JW_RELAXED);
+  do {
+    if ((old & JW_RS_MASK) != JW_RS_ABANDONED) return false;
+    /* Acquire: the free list's links, written by the abandoning owner and
+     * the freers since, each published by a release CAS on this word. */
+  } while (!jw_cas_weak(&s->remote, &old, (jw_remote_word)JW_RS_ACTIVE, JW_ACQUIRE, JW_RELAXED));
+  s->local = jw_slab_list_of(old);
+  s->live = s->capacity - jw_slab_count_of(old);
+  return true;
 }
 
 /* One block: the chain b..b. */
 static inline jw_remote_result jw_slab_remote_free(jw_slab *s, jw_block *b) { return jw_slab_remote_push(s, b, b, 1); }
 
 typedef enum {
-  JW_ABANDON_DONE,  /* state ABANDONED: later frees count down abandoned_live */
+  JW_ABANDON_DONE,  /* state ABANDONED: every free block on the remote list, later frees join it */
   JW_ABANDON_EMPTY, /* every block was free: the slab is still the caller's */
   JW_ABANDON_BUSY,  /* NOTIFIED: drain the ready stack and call again */
 } jw_abandon_result;
 
 /* Owner (at thread exit, bins flushed): abandons slab s, whose `live` counts
- * the blocks handed out or on the remote list. Lock-free; the caller retries
- * on BUSY (concurrency.md: thread exit waits for an in-flight notifier). */
+ * the blocks handed out or on the remote list: the remote list is collected,
+ * then the whole local list moves into the remote word with the state
+ * ABANDONED, so that the word alone says which blocks are free (adoption and
+ * the last free read it). Lock-free; the caller retries on BUSY
+ * (concurrency.md: thread exit waits for an in-flight notifier). */
 jw_abandon_result jw_slab_abandon(jw_slab *s);
 
 #endif

@@ -164,6 +164,7 @@ void jw_tc_totals_get(jw_tc_totals *o) {
     o->pool_misses += jw_counter_get(&tc->pool_misses);
     o->pool_evictions += jw_counter_get(&tc->pool_evictions);
     o->abandoned += jw_counter_get(&tc->abandoned);
+    o->adopted += jw_counter_get(&tc->adopted);
     o->mid_mallocs += jw_counter_get(&tc->n_mid_malloc);
     o->mid_frees += jw_counter_get(&tc->n_mid_free);
     o->large_mallocs += jw_counter_get(&tc->n_large_malloc);
@@ -577,28 +578,18 @@ static inline __attribute__((always_inline)) jw_block *refill_other(jw_tls *t, j
   return take_local(t, tc, s);
 }
 
-/* Pushes s on its owner's ready stack (after JW_REMOTE_NOTIFY). */
-static void notify_owner(jw_slab *s) {
-  /* Relaxed: the remote CAS that returned NOTIFY acquired the owner field. */
-  jw_tcache *o = jw_load(&s->owner, JW_RELAXED);
-  void *head = jw_load(&o->ready, JW_RELAXED);
-  do {
-    s->ready_next = head;
-    /* Release: the owner reads ready_next after its acquire exchange. */
-  } while (!jw_cas_weak(&o->ready, &head, s, JW_RELEASE, JW_RELAXED));
-}
-
-/* The freeing thread became the owner of an abandoned slab's empty page. */
-static void adopt_empty_page(jw_tcache *tc, jw_slab *s) {
-  /* Blocks freed after abandonment were counted, not listed: its local list
-   * is not whole, so a refill must format the page again. */
-  s->capacity = 0;
-  if (tc && jw_load(&tc->state, JW_RELAXED) == JW_TC_LIVE) {
-    jw_pool_put(tc, s, false);
-  } else {
-    jw_store(&s->remote, (jw_remote_word)JW_RS_POOLED, JW_RELAXED); /* ours alone now */
-    jw_tier_release_pages(s, 1);
-  }
+bool jw_tc_adopt(jw_tcache *tc, jw_slab *s) {
+  if (!jw_slab_adopt(s)) return false;
+  /* Relaxed: notifiers read the owner only after the FULL state, which a
+   * later park publishes with release. */
+  jw_store(&s->owner, (void *)tc, JW_RELAXED);
+  s->next = s->prev = s->ready_next = NULL;
+  s->where = JW_WHERE_PARTIAL;
+  partial_append(tc, s);
+  jw_slab_set_tag(s, tc->key); /* our frees into it take the fast path from now on */
+  tc->nslabs++;
+  jw_counter_add_owner(&tc->adopted, 1);
+  return true;
 }
 
 /* jw_tc_freed's unpark with placement on (root-grouped queue). */
@@ -709,60 +700,6 @@ bool jw_tc_free(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b) {
     return true;
   }
   return jw_tc_free_remote(tc, s, b);
-}
-
-bool jw_tc_remote_outcome(jw_tcache *tc, jw_slab *s, jw_remote_result r) {
-  switch (r) {
-    case JW_REMOTE_NOTIFY:
-      notify_owner(s);
-      break;
-    case JW_REMOTE_LAST:
-      adopt_empty_page(tc, s);
-      break;
-    case JW_REMOTE_INVALID:
-      return false;
-    default:
-      break;
-  }
-  return true;
-}
-
-void *jw_tc_remote_flush_class(jw_tls *t, jw_tcache *tc, unsigned c) {
-  jw_block *head = t->rf_head[c];
-  if (head == NULL) return NULL;
-  jw_slab *s = jw_slab_of(head);
-  jw_remote_result r = jw_slab_remote_push(s, head, t->rf_tail[c], t->rf_n[c]);
-  t->rf_head[c] = t->rf_tail[c] = NULL;
-  t->rf_n[c] = 0;
-  t->rf_mask &= ~(1u << c);
-  if (r == JW_REMOTE_PUSHED || r == JW_REMOTE_ABANDONED || jw_tc_remote_outcome(tc, s, r)) return NULL;
-  return head;
-}
-
-void *jw_tc_chain_add(jw_tls *t, jw_tcache *tc, jw_slab *s, jw_block *b, uint64_t fkey) {
-  unsigned c = s->cls;
-  jw_block *h = t->rf_head[c];
-  if (h != NULL && jw_slab_of(h) == s) { /* the bound: b is the chain's last */
-    jw_block_set_free(b, h, fkey);
-    t->rf_head[c] = b;
-    t->rf_n[c]++;
-    return jw_tc_remote_flush_class(t, tc, c);
-  }
-  jw_block_set_free(b, NULL, fkey);
-  void *bad = h != NULL ? jw_tc_remote_flush_class(t, tc, c) : NULL; /* another slab's chain */
-  t->rf_head[c] = t->rf_tail[c] = b;
-  t->rf_n[c] = 1;
-  t->rf_mask |= 1u << c;
-  return bad;
-}
-
-void *jw_tc_remote_flush(jw_tls *t, jw_tcache *tc) {
-  void *bad = NULL;
-  while (t->rf_mask != 0) {
-    void *b = jw_tc_remote_flush_class(t, tc, (unsigned)__builtin_ctz(t->rf_mask));
-    if (bad == NULL) bad = b;
-  }
-  return bad;
 }
 
 void jw_tc_release(jw_tls *t, jw_tcache *tc) {

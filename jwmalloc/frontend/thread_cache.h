@@ -94,7 +94,7 @@ typedef struct jw_tcache {
   jw_bcache bc;                   /* pool lock: freed midend blocks and ranges (block_cache.h) */
   /* Statistics; written only by the thread using the cache (relaxed
    * load+store), read by anyone. */
-  jw_atomic_u64 n_malloc, n_free, n_remote_free, pool_hits, pool_misses, pool_evictions, abandoned;
+  jw_atomic_u64 n_malloc, n_free, n_remote_free, pool_hits, pool_misses, pool_evictions, abandoned, adopted;
   jw_atomic_u64 n_mid_malloc, n_mid_free, n_large_malloc, n_large_free; /* served by the block cache */
 } jw_tcache;
 
@@ -129,6 +129,15 @@ void jw_tc_bin_overflow(jw_tls *t, jw_tcache *tc, unsigned c);
  * lowered): a parked slab goes back to its partial list, an emptied one
  * leaves its class (jw_tc_slab_emptied). */
 void jw_tc_freed(jw_tcache *tc, jw_slab *s);
+
+/* Adoption (frontend.md, "Thread exit, abandoned slabs and adoption"): the
+ * calling thread, owner of the live cache tc, is freeing a live block of s,
+ * a slab whose tag reads 0; if s is abandoned it becomes tc's (a partial
+ * slab of its class, tagged with tc's key, its free blocks the local list)
+ * and true is returned: the caller frees the block as the owner. False when
+ * s is not abandoned (another thread adopted it, or it is no live slab).
+ * Lock-free: one CAS. */
+bool jw_tc_adopt(jw_tcache *tc, jw_slab *s);
 
 /* What a remote free does after the push when the slab needs more than it
  * (notify the owner, adopt an abandoned slab's page, report a pooled page):
@@ -223,7 +232,7 @@ void jw_tc_orphan_others(jw_tcache *self);
 
 /* Sums of every cache's statistics (exited ones included). */
 typedef struct jw_tc_totals {
-  uint64_t mallocs, frees, remote_frees, pool_hits, pool_misses, pool_evictions, abandoned;
+  uint64_t mallocs, frees, remote_frees, pool_hits, pool_misses, pool_evictions, abandoned, adopted;
   uint64_t pool_aged; /* pool pages given back by the reclaimer's aging passes */
   uint64_t mid_mallocs, mid_frees, large_mallocs, large_frees; /* served by block caches */
   uint64_t bc_aged;   /* blocks given back by the aging passes */

@@ -33,6 +33,15 @@ const uint8_t jw_mid_class_of_table[32] = {0, 0, 0, 0, 1, 2,  3,  4,  5,  5,  6,
 #define CACHE_BYTES ((size_t)128 << 10) /* at most this much cached per class */
 #endif
 #define BATCH 4                         /* blocks moved into the cache per locked refill */
+/* Pauses a malloc spins on a busy class lock before its one yield (lock.h,
+ * jw_lock_try_after_yield; JWMALLOC_LOCK_YIELD=1): a holder on another CPU
+ * is done within them.
+ * A scheduling point each under the model checker: tiny there. */
+#ifdef JW_VERIFY
+#define JW_MID_GRACE_SPINS 1
+#else
+#define JW_MID_GRACE_SPINS 64
+#endif
 
 typedef struct mid_class {
   jw_ptr_cache cache;
@@ -282,6 +291,30 @@ bool jw_mid_deferred_empty(void) {
   return true;
 }
 
+/* A block of class mc with its class lock held (taken by the caller): one
+ * from a slab, and a batch more into the class cache; the lock is released.
+ * NULL with errno = ENOMEM when no slab can be had. */
+static jw_block *alloc_locked(mid_class *k, unsigned mc) {
+  class_locked(k);
+  jw_block *b = slab_take(k, mc);
+  uint64_t mask = cache_mask(mc);
+  for (int i = 0; b && i < BATCH; i++) {
+    jw_block *x = slab_take(k, mc);
+    if (x == NULL) break;
+    if (!jw_ptr_cache_put(&k->cache, x, mask)) {
+      slab_put_release(k, slab_of(x), x);
+      break;
+    }
+  }
+  class_unlock(k);
+  if (b == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  jw_counter_add(&k->n_alloc, 1);
+  return b;
+}
+
 /* ---- public ---- */
 
 jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
@@ -289,38 +322,24 @@ jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
   *fallback = false;
   jw_block *b = jw_ptr_cache_take(&k->cache);
   if (b == NULL) {
-    if (jw_lock_try(&k->lock, JW_LK_MIDEND)) {
-      class_locked(k);
-      b = slab_take(k, mc);
-      uint64_t mask = cache_mask(mc);
-      for (int i = 0; b && i < BATCH; i++) {
-        jw_block *x = slab_take(k, mc);
-        if (x == NULL) break;
-        if (!jw_ptr_cache_put(&k->cache, x, mask)) {
-          slab_put_release(k, slab_of(x), x);
-          break;
-        }
-      }
-      class_unlock(k);
-      if (b == NULL) {
-        errno = ENOMEM;
-        return NULL;
-      }
-    } else {
-      /* Never wait: a cached block of a larger class, else a page range. */
-      unsigned up = mc + 1;
-      for (; up < JW_MID_NCLASSES && up <= mc + 2; up++)
-        if ((b = jw_ptr_cache_take(&classes[up].cache)) != NULL) break;
-      /* ASan: the caller unpoisons the size of class mc; the rest of the
-       * larger block is the caller's too (malloc_usable_size reports the
-       * slab's class: test_breakit6 swing under ASan). */
-      if (b) jw_unpoison((char *)b + jw_mid_class_size[mc], (size_t)(jw_mid_class_size[up] - jw_mid_class_size[mc]));
-      if (b == NULL) {
-        jw_counter_add(&k->n_fallback, 1);
-        *fallback = true;
-        return NULL;
-      }
+    if (jw_lock_try(&k->lock, JW_LK_MIDEND)) return alloc_locked(k, mc);
+    /* Never wait: a cached block of a larger class, else (opt-in) the lock
+     * after one yield (concurrency.md, "One yield before a fallback"), else
+     * a page range. */
+    unsigned up = mc + 1;
+    for (; up < JW_MID_NCLASSES && up <= mc + 2; up++)
+      if ((b = jw_ptr_cache_take(&classes[up].cache)) != NULL) break;
+    if (b == NULL) {
+      if (jw_opt(JW_OPT_LOCK_YIELD) && jw_lock_try_after_yield(&k->lock, JW_LK_MIDEND, JW_MID_GRACE_SPINS))
+        return alloc_locked(k, mc);
+      jw_counter_add(&k->n_fallback, 1);
+      *fallback = true;
+      return NULL;
     }
+    /* ASan: the caller unpoisons the size of class mc; the rest of the
+     * larger block is the caller's too (malloc_usable_size reports the
+     * slab's class: test_breakit6 swing under ASan). */
+    jw_unpoison((char *)b + jw_mid_class_size[mc], (size_t)(jw_mid_class_size[up] - jw_mid_class_size[mc]));
   }
   jw_counter_add(&k->n_alloc, 1);
   return b;

@@ -13,6 +13,10 @@
  * The size class is shrunk to two blocks per slab (1536 bytes, 2 x 1536 +
  * header fit a page) so a slab fills, parks and notifies within a few frees.
  *
+ * With --param 2 T2 has a thread cache: its frees after T1's exit adopt the
+ * abandoned slab instead of counting it down (one CAS takes the slab's free
+ * list from its remote word), racing T1's exit.
+ *
  * With batched remote frees (frontend.md, "Batched remote frees") T2's
  * frees of one slab wait on its pending chain and go out with one push: at
  * its exit (the pthread-key destructor) or, with --param 1, when its next
@@ -70,6 +74,10 @@ static void t1(void *a) {
 
 static void t2(void *a) {
   (void)a;
+  /* Param 2: T2 has a thread cache (a block of another class), so a free of
+   * T1's block after T1's exit adopts its abandoned slab (frontend.md,
+   * "Thread exit, abandoned slabs and adoption"), racing the abandonment. */
+  if (vrf_param() == 2) jwv_free(jwv_malloc(24));
   for (int i = 0; i < (vrf_param() == 1 ? 3 : 2); i++) {
     char *p = jwv_receive(&box[i]);
     jwv_check(p, SZ, 0x10 + i);
@@ -100,5 +108,6 @@ static void finish(void) {
 VRF_CLIENT(.name = "xfree", .about = "jwmalloc cross-thread free: remote list, FULL/NOTIFIED/ABANDONED slab states, "
                                      "ready stack, abandoned count, exit racing with frees",
            .bound = "T1 allocates 2 blocks of a 2-block class and exits, T2 frees them (full: T1 allocates a third "
-                    "first, so T2 frees into a parked FULL slab); param 1: T2 frees all three (chains of two slabs)",
+                    "first, so T2 frees into a parked FULL slab); param 1: T2 frees all three (chains of two slabs); "
+                    "param 2: T2 has a cache (adopts the abandoned slab)",
            .setup = setup, .threads = {t1, t2}, .finish = finish);
