@@ -69,6 +69,17 @@ iosr_conn *iosr_srv_add_conn(iosr_engine_s *e, int fd) {
   return c;
 }
 
+/* Is the address space that a's userfaultfd serves gone? A process that
+ * exited or exec'd has none: a copy into it answers ESRCH (a pidfd tells only
+ * the exit). Into a live one the copy maps nothing: its source is NULL
+ * (EFAULT), or nothing is registered at the address (ENOENT); the probe of
+ * iosr_eng_reap_forked. */
+static int app_mm_gone(iosr_app *a) {
+  if (a->uffd < 0) return 0;
+  uint64_t done;
+  return iosr_uffd_copy(a->uffd, 0x10000, NULL, 4096, 0, &done) == -ESRCH;
+}
+
 void iosr_srv_close_conn(iosr_engine_s *e, iosr_conn *c) {
   iosr_conn **pp = &e->conns;
   while (*pp && *pp != c) pp = &(*pp)->next;
@@ -88,13 +99,16 @@ void iosr_srv_close_conn(iosr_engine_s *e, iosr_conn *c) {
     a->conn = NULL;
     /* The socket closed without a goodbye. A process that is still alive
      * keeps its pages (its agent reconnects after a daemon restart, or it is
-     * reaped when its pidfd fires); an in-process client is simply gone. */
+     * reaped when its pidfd fires); an in-process client is simply gone, and
+     * so is a process that exec'd (its sockets closed with its old image,
+     * whose memory is gone: docs/design/stack.md, "fork and exec"). */
     int alive = a->pidfd >= 0;
     if (alive) {
       struct pollfd pf = {a->pidfd, POLLIN, 0};
       alive = poll(&pf, 1, 0) == 0; /* a pidfd is readable once the process terminated */
     }
-    if (!alive || a->pid == getpid() || a->uffd < 0) iosr_eng_app_gone(e, a, "disconnected");
+    if (alive && app_mm_gone(a)) iosr_eng_app_gone(e, a, "exec'd or is exiting (its memory is gone)");
+    else if (!alive || a->pid == getpid() || a->uffd < 0) iosr_eng_app_gone(e, a, "disconnected");
     else if (__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE)) {
       /* shutting down: the app carries on without us */
     } else {
@@ -253,7 +267,14 @@ static void do_hello(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_
     iosr_srv_reply(e, c, seq, EINVAL, 0, "app names are printable, without spaces or '#'");
     return;
   }
-  if (iosr_eng_find_app(e, name)) {
+  iosr_app *old = iosr_eng_find_app(e, name);
+  /* An image that exec'd may say hello under its old name before its old
+   * connection's close is read: the old app's memory is gone, so is it. */
+  if (old && !old->forked && app_mm_gone(old)) {
+    iosr_eng_app_gone(e, old, "exec'd or exited (its memory is gone)");
+    old = NULL;
+  }
+  if (old) {
     iosr_srv_reply(e, c, seq, EEXIST, 0, "an app of that name is connected");
     return;
   }
