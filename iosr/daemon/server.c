@@ -324,6 +324,7 @@ static void do_attach(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m
   fds[0] = -1; /* taken */
   a->uffd_features = m->features;
   a->user_mode_only = (int)m->user_mode_only;
+  a->trims = (m->flags & IOSR_ATTACH_TRIMS) != 0;
   iosr_eng_watch(e, a->uffd, iosr_tag(IOSR_TAG_UFFD, a->id));
   iosr_m_reply r;
   memset(&r, 0, sizeof r);
@@ -413,7 +414,14 @@ static void do_reclaim(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_
     iosr_srv_reply(e, c, seq, EAGAIN, 0, "restart grace period: no new swap slots yet");
     return;
   }
-  uint64_t pages = (m->bytes + 4095) / 4096;
+  /* apps that trim give back their free memory first (daemon/trim.c) */
+  if (iosr_srv_trim_hold(e, c, seq, apps, n, m->bytes)) return;
+  iosr_srv_reclaim_now(e, c, seq, apps, n, m->bytes);
+}
+
+void iosr_srv_reclaim_now(iosr_engine_s *e, iosr_conn *c, uint32_t seq, iosr_app **apps, unsigned n,
+                          uint64_t bytes) {
+  uint64_t pages = (bytes + 4095) / 4096;
   iosr_job *j = iosr_reclaim_start(e, apps, n, pages, 0);
   if (!j) {
     iosr_srv_reply(e, c, seq, ENOMEM, 0, "out of memory");
@@ -429,7 +437,7 @@ static const char *const runtime_keys[] = {
     "slot", "readahead", "sched", "page_cluster", "ra_init", "ra_max", "ra_probe_stride", "queue_depth",
     "write_hold_max", "write_hold_ms", "write_ioprio", "budget", "budget_low", "zero_window", "reclaim_batch",
     "reclaim_inflight", "max_io", "ra_probe_horizon", "ra_probes", "ra_probes_full", "hello_timeout_ms",
-    "conns_per_uid", NULL};
+    "conns_per_uid", "trim_wait_ms", NULL};
 
 static void do_set(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_set *m) {
   if (iosr_field_str(m->key, sizeof m->key) || iosr_field_str(m->value, sizeof m->value))
@@ -568,6 +576,12 @@ static void dispatch(iosr_engine_s *e, iosr_conn *c, const iosr_msg_hdr *h, cons
       if (c->role != IOSR_ROLE_APP || !a) return malformed(e, c, h->seq, "drop confirmation without an app");
       if (d->err < 0 || d->err > 4095) return malformed(e, c, h->seq, "bad errno");
       iosr_swapout_dropped(e, a, d->id, d->err);
+      return;
+    }
+    case IOSR_M_TRIMMED: {
+      iosr_app *a = iosr_eng_app(e, c->app);
+      if (c->role != IOSR_ROLE_APP || !a) return malformed(e, c, h->seq, "trim answer without an app");
+      iosr_srv_trimmed(e, a, ((const iosr_m_trim *)p)->id);
       return;
     }
     case IOSR_M_GOODBYE: {

@@ -12,7 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include "../common/atomic.h"
+#include "../common/backoff.h"
 #include "../common/log.h"
 #include "iosr.h"
 
@@ -20,12 +24,14 @@ typedef iosr_ctx *(*connect_fn)(const iosr_connect_opts *);
 typedef iosr_region *(*create_fn)(iosr_ctx *, size_t, size_t);
 typedef void *(*base_fn)(const iosr_region *);
 typedef int (*destroy_fn)(iosr_region *);
+typedef int (*trim_done_fn)(iosr_ctx *, uint64_t);
 
 /* Written once by the constructor before `ready` is released; read after an
  * acquire of `ready`. */
 static create_fn p_create;
 static base_fn p_base;
 static destroy_fn p_destroy;
+static trim_done_fn p_trim_done;
 static iosr_ctx *ctx;
 static jw_atomic_u64 ready; /* the pid of the process that connected; 0: off */
 
@@ -67,6 +73,91 @@ int jw_os_swap_unmap(void *p, size_t size) {
   return 0;
 }
 
+/* ---- trims (docs/design/stack.md, "Free memory is not written") ---- */
+
+/* The API layer's purge, registered at its initialization (acquire/release:
+ * the trimmer calls what was stored). */
+static jw_atomic_ptr trim_fn;
+/* The daemon's latest trim request not yet answered (0: none), and a
+ * generation the trimmer sleeps on: every request or background notice
+ * bumps it. */
+static jw_atomic_u64 trim_asked;
+static jw_atomic_u32 trim_gen;
+static jw_atomic_u64 trims_done;
+static jw_atomic_u32 trimmer_on; /* 0: no trimmer thread; requests are answered at once */
+
+void jw_os_swap_set_trim(void (*fn)(void)) { jw_store(&trim_fn, (void *)fn, JW_RELEASE); }
+
+uint64_t jw_os_swap_trims(void) { return jw_load(&trims_done, JW_RELAXED); }
+
+static void trim_kick(void) {
+  jw_fetch_add(&trim_gen, 1, JW_RELEASE);
+  jw_futex_wake(&trim_gen, 1);
+}
+
+/* libiosr's agent thread: must return at once, so the purge runs on the
+ * trimmer. A newer id replaces an older one: one answer after a purge that
+ * began after both requests answers the newer, the daemon ignores the older. */
+static void on_trim(iosr_ctx *c, uint64_t id, void *arg) {
+  (void)arg;
+  if (!jw_load(&trimmer_on, JW_ACQUIRE)) {
+    p_trim_done(c, id); /* nothing to give back without the thread: write what is there */
+    return;
+  }
+  jw_store(&trim_asked, id, JW_RELAXED); /* published by the generation's release */
+  trim_kick();
+}
+
+static void on_foreground(iosr_ctx *c, int fg, void *arg) {
+  (void)c, (void)arg;
+  if (!fg) trim_kick(); /* sent to the background: what is free goes now */
+}
+
+/* The trimmer: sleeps until a request, purges (every tier's free memory:
+ * page pools, empty slabs, free backend ranges, reclamation buffers, the
+ * huge-block cache, given back with MADV_DONTNEED, which IOSR sees as
+ * REMOVE events: those pages are dropped, never written), then answers. */
+static void *trimmer(void *arg) {
+  (void)arg;
+  uint32_t seen = jw_load(&trim_gen, JW_ACQUIRE);
+  for (;;) {
+    uint32_t now = jw_load(&trim_gen, JW_ACQUIRE);
+    if (now == seen) {
+      jw_futex_wait(&trim_gen, seen, NULL); /* woken by trim_kick; a spurious return looks again */
+      continue;
+    }
+    seen = now;
+    uint64_t id = jw_xchg(&trim_asked, 0, JW_RELAXED); /* ordered by the generation's acquire */
+    void (*fn)(void) = (void (*)(void))jw_load(&trim_fn, JW_ACQUIRE);
+    if (fn) fn();
+    jw_fetch_add(&trims_done, 1, JW_RELAXED);
+    if (id) p_trim_done(ctx, id);
+  }
+  return NULL;
+}
+
+/* JWMALLOC_SWAP_TRIM=0: never trim (the heap is swapped out as it is). */
+static int trim_wanted(void) {
+  const char *v = getenv("JWMALLOC_SWAP_TRIM");
+  return v == NULL || *v == 0 || strcmp(v, "0") != 0;
+}
+
+static int start_trimmer(void) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's handlers never run on it */
+  pthread_attr_t a;
+  pthread_t t;
+  int rc = pthread_attr_init(&a);
+  if (rc == 0) {
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &a, trimmer, NULL);
+    pthread_attr_destroy(&a);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return rc;
+}
+
 /* Runs after ld.so has loaded everything: dlopen and iosr_connect may
  * allocate (their roots come from mmap) and start threads. */
 __attribute__((constructor)) static void swap_start(void) {
@@ -82,6 +173,7 @@ __attribute__((constructor)) static void swap_start(void) {
   p_create = (create_fn)dlsym(h, "iosr_region_create_aligned");
   p_base = (base_fn)dlsym(h, "iosr_region_base");
   p_destroy = (destroy_fn)dlsym(h, "iosr_region_destroy");
+  p_trim_done = (trim_done_fn)dlsym(h, "iosr_trim_done");
   if (!p_connect || !p_create || !p_base || !p_destroy) {
     jw_dprintf(2, "jwmalloc: JWMALLOC_SWAP: libiosr.so lacks the region calls; the heap is not swappable\n");
     return;
@@ -89,6 +181,10 @@ __attribute__((constructor)) static void swap_start(void) {
   iosr_connect_opts o;
   memset(&o, 0, sizeof o);
   o.app_name = name;
+  if (p_trim_done && trim_wanted()) {
+    o.on_trim = on_trim;
+    o.on_foreground = on_foreground;
+  }
   ctx = p_connect(&o);
   if (ctx == NULL && errno == EEXIST) {
     /* A fork child that exec'd while its parent holds NAME. */
@@ -102,4 +198,7 @@ __attribute__((constructor)) static void swap_start(void) {
     return;
   }
   jw_store(&ready, (uint64_t)getpid(), JW_RELEASE);
+  /* After the connection: the trimmer uses ctx. Without it on_trim answers
+   * at once and nothing is trimmed. */
+  if (o.on_trim && start_trimmer() == 0) jw_store(&trimmer_on, 1, JW_RELEASE);
 }

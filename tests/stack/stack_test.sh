@@ -26,8 +26,9 @@ queries=$(printf 'k1\nk777\nk199999\nnone\n')
 # iosrd on area $1. Its standard input and fd 3 are closed: a daemon started
 # while a test holds the program's input open must not hold it too (the
 # program would never see the end of its input).
-start_daemon() {
-  "$IOSRD" --swap "$1" --socket "$IOSR_SOCKET" --set restart_grace_ms=300 2>>"$tmp/dlog" </dev/null 3>&- &
+start_daemon() { # area [iosrd options...]
+  local area=$1; shift
+  "$IOSRD" --swap "$area" --socket "$IOSR_SOCKET" --set restart_grace_ms=300 "$@" 2>>"$tmp/dlog" </dev/null 3>&- &
   daemon=$!
   for _ in $(seq 500); do
     "$IOSR_TOOL" stat >/dev/null 2>&1 && return 0
@@ -144,6 +145,49 @@ threads)
   finish
   grep -q '^verified [1-9][0-9]* corrupt 0$' "$tmp/out" || fail "$(cat "$tmp/out")"
   tail -1 "$tmp/out"
+  ;;
+trim-live)
+  # Nothing live is dropped by a trim: four threads allocate, free, realloc
+  # and hand blocks over while the program is sent to the background (a
+  # trim) and reclaimed (a trim, then the swap-out) again and again; every
+  # block is verified on each touch and at the end.
+  area 512M; start_daemon "$tmp/area" --log 2
+  launch trl "$HEAPPROG" churn 4
+  wait_ready "$tmp/out"
+  for _ in $(seq 8); do
+    "$IOSR_TOOL" fg trl >/dev/null || fail "iosr fg trl"
+    "$IOSR_TOOL" fg --none >/dev/null || fail "iosr fg --none" # trl to the background: it trims
+    sleep 0.1
+    "$IOSR_TOOL" reclaim trl >/dev/null || fail "iosr reclaim trl"
+  done
+  trims=$(grep -c "app trl trimmed" "$tmp/dlog")
+  echo "reclaims answered by a trim: $trims of 8"
+  [ "$trims" -gt 0 ] || fail "no trim answered a reclaim"
+  finish
+  grep -q '^verified [1-9][0-9]* corrupt 0$' "$tmp/out" || fail "$(cat "$tmp/out")"
+  tail -1 "$tmp/out"
+  ;;
+trim-writes)
+  # A heap of 16 MiB of live blocks and 128 MiB freed is swapped out: with
+  # trims only its live pages are written; without (JWMALLOC_SWAP_TRIM=0)
+  # the free ones are written too, which shows the heap held them.
+  # JWMALLOC_RECLAIM=0: jwmalloc's own decay gives nothing back meanwhile.
+  area 1G; start_daemon "$tmp/area"
+  export JWMALLOC_RECLAIM=0
+  for trim in 0 1; do
+    JWMALLOC_SWAP_TRIM=$trim launch "fr$trim" "$HEAPPROG" freed 4 16 128
+    wait_ready "$tmp/out"
+    read -r live freed < <(sed -n 's/^ready live=\([0-9]*\) freed=\([0-9]*\)$/\1 \2/p' "$tmp/out")
+    "$IOSR_TOOL" reclaim "fr$trim" >/dev/null || fail "iosr reclaim fr$trim"
+    stat_json
+    w[$trim]=$(app_field "fr$trim" io.write_bytes); r[$trim]=$(app_field "fr$trim" io.write_reqs)
+    finish
+    grep -q '^verified [1-9][0-9]* corrupt 0$' "$tmp/out" || fail "$(cat "$tmp/out")"
+  done
+  bound=$((live + live / 8 + (2 << 20)))
+  echo "live $live B, freed $freed B; written: without trims ${w[0]} B in ${r[0]} requests, with ${w[1]} B in ${r[1]} requests (bound $bound B)"
+  [ "${w[1]}" -le "$bound" ] || fail "with trims ${w[1]} B written, more than the live pages ($bound B)"
+  [ "${w[0]}" -gt "$bound" ] || fail "without trims only ${w[0]} B written: the heap held no free memory to drop"
   ;;
 daemon-death)
   # iosrd is killed with the heap swapped out; the program touches its pages
