@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include "../common/atomic.h"
 #include "../common/backoff.h"
@@ -35,42 +36,89 @@ static trim_done_fn p_trim_done;
 static iosr_ctx *ctx;
 static jw_atomic_u64 ready; /* the pid of the process that connected; 0: off */
 
-/* Root base -> region, fixed size: 4096 roots are 16 GiB of heap. A slot is
- * claimed by a CAS of its base from 0; the region pointer is stored before
- * the base is published (release), read after the base (acquire). */
-#define SWAP_ROOTS 4096
-static jw_atomic_uptr bases[SWAP_ROOTS];
-static jw_atomic_uptr regions[SWAP_ROOTS];
+/* Region base -> region and size, fixed size (no allocation): 4096 regions
+ * are 16 GiB of roots, fewer when huge blocks take slots. A slot is claimed
+ * by a CAS of its base from 0 to CLAIMED, filled, and published by a release
+ * store of the base; readers acquire the base, then read the rest. A region
+ * the table has no room for is destroyed and the caller maps with mmap. */
+#define SWAP_SLOTS 4096
+#define CLAIMED ((uintptr_t)1) /* never a base: bases are page-aligned */
+static jw_atomic_uptr bases[SWAP_SLOTS];
+static jw_atomic_uptr regions[SWAP_SLOTS];
+static jw_atomic_u64 sizes[SWAP_SLOTS];
 
-void *jw_os_swap_map(size_t size, size_t align) {
+static int connected_here(void) {
   uint64_t pid = jw_load(&ready, JW_ACQUIRE);
-  if (pid == 0 || pid != (uint64_t)getpid()) return NULL; /* off, or a fork child (ECHILD) */
+  return pid != 0 && pid == (uint64_t)getpid(); /* a fork child may not create regions (ECHILD) */
+}
+
+void *jw_os_swap_map(size_t size, size_t align, int committed) {
+  if (!connected_here()) return NULL;
+  if (committed) {
+    /* a region is MAP_NORESERVE: the kernel's overcommit check, as a direct
+     * mapping has it, by a mapping that is charged and given back at once */
+    void *probe = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe == MAP_FAILED) return NULL;
+    munmap(probe, size);
+  }
   iosr_region *r = p_create(ctx, size, align);
   if (r == NULL) return NULL;
   uintptr_t b = (uintptr_t)p_base(r);
-  for (size_t i = 0; i < SWAP_ROOTS; i++) {
+  for (size_t i = 0; i < SWAP_SLOTS; i++) {
     uintptr_t zero = 0;
     if (jw_load(&bases[i], JW_RELAXED) != 0) continue;
+    if (!jw_cas(&bases[i], &zero, CLAIMED, JW_RELAXED, JW_RELAXED)) continue; /* ours alone from here */
     jw_store(&regions[i], (uintptr_t)r, JW_RELAXED);
-    /* Release: the region pointer above is seen by whoever reads this base. */
-    if (jw_cas(&bases[i], &zero, b, JW_RELEASE, JW_RELAXED)) return (void *)b;
+    jw_store(&sizes[i], (uint64_t)size, JW_RELAXED);
+    jw_store(&bases[i], b, JW_RELEASE); /* publishes the two stores above */
+    return (void *)b;
   }
-  p_destroy(r); /* table full: this root comes from mmap */
+  p_destroy(r); /* table full: the caller maps with mmap */
   return NULL;
 }
 
+/* The slot whose region holds p, or -1; *base and *size of that region. */
+static long find(uintptr_t p, uintptr_t *base, size_t *size) {
+  if (jw_load(&ready, JW_RELAXED) == 0) return -1; /* nothing was ever put in the table */
+  for (size_t i = 0; i < SWAP_SLOTS; i++) {
+    uintptr_t b = jw_load(&bases[i], JW_ACQUIRE); /* pairs with the publishing store */
+    if (b <= CLAIMED) continue;
+    size_t s = (size_t)jw_load(&sizes[i], JW_RELAXED);
+    if (p >= b && p - b < s) {
+      *base = b;
+      *size = s;
+      return (long)i;
+    }
+  }
+  return -1;
+}
+
+size_t jw_os_swap_size(const void *p) {
+  uintptr_t b;
+  size_t s;
+  return find((uintptr_t)p, &b, &s) >= 0 && b == (uintptr_t)p ? s : 0;
+}
+
 int jw_os_swap_unmap(void *p, size_t size) {
-  (void)size;
-  if (jw_load(&ready, JW_RELAXED) == 0 || p == NULL) return 0;
-  for (size_t i = 0; i < SWAP_ROOTS; i++) {
-    if (jw_load(&bases[i], JW_ACQUIRE) != (uintptr_t)p) continue;
-    iosr_region *r = (iosr_region *)jw_load(&regions[i], JW_RELAXED);
-    jw_store(&bases[i], 0, JW_RELEASE);
-    if (jw_load(&ready, JW_RELAXED) == (uint64_t)getpid()) p_destroy(r);
-    else return 0; /* a fork child: its copy of the mapping is plain memory to unmap */
+  uintptr_t b;
+  size_t s;
+  long i = find((uintptr_t)p, &b, &s);
+  if (i < 0) return 0;
+  if ((uintptr_t)p != b) {
+    /* part of a region (a huge block's tail): a munmap would leave libiosr a
+     * region with a hole that another mapping may fill, which destroying the
+     * region would then unmap; the pages are discarded instead, the region
+     * goes whole with its base */
+    size_t n = size < s - ((uintptr_t)p - b) ? size : s - ((uintptr_t)p - b);
+    madvise(p, n, MADV_DONTNEED);
     return 1;
   }
-  return 0;
+  uintptr_t want = b;
+  /* Acq_rel: one of two racing unmaps of the same base takes the region. */
+  if (!jw_cas(&bases[i], &want, 0, JW_ACQ_REL, JW_RELAXED)) return 0;
+  if (connected_here()) p_destroy((iosr_region *)jw_load(&regions[i], JW_RELAXED));
+  else munmap((void *)b, s); /* a fork child: its copy is its own memory, unmapped whole */
+  return 1;
 }
 
 /* ---- trims (docs/design/stack.md, "Free memory is not written") ---- */

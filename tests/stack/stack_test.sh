@@ -10,9 +10,19 @@ prog=$here/dictprog.py
 tmp=$(mktemp -d /tmp/stack-test.XXXXXX)
 daemon=
 app=
-cleanup() { [ -n "$daemon" ] && kill -9 "$daemon" 2>/dev/null; [ -n "$app" ] && kill -9 "$app" 2>/dev/null; rm -rf "$tmp"; }
+cleanup() {
+  { [ -n "$daemon" ] && kill -9 "$daemon" && wait "$daemon"; [ -n "$app" ] && kill -9 "$app" && wait "$app"; } 2>/dev/null
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; [ -f "$tmp/err" ] && tail -5 "$tmp/err"; [ -f "$tmp/dlog" ] && tail -5 "$tmp/dlog"; exit 1; }
+fail() {
+  echo "FAIL: $*"
+  if [ -n "$app" ] && ! kill -0 "$app" 2>/dev/null; then wait "$app"; echo "(the program exited $?)"; app=; fi
+  [ -n "${KEEP:-}" ] && cp -r "$tmp" "$KEEP" # KEEP=DIR: the test's files, for a look after a failure
+  [ -f "$tmp/err" ] && tail -5 "$tmp/err"
+  [ -f "$tmp/dlog" ] && tail -5 "$tmp/dlog"
+  exit 1
+}
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null)" != 1 ]; then
   echo "SKIP: userfaultfd unavailable to this user (vm.unprivileged_userfaultfd=0, not root)"; exit 77
@@ -102,6 +112,20 @@ identical)
 fork)
   expect fork; area 512M; start_daemon "$tmp/area"
   swap_run forker fork swapped_out forker
+  cmp -s "$tmp/want" "$tmp/out" || fail "outputs differ"
+  ;;
+huge)
+  # A 47 MiB bytearray (a block over 4 MiB, grown and shrunk by realloc) is
+  # swapped out with the rest: with a small dict, only it can make up the
+  # pages IOSR wrote.
+  export DICT_N=1000
+  expect huge; area 512M; start_daemon "$tmp/area"
+  big_out() {
+    swapped_out hug
+    n=$(app_field hug swapped_pages)
+    [ "$n" -ge $(((40 << 20) / 4096)) ] || fail "$n pages swapped out: the huge block is not in IOSR memory"
+  }
+  swap_run hug huge big_out
   cmp -s "$tmp/want" "$tmp/out" || fail "outputs differ"
   ;;
 exec)
@@ -198,9 +222,14 @@ daemon-death)
   wait_ready "$tmp/out"
   swapped_out dd
   kill -9 "$daemon"; wait "$daemon" 2>/dev/null; daemon=
-  echo "$queries" >&3
+  # In the background: the program's read of its input copies into a
+  # swapped-out buffer while holding the pipe's lock, so a second write to
+  # the pipe waits until a daemon serves that fault.
+  echo "$queries" >&3 &
+  writer=$!
   sleep 0.5 # the queries reach swapped pages while no daemon runs (not asserted)
   start_daemon "$tmp/area"
+  wait "$writer"
   finish
   cmp -s "$tmp/want" "$tmp/out" || fail "outputs differ after iosrd died"
   grep -q "resumed" "$tmp/err" || fail "the program did not resume with the new iosrd"
