@@ -111,6 +111,17 @@ bench-tail: build
 bench-iosr: build
 	@bench/iosr/run.py --build $(BUILD) $(if $(QUICK),--quick,--publish bench/results/iosr) $(IOSR_BENCH_ARGS)
 
+# One memory stack (issue 26; docs/design/stack.md): python3, sqlite3 and node
+# switching on glibc or jwmalloc, under Linux swap (a memory cgroup per app) or
+# IOSR, with and without allocator awareness and with placement; the trim
+# variants and python3's share in IOSR. Needs root, swapon, memory cgroup v1
+# (Linux runs skipped otherwise), userfaultfd and gnuplot.
+# make bench-stack [STACK_ARGS='--rounds 5 ...']; report and plots in
+# bench/results/2026-12-06-stack, raw data in bench/out/stack.
+.PHONY: bench-stack
+bench-stack: build
+	@bench/stack/run.py --build $(BUILD) --repeat 3 --publish bench/results/2026-12-06-stack $(STACK_ARGS)
+
 # jwmalloc reclamation (issue 7): the generational workload in virtual time,
 # lifetime against fixed-delay (figures in build/bench-reclaim/bench.txt).
 .PHONY: bench-reclaim

@@ -58,6 +58,16 @@ typedef struct iosr_connect_opts {
    * carries the daemon's drop requests and the replies to this app's calls. */
   void (*on_foreground)(iosr_ctx *ctx, int is_foreground, void *arg);
   void *arg;
+  /* Called on the agent thread when a swap-out of this app is about to start
+   * (`iosr reclaim` naming it, or all background apps): the app gives back
+   * the memory it holds free in its regions (iosr_region_discard or
+   * madvise(MADV_DONTNEED)), so that it is dropped without a write, then
+   * calls iosr_trim_done(ctx, id) from another thread. The daemon holds the
+   * swap-out until the answer, or IOSR_TRIM_WAIT_MS (README), then writes
+   * what is resident. NULL: the app is never asked. Must return quickly and
+   * must not call libiosr (see on_foreground). Design: docs/design/stack.md,
+   * "Free memory is not written". */
+  void (*on_trim)(iosr_ctx *ctx, uint64_t id, void *arg);
 } iosr_connect_opts;
 
 /* Connects this process as one app: checks credentials with the daemon,
@@ -76,6 +86,13 @@ int iosr_disconnect(iosr_ctx *ctx);
 
 /* Asks the daemon to make this app the foreground app (as `iosr fg`). 0 or -1. */
 int iosr_set_foreground(iosr_ctx *ctx);
+
+/* Answers the trim request `id` (on_trim): what the app holds free is given
+ * back, the daemon may write the rest. Sends one message, waits for none.
+ * 0, or -1 with errno: ENOTCONN (daemon away: the request died with it),
+ * ECHILD (ctx belongs to the parent of a fork). Thread-safe; not from the
+ * agent thread's callbacks. */
+int iosr_trim_done(iosr_ctx *ctx, uint64_t id);
 
 /* ---- Regions (design note section 13) ---- */
 

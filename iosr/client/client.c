@@ -160,7 +160,7 @@ static int try_resume(iosr_ctx *ctx) {
   h.role = IOSR_ROLE_RESUME;
   snprintf(h.name, sizeof h.name, "%s", ctx->name);
   h.token = ctx->token;
-  h.features = ctx->features;
+  h.features = ctx->features | (ctx->on_trim ? IOSR_HELLO_TRIMS : 0);
   iosr_ctx_drops_hello(ctx, &h);
   /* our userfaultfd, our page table, and the forked children's descriptors
    * we kept (they cannot be served from a page table, but fail loudly) */
@@ -286,6 +286,14 @@ static void *agent_main(void *arg) {
           ctx->on_fg(ctx, f.foreground, ctx->arg);
         }
         break;
+      case IOSR_M_TRIM:
+        if (h->len == sizeof(iosr_m_trim)) {
+          iosr_m_trim t;
+          memcpy(&t, p, sizeof t);
+          if (ctx->on_trim) ctx->on_trim(ctx, t.id, ctx->arg);
+          else iosr_trim_done(ctx, t.id); /* not asked for: nothing to wait for */
+        }
+        break;
       case IOSR_M_CHILD_UFFD:
         if (nfds == 1) {
           pthread_mutex_lock(&ctx->mu);
@@ -341,6 +349,7 @@ iosr_ctx *iosr_connect(const iosr_connect_opts *opts) {
   ctx->pid = getpid();
   ctx->engine = o.engine;
   ctx->on_fg = o.on_foreground;
+  ctx->on_trim = o.on_trim;
   ctx->arg = o.arg;
   pthread_mutex_init(&ctx->send_mu, NULL);
   pthread_mutex_init(&ctx->rpc_mu, NULL);
@@ -393,7 +402,7 @@ iosr_ctx *iosr_connect(const iosr_connect_opts *opts) {
     iosr_warn("userfaultfd limited to user-mode faults (vm.unprivileged_userfaultfd=0 and no access to "
               "/dev/userfaultfd): system calls writing into swapped-out region pages fail with EFAULT");
   if (!o.engine) prctl(PR_SET_PTRACER, (unsigned long)ctx->daemon_pid, 0, 0, 0);
-  iosr_m_attach at = {ctx->features, (uint32_t)ctx->user_mode_only, 0};
+  iosr_m_attach at = {ctx->features, (uint32_t)ctx->user_mode_only, o.on_trim ? IOSR_ATTACH_TRIMS : 0};
   memset(&r, 0, sizeof r);
   if (direct_rpc(ctx->sock, ++ctx->seq, IOSR_M_ATTACH, &at, sizeof at, &ufd, 1, &r, sizeof r, &rt, &ctx->ptfd)) {
     err = EPROTO;
@@ -473,6 +482,19 @@ int iosr_set_foreground(iosr_ctx *ctx) {
     return -1;
   }
   return 0;
+}
+
+int iosr_trim_done(iosr_ctx *ctx, uint64_t id) {
+  if (ctx->pid != getpid()) {
+    errno = ECHILD;
+    return -1;
+  }
+  iosr_m_trim t = {id};
+  pthread_mutex_lock(&ctx->send_mu);
+  int r = iosr_msg_send(ctx->sock, IOSR_M_TRIMMED, 0, 0, &t, sizeof t, NULL, 0);
+  pthread_mutex_unlock(&ctx->send_mu);
+  if (r) errno = ENOTCONN;
+  return r ? -1 : 0;
 }
 
 int iosr_stats(iosr_ctx *ctx, iosr_app_stats *out) {

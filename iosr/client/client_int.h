@@ -38,6 +38,7 @@ struct iosr_ctx {
   char socket_path[108];
   struct iosr_engine *engine;
   void (*on_fg)(iosr_ctx *, int, void *);
+  void (*on_trim)(iosr_ctx *, uint64_t, void *);
   void *arg;
 
   pthread_t agent, dropper;

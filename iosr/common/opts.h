@@ -46,6 +46,7 @@ typedef struct iosr_settings {
   int test_hooks;        /* test_hooks=1: fault injection, dispatch pause/log */
   uint32_t hello_timeout_ms; /* a connection that says no hello for this long is closed (5000) */
   uint32_t conns_per_uid;  /* connections one uid may hold at once (4096) */
+  uint32_t trim_wait_ms;   /* a reclaim waits this long for its apps' trims (2000; daemon/trim.c) */
   int32_t nice;          /* CPU nice value of the engine thread (-10): faults wait on it */
   uint32_t rt_prio;      /* SCHED_FIFO priority of the engine thread (default 0: ordinary scheduling with `nice`; iosr-eval.md) */
 } iosr_settings;

@@ -38,6 +38,7 @@ enum iosr_msg_type {
   IOSR_M_REGION_DEL = 4, /* iosr_m_range */
   IOSR_M_DROPPED = 5,    /* iosr_m_dropped */
   IOSR_M_GOODBYE = 6,    /* empty */
+  IOSR_M_TRIMMED = 7,    /* iosr_m_trim: the app gave back its free memory (answers IOSR_M_TRIM) */
   IOSR_M_CTL_FG = 10,    /* iosr_m_app ("" = none, or self on an app connection) */
   IOSR_M_CTL_RECLAIM = 11, /* iosr_m_reclaim */
   IOSR_M_CTL_SET = 12,     /* iosr_m_set */
@@ -54,7 +55,8 @@ enum iosr_msg_type {
   IOSR_M_FG_NOTIFY = 35, /* iosr_m_fg */
   IOSR_M_CHILD_UFFD = 36, /* iosr_m_child + [uffd of a forked child] */
   IOSR_M_APP_STATS = 37,  /* iosr_m_app_stats */
-  IOSR_M_TYPE_MAX = 38
+  IOSR_M_TRIM = 38,       /* iosr_m_trim: a swap-out of the app is about to start */
+  IOSR_M_TYPE_MAX = 39
 };
 
 enum { IOSR_ROLE_APP = 1, IOSR_ROLE_CONTROL = 2, IOSR_ROLE_RESUME = 3 };
@@ -73,8 +75,18 @@ typedef struct iosr_m_hello {
 typedef struct iosr_m_attach {
   uint64_t features; /* userfaultfd features granted to the client's descriptor */
   uint32_t user_mode_only;
-  uint32_t pad;
+  uint32_t flags;    /* IOSR_ATTACH_* */
 } iosr_m_attach;
+
+/* The app answers IOSR_M_TRIM (it has an on_trim callback). A RESUME hello
+ * carries it as IOSR_HELLO_TRIMS in `features`, a bit no userfaultfd feature
+ * uses. */
+#define IOSR_ATTACH_TRIMS 1u
+#define IOSR_HELLO_TRIMS (1ull << 63)
+
+typedef struct iosr_m_trim {
+  uint64_t id; /* the daemon's request; echoed in the answer */
+} iosr_m_trim;
 
 typedef struct iosr_m_range {
   uint64_t start, len;

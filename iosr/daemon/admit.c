@@ -157,5 +157,7 @@ uint64_t iosr_srv_admit_timer(iosr_engine_s *e, uint64_t now) {
       due = c->accepted_ns + limit;
     }
   }
-  return due;
+  /* the other deadline of the daemon layer: reclaims held for trims */
+  uint64_t trim = iosr_srv_trim_timer(e, now);
+  return trim && (!due || trim < due) ? trim : due;
 }

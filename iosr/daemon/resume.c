@@ -82,7 +82,8 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
   a->bg_since_ns = iosr_now_ns();
   iosr_ra_adaptive_init(&a->ra, e->set.ra_init, e->set.ra_max);
   iosr_extmap_init(&a->ext);
-  a->uffd_features = h->features | IOSR_UFFD_REQUIRED;
+  a->uffd_features = (h->features & ~IOSR_HELLO_TRIMS) | IOSR_UFFD_REQUIRED;
+  a->trims = (h->features & IOSR_HELLO_TRIMS) != 0;
   e->apps[id] = a;
   c->app = id;
   a->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);

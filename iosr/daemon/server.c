@@ -69,6 +69,17 @@ iosr_conn *iosr_srv_add_conn(iosr_engine_s *e, int fd) {
   return c;
 }
 
+/* Is the address space that a's userfaultfd serves gone? A process that
+ * exited or exec'd has none: a copy into it answers ESRCH (a pidfd tells only
+ * the exit). Into a live one the copy maps nothing: its source is NULL
+ * (EFAULT), or nothing is registered at the address (ENOENT); the probe of
+ * iosr_eng_reap_forked. */
+static int app_mm_gone(iosr_app *a) {
+  if (a->uffd < 0) return 0;
+  uint64_t done;
+  return iosr_uffd_copy(a->uffd, 0x10000, NULL, 4096, 0, &done) == -ESRCH;
+}
+
 void iosr_srv_close_conn(iosr_engine_s *e, iosr_conn *c) {
   iosr_conn **pp = &e->conns;
   while (*pp && *pp != c) pp = &(*pp)->next;
@@ -88,13 +99,16 @@ void iosr_srv_close_conn(iosr_engine_s *e, iosr_conn *c) {
     a->conn = NULL;
     /* The socket closed without a goodbye. A process that is still alive
      * keeps its pages (its agent reconnects after a daemon restart, or it is
-     * reaped when its pidfd fires); an in-process client is simply gone. */
+     * reaped when its pidfd fires); an in-process client is simply gone, and
+     * so is a process that exec'd (its sockets closed with its old image,
+     * whose memory is gone: docs/design/stack.md, "fork and exec"). */
     int alive = a->pidfd >= 0;
     if (alive) {
       struct pollfd pf = {a->pidfd, POLLIN, 0};
       alive = poll(&pf, 1, 0) == 0; /* a pidfd is readable once the process terminated */
     }
-    if (!alive || a->pid == getpid() || a->uffd < 0) iosr_eng_app_gone(e, a, "disconnected");
+    if (alive && app_mm_gone(a)) iosr_eng_app_gone(e, a, "exec'd or is exiting (its memory is gone)");
+    else if (!alive || a->pid == getpid() || a->uffd < 0) iosr_eng_app_gone(e, a, "disconnected");
     else if (__atomic_load_n(&e->stop, __ATOMIC_ACQUIRE)) {
       /* shutting down: the app carries on without us */
     } else {
@@ -253,7 +267,14 @@ static void do_hello(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_
     iosr_srv_reply(e, c, seq, EINVAL, 0, "app names are printable, without spaces or '#'");
     return;
   }
-  if (iosr_eng_find_app(e, name)) {
+  iosr_app *old = iosr_eng_find_app(e, name);
+  /* An image that exec'd may say hello under its old name before its old
+   * connection's close is read: the old app's memory is gone, so is it. */
+  if (old && !old->forked && app_mm_gone(old)) {
+    iosr_eng_app_gone(e, old, "exec'd or exited (its memory is gone)");
+    old = NULL;
+  }
+  if (old) {
     iosr_srv_reply(e, c, seq, EEXIST, 0, "an app of that name is connected");
     return;
   }
@@ -303,6 +324,7 @@ static void do_attach(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m
   fds[0] = -1; /* taken */
   a->uffd_features = m->features;
   a->user_mode_only = (int)m->user_mode_only;
+  a->trims = (m->flags & IOSR_ATTACH_TRIMS) != 0;
   iosr_eng_watch(e, a->uffd, iosr_tag(IOSR_TAG_UFFD, a->id));
   iosr_m_reply r;
   memset(&r, 0, sizeof r);
@@ -392,7 +414,14 @@ static void do_reclaim(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_
     iosr_srv_reply(e, c, seq, EAGAIN, 0, "restart grace period: no new swap slots yet");
     return;
   }
-  uint64_t pages = (m->bytes + 4095) / 4096;
+  /* apps that trim give back their free memory first (daemon/trim.c) */
+  if (iosr_srv_trim_hold(e, c, seq, apps, n, m->bytes)) return;
+  iosr_srv_reclaim_now(e, c, seq, apps, n, m->bytes);
+}
+
+void iosr_srv_reclaim_now(iosr_engine_s *e, iosr_conn *c, uint32_t seq, iosr_app **apps, unsigned n,
+                          uint64_t bytes) {
+  uint64_t pages = (bytes + 4095) / 4096;
   iosr_job *j = iosr_reclaim_start(e, apps, n, pages, 0);
   if (!j) {
     iosr_srv_reply(e, c, seq, ENOMEM, 0, "out of memory");
@@ -408,7 +437,7 @@ static const char *const runtime_keys[] = {
     "slot", "readahead", "sched", "page_cluster", "ra_init", "ra_max", "ra_probe_stride", "queue_depth",
     "write_hold_max", "write_hold_ms", "write_ioprio", "budget", "budget_low", "zero_window", "reclaim_batch",
     "reclaim_inflight", "max_io", "ra_probe_horizon", "ra_probes", "ra_probes_full", "hello_timeout_ms",
-    "conns_per_uid", NULL};
+    "conns_per_uid", "trim_wait_ms", NULL};
 
 static void do_set(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_set *m) {
   if (iosr_field_str(m->key, sizeof m->key) || iosr_field_str(m->value, sizeof m->value))
@@ -547,6 +576,12 @@ static void dispatch(iosr_engine_s *e, iosr_conn *c, const iosr_msg_hdr *h, cons
       if (c->role != IOSR_ROLE_APP || !a) return malformed(e, c, h->seq, "drop confirmation without an app");
       if (d->err < 0 || d->err > 4095) return malformed(e, c, h->seq, "bad errno");
       iosr_swapout_dropped(e, a, d->id, d->err);
+      return;
+    }
+    case IOSR_M_TRIMMED: {
+      iosr_app *a = iosr_eng_app(e, c->app);
+      if (c->role != IOSR_ROLE_APP || !a) return malformed(e, c, h->seq, "trim answer without an app");
+      iosr_srv_trimmed(e, a, ((const iosr_m_trim *)p)->id);
       return;
     }
     case IOSR_M_GOODBYE: {

@@ -196,6 +196,9 @@ struct iosr_app {
   uint64_t drop_seq;
   uint64_t resume_drop_id, resume_drop_start, resume_drop_n;
   uint32_t inflight;         /* requests and batches referring to this app */
+  int trims;                 /* answers trim requests (IOSR_ATTACH_TRIMS; daemon/trim.c) */
+  uint64_t trim_id;          /* the trim request awaiting its answer (0: none) */
+  uint64_t trim_sent_ns;     /* when it was sent */
   iosr_app_stats st;
   uint64_t lat_start_count;  /* faults with a latency start recorded */
   struct { uint64_t vpn, t0; } lat[64]; /* major faults waiting, for latency */
@@ -276,6 +279,8 @@ struct iosr_engine_s {
   uint64_t listen_resume_ns;
   uint64_t accept_errors, conns_refused, hello_timeouts;
   uint64_t loop_turns;       /* event-loop iterations: an idle engine does not turn */
+  struct iosr_trim_wait *trim_waits; /* reclaims held for their apps' trims (daemon/trim.c) */
+  uint64_t next_trim_id;
   uint8_t *zero_buf;         /* zero_window pages of zeros: this engine's write-fault fill source */
   size_t zero_buf_bytes;
   uint64_t started_ns;
@@ -380,6 +385,19 @@ int iosr_srv_reply(iosr_engine_s *e, iosr_conn *c, uint32_t seq, int err, uint64
                    const char *msg);
 iosr_conn *iosr_srv_conn_by_id(iosr_engine_s *e, uint32_t id);
 void iosr_srv_idle_check(iosr_engine_s *e);
+/* Starts a reclaim of apps for control connection c (its answer when done). */
+void iosr_srv_reclaim_now(iosr_engine_s *e, iosr_conn *c, uint32_t seq, iosr_app **apps, unsigned n,
+                          uint64_t bytes);
+
+/* daemon/trim.c: reclaims held until their apps gave back their free memory */
+/* Asks the apps that trim and have not been asked yet; 1 when the reclaim is
+ * held (started later by an answer or the timer), 0 to start it now. */
+int iosr_srv_trim_hold(iosr_engine_s *e, iosr_conn *c, uint32_t seq, iosr_app **apps, unsigned n,
+                       uint64_t bytes);
+/* App a answered trim request id. */
+void iosr_srv_trimmed(iosr_engine_s *e, iosr_app *a, uint64_t id);
+/* Starts the held reclaims whose time is up; the next deadline (0: none). */
+uint64_t iosr_srv_trim_timer(iosr_engine_s *e, uint64_t now);
 
 /* daemon/admit.c */
 int iosr_srv_admit_init(iosr_engine_s *e);

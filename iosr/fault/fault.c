@@ -297,6 +297,29 @@ void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a) {
   }
 }
 
+/* A retried un-protect of [vpn, vpn+n): only the pages IOSR is not writing
+ * out lose their protection. Between the first try (EAGAIN) and this one a
+ * later batch may have protected some of them again (WRITING, DROPPING);
+ * lifting that would let the app write without a fault, and the write would
+ * be lost when the page is dropped (a page came back one write old in a
+ * threaded app under reclaim). */
+static void retry_unprotect(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
+  for (uint64_t v = vpn, end = vpn + n; v < end;) {
+    iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
+    if (p && (p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING)) {
+      v++;
+      continue;
+    }
+    uint64_t k = v + 1;
+    while (k < end && !((p = iosr_pt_lookup(&a->pt, k, NULL)) &&
+                        (p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING)))
+      k++;
+    if (iosr_uffd_wp(a->uffd, v << 12, (k - v) << 12, 0) == -EAGAIN)
+      iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, v, k - v, 0);
+    v = k;
+  }
+}
+
 void iosr_fault_run_retries(iosr_engine_s *e) {
   iosr_retry *list = e->retries;
   e->retries = NULL;
@@ -312,8 +335,7 @@ void iosr_fault_run_retries(iosr_engine_s *e) {
         else iosr_uffd_wake(a->uffd, r->vpn << 12, 4096);
         a->st.faults--; /* counted once */
       } else if (r->op == IOSR_RETRY_UNPROTECT) {
-        int rc = iosr_uffd_wp(a->uffd, r->vpn << 12, r->n << 12, 0);
-        if (rc == -EAGAIN) iosr_fault_add_retry(e, a->id, r->op, r->vpn, r->n, 0);
+        retry_unprotect(e, a, r->vpn, r->n);
       } else if (r->op == IOSR_RETRY_WAKE) {
         iosr_uffd_wake(a->uffd, r->vpn << 12, r->n << 12);
       }

@@ -14,6 +14,7 @@
 #include "../common/options.h"
 #include "../common/random.h"
 #include "../midend/midend.h"
+#include "../os/os_swap.h"
 #include "../reclaim/reclaim.h"
 #include "android.h"
 #include "huge_cache.h"
@@ -176,6 +177,10 @@ static void create_scope(int entering) {
 
 /* ---- initialization ---- */
 
+/* Before IOSR swaps the heap out (jwmalloc run --swap): every tier's free
+ * memory goes, as mallopt(M_PURGE_ALL) (docs/design/stack.md). */
+static void swap_trim(void) { jw_purge(1); }
+
 bool jw_global_init(void) {
   /* Acquire on both outcomes: a DONE state comes with everything the
    * initializing thread set up. */
@@ -198,6 +203,7 @@ bool jw_global_init(void) {
   find_dynamic_linker();
   jw_reclaim_set_start_guard(may_start_thread);
   jw_reclaim_set_create_scope(create_scope);
+  jw_os_swap_set_trim(swap_trim);
   jw_store(&init_state, INIT_DONE, JW_RELEASE);
   return true;
 }

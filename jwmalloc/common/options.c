@@ -34,7 +34,7 @@ static const struct {
 static const char *const others[] = {
     "STATS_FILE",                                     /* here, below */
     "LIB",                                            /* the jwmalloc run tool; inherited by its programs */
-    "SWAP", "SWAP_LIB",                               /* os/os_swap.c (docs/design/stack.md) */
+    "SWAP", "SWAP_LIB", "SWAP_TRIM",                  /* os/os_swap.c (docs/design/stack.md) */
     "CHECK", "RETAIN_ROOTS", "AHEAD_ROOTS",             /* backend/backend.c */
     "RECLAIM", "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK", "RECLAIM_WATERMARK_MAX", "RECLAIM_POLICY", "RECLAIM_THREAD", /* reclaim/ */
 };

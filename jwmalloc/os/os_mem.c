@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 /* The swap layer (os_swap.c, docs/design/stack.md) where it is linked in. */
 #pragma weak jw_os_swap_map
 #pragma weak jw_os_swap_unmap
+#pragma weak jw_os_swap_size
 
 static jw_atomic_u64 n_mmap, n_munmap, n_madvise, mapped, peak_mapped;
 
@@ -113,7 +115,7 @@ static uintptr_t first_hint(size_t align) {
 
 void *jw_os_map_root(size_t size, size_t align) {
   if (jw_os_swap_map) {
-    void *r = jw_os_swap_map(size, align);
+    void *r = jw_os_swap_map(size, align, 0);
     if (r != NULL) {
       jw_fetch_add(&n_mmap, 1, JW_RELAXED);
       account_mapped((int64_t)size);
@@ -143,7 +145,17 @@ void *jw_os_map_root(size_t size, size_t align) {
   return p;
 }
 
-void *jw_os_map_committed(size_t size, size_t align) { return map_aligned(size, align, 0); }
+void *jw_os_map_committed(size_t size, size_t align) {
+  if (jw_os_swap_map) { /* a huge block in an IOSR region too (docs/design/stack.md) */
+    void *r = jw_os_swap_map(size, align, 1);
+    if (r != NULL) {
+      jw_fetch_add(&n_mmap, 1, JW_RELAXED);
+      account_mapped((int64_t)size);
+      return r;
+    }
+  }
+  return map_aligned(size, align, 0);
+}
 
 int jw_os_unmap(void *p, size_t size) {
   /* ASan variant: memory given back to the OS keeps no poison, or a later
@@ -165,7 +177,25 @@ int jw_os_release(void *p, size_t size) {
   return madvise(p, size, MADV_DONTNEED);
 }
 
+/* A huge block in an IOSR region, which mremap may not move or resize:
+ * shrunk in place (the tail discarded; the region keeps its size), grown in
+ * place up to the region's size, else copied to a new mapping. */
+static void *remap_region(void *p, size_t old, size_t size, size_t region) {
+  if (size <= region) {
+    if (size < old) jw_os_release((char *)p + size, old - size);
+    account_mapped((int64_t)size - (int64_t)old);
+    return p;
+  }
+  void *q = jw_os_map_committed(size, 4096);
+  if (q == NULL) return NULL;
+  memcpy(q, p, old);
+  jw_os_unmap(p, old);
+  return q;
+}
+
 void *jw_os_remap(void *p, size_t old, size_t size) {
+  size_t region = jw_os_swap_size ? jw_os_swap_size(p) : 0;
+  if (region) return remap_region(p, old, size, region);
   jw_fetch_add(&n_mmap, 1, JW_RELAXED); /* counted as a mapping call */
   void *q = mremap(p, old, size, MREMAP_MAYMOVE);
   if (q == MAP_FAILED) return NULL;

@@ -15,7 +15,8 @@
  * With --swap NAME, PROG's heap roots live in IOSR regions of the running
  * iosrd, app NAME (docs/design/stack.md): the tool checks the daemon first
  * through libiosr.so (dlopen; next to libjwmalloc.so, or JWMALLOC_SWAP_LIB)
- * and sets JWMALLOC_SWAP and JWMALLOC_SWAP_LIB for PROG.
+ * and sets JWMALLOC_SWAP and JWMALLOC_SWAP_LIB for PROG, and PYTHONMALLOC=malloc
+ * unless it is set.
  *
  * Brief: "Tiers" (the main job of issue 2: real programs on jwmalloc).
  * This is an ordinary program: it uses stdio and the system's malloc.
@@ -400,6 +401,10 @@ static int cmd_run(int argc, char **argv) {
     if (check_swap(swap, lib, swaplib) != 0) return 2;
     setenv("JWMALLOC_SWAP", swap, 1);
     setenv("JWMALLOC_SWAP_LIB", swaplib, 1);
+    /* CPython's small objects go to malloc, not to arenas it maps itself,
+     * which IOSR does not serve (docs/design/stack.md, "Programs' own
+     * anonymous mappings"); a value the user set is kept. */
+    setenv("PYTHONMALLOC", "malloc", 0);
   }
 
   const char *old = getenv("LD_PRELOAD");
