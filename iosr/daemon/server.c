@@ -400,8 +400,7 @@ static void do_reclaim(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_
   }
   j->waiter = c->id;
   j->waiter_seq = seq;
-  iosr_reclaim_pump(e);
-  iosr_reclaim_job_done_maybe(e, j);
+  iosr_reclaim_pump(e); /* which ends j if it has nothing to do (j may be freed) */
 }
 
 static const char *const runtime_keys[] = {

@@ -108,6 +108,7 @@ typedef struct iosr_job {
   size_t nagain, capagain, again_pos;
   int err;                    /* first error (ENOSPC, EIO) */
   uint32_t batches_inflight;
+  int stepping;               /* iosr_swapout_step runs: the job is not ended under it */
   int budget;                 /* started by the budget */
   uint32_t waiter;            /* client id to reply to (0: none) */
   uint32_t waiter_seq;

@@ -498,9 +498,16 @@ static void area_full(iosr_engine_s *e, iosr_job *j) {
     iosr_warn("swap area full (%llu slots): reclaim stops, pages stay resident", (unsigned long long)e->slots.nslots);
 }
 
-/* One step of job j. Returns 1 if a batch was started, 0 if the job has
- * nothing more to start now. */
-int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
+/* The pages of batch b still on their way out (written or dropped): those
+ * kept resident (area full, unreadable) are not, so a partial reclaim takes
+ * others in their place. */
+static uint32_t batch_outgoing(const iosr_batch *b) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < b->n; i++) n += b->zero[i] == 1 || (!b->zero[i] && b->slot[i] != IOSR_NO_SLOT);
+  return n;
+}
+
+static int step(iosr_engine_s *e, iosr_job *j) {
   if (j->err) return 0;
   if (e->grace_until_ns && iosr_now_ns() < e->grace_until_ns) {
     j->err = EAGAIN;
@@ -516,7 +523,7 @@ int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
   uint64_t done = j->swapped_pages + j->zero_pages;
   uint64_t inflight_pages = 0;
   for (iosr_batch *b = e->batches; b; b = b->next)
-    if (b->job == j) inflight_pages += b->n;
+    if (b->job == j) inflight_pages += batch_outgoing(b);
   uint32_t step_apps[IOSR_STEP_APPS], nsa = 0;
   while ((j->again_pos < j->nagain || j->pos < j->ncand) && nt < maxn) {
     if (j->target_pages && done + inflight_pages + nt >= j->target_pages) break;
@@ -625,6 +632,18 @@ int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
   /* 0 when nothing started (all pages gone, or write-protect must wait for
    * an event to be read): the loop goes back to epoll before trying again */
   return nb > 0;
+}
+
+/* One step of job j. Returns 1 if a batch was started, 0 if the job has
+ * nothing more to start now. A batch with nothing to write or drop (every
+ * page kept resident: area full, unreadable) ends inside the step; the job
+ * is not ended under it (`stepping`): the step goes on using it, and the
+ * caller ends it (iosr_reclaim_job_done_maybe). */
+int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
+  j->stepping = 1;
+  int r = step(e, j);
+  j->stepping = 0;
+  return r;
 }
 
 /* The app is gone: its pending drops will never be confirmed. */
