@@ -179,9 +179,11 @@ int iosr_ctl_wait_idle(iosr_ctl *ctl);
 /* Test hooks (only when the engine runs with test_hooks=1, else EPERM):
  * IOSR_TEST_FAIL_READS / IOSR_TEST_FAIL_WRITES: the next `arg` reads/writes
  * complete with EIO; IOSR_TEST_PAUSE: arg=1 holds every request in the
- * scheduler queues, arg=0 releases them; IOSR_TEST_DISPATCH_LOG: fills
+ * scheduler queues, arg=0 releases them; IOSR_TEST_HOLD_RETRIES: arg=1 makes
+ * the un-protect of a page kept resident wait as after EAGAIN and holds every
+ * such retry, arg=0 lets them run; IOSR_TEST_DISPATCH_LOG: fills
  * *out (up to *n entries) with the dispatch order since the last call. */
-enum { IOSR_TEST_FAIL_READS = 1, IOSR_TEST_FAIL_WRITES = 2, IOSR_TEST_PAUSE = 3 };
+enum { IOSR_TEST_FAIL_READS = 1, IOSR_TEST_FAIL_WRITES = 2, IOSR_TEST_PAUSE = 3, IOSR_TEST_HOLD_RETRIES = 4 };
 int iosr_ctl_test(iosr_ctl *ctl, int op, uint64_t arg);
 
 typedef struct iosr_dispatch_rec {

@@ -260,6 +260,7 @@ struct iosr_engine_s {
   uint32_t next_window;
   int32_t probe_free;
   uint64_t fail_reads, fail_writes; /* test hooks */
+  int hold_retries;          /* test hook: un-protects of kept pages wait, as after EAGAIN, and retries are held */
   int has_rt_ioprio;
   uint64_t full_warned;
   uint64_t budget_backoff_ns; /* no budget job before this (after one failed) */

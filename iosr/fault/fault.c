@@ -297,7 +297,36 @@ void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a) {
   }
 }
 
+static int protected_now(iosr_app *a, uint64_t vpn) {
+  iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, NULL);
+  return p && (p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING);
+}
+
+/* An un-protect that met EAGAIN, run now. A page of the range that a
+ * swap-out protected again meanwhile (WRITING or DROPPING: its bytes are
+ * being copied out or are only in its slot) keeps that protection: lifting
+ * it would let a write land unseen in a page the dropper then discards, and
+ * the app would read the older version from the slot. A thread waiting on
+ * such a page is woken instead; its write faults again and is served as that
+ * state says (design note section 3, "Transitions"). */
+static void unprotect_later(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
+  for (uint64_t v = vpn, end = vpn + n; v < end;) {
+    int prot = protected_now(a, v);
+    uint64_t k = v + 1;
+    while (k < end && protected_now(a, k) == prot) k++;
+    if (prot) {
+      iosr_uffd_wake(a->uffd, v << 12, (k - v) << 12);
+      iosr_debug("app %s: deferred un-protect of %#llx+%llu skipped (protected again)", a->name,
+                (unsigned long long)(v << 12), (unsigned long long)(k - v));
+    } else if (iosr_uffd_wp(a->uffd, v << 12, (k - v) << 12, 0) == -EAGAIN) {
+      iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, v, k - v, 0);
+    }
+    v = k;
+  }
+}
+
 void iosr_fault_run_retries(iosr_engine_s *e) {
+  if (e->hold_retries) return;
   iosr_retry *list = e->retries;
   e->retries = NULL;
   while (list) {
@@ -312,8 +341,7 @@ void iosr_fault_run_retries(iosr_engine_s *e) {
         else iosr_uffd_wake(a->uffd, r->vpn << 12, 4096);
         a->st.faults--; /* counted once */
       } else if (r->op == IOSR_RETRY_UNPROTECT) {
-        int rc = iosr_uffd_wp(a->uffd, r->vpn << 12, r->n << 12, 0);
-        if (rc == -EAGAIN) iosr_fault_add_retry(e, a->id, r->op, r->vpn, r->n, 0);
+        unprotect_later(e, a, r->vpn, r->n);
       } else if (r->op == IOSR_RETRY_WAKE) {
         iosr_uffd_wake(a->uffd, r->vpn << 12, r->n << 12);
       }

@@ -38,7 +38,7 @@ static int all_zero(const uint8_t *p) {
 /* Un-protects a page that stays resident (retried after EAGAIN). */
 static void unprotect(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
   if (a->uffd < 0) return;
-  int r = iosr_uffd_wp(a->uffd, vpn << 12, n << 12, 0);
+  int r = e->hold_retries ? -EAGAIN : iosr_uffd_wp(a->uffd, vpn << 12, n << 12, 0);
   if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, n, 0);
 }
 
