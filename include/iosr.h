@@ -102,6 +102,21 @@ size_t iosr_region_size(const iosr_region *r);
  * Thread-safe. */
 int iosr_region_discard(iosr_region *r, size_t off, size_t len);
 
+/* What the kernel does not tell IOSR, and what an app gets (design note
+ * sections 3 and 9):
+ * - mlock/mlockall of region pages: a locked page is never swapped out. A
+ *   reclaim leaves the pages it finds locked when it starts; a page locked
+ *   while it is being swapped out stays (or becomes again) resident, its
+ *   bytes as they were. After munlock it may be swapped out again. The same
+ *   holds for pages that cannot be read (PROT_NONE): they stay resident.
+ * - MADV_WIPEONFORK and MADV_DONTFORK: read from /proc at each fork; a child
+ *   gets zeros (or no mapping) there, as the kernel gives it.
+ * - MADV_FREE: the pages read as zero or as their old bytes, never other
+ *   bytes, whether or not the kernel reclaimed them.
+ * - Every other change an app makes (discard, munmap, mremap, fork) reaches
+ *   IOSR as a userfaultfd event; libiosr keeps an internal PROT_NONE area of
+ *   4 MiB (the dropper's marks) that the app must leave alone. */
+
 /* Unmaps the region and frees its slots. 0 or -1. Thread-safe for distinct
  * regions. */
 int iosr_region_destroy(iosr_region *r);

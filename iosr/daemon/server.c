@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/beacon.h"
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -301,6 +302,7 @@ static void do_attach(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m
   }
   a->uffd = fds[0];
   fds[0] = -1; /* taken */
+  a->beacon = iosr_beacon_page(m->beacon);
   a->uffd_features = m->features;
   a->user_mode_only = (int)m->user_mode_only;
   iosr_eng_watch(e, a->uffd, iosr_tag(IOSR_TAG_UFFD, a->id));

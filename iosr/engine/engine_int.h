@@ -195,6 +195,9 @@ struct iosr_app {
   uint32_t nprobes;
   iosr_drop *drops;
   uint64_t drop_seq;
+  uint64_t beacon;           /* first page of the dropper's beacon area (common/beacon.h); 0: none */
+  uint64_t win_id;           /* the drop between its dropper's marks (0: none): its REMOVEs may be the dropper's */
+  uint64_t win_lo, win_hi;   /* the pages that drop discards */
   uint64_t resume_drop_id, resume_drop_start, resume_drop_n;
   uint32_t inflight;         /* requests and batches referring to this app */
   iosr_app_stats st;
@@ -328,7 +331,13 @@ void iosr_swapout_settle_drops(iosr_engine_s *e, iosr_app *a, uint64_t running, 
 void iosr_swapout_cancel_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p);
 iosr_drop *iosr_drop_new(iosr_app *a, uint64_t id, uint64_t start_vpn, uint64_t n);
 void iosr_swapout_drops_moved(iosr_app *a, uint64_t from, uint64_t to, uint64_t n);
-int iosr_swapout_at_drop_address(iosr_app *a, uint64_t vpn, const iosr_pte *p);
+/* 1 when a REMOVE over the DROPPING page p at vpn may be the dropper's
+ * discard (design note section 9): it came between the dropper's marks of a
+ * drop, over the pages that drop discards. 0: the app's. */
+int iosr_swapout_may_be_dropper(iosr_app *a, uint64_t vpn, const iosr_pte *p);
+/* A dropper's mark read (common/beacon.h): the window of the outstanding drop
+ * whose id ends in id16 opens (end 0) or closes (end 1). */
+void iosr_swapout_drop_window(iosr_app *a, uint16_t id16, int end);
 void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a);
 
 /* fault/events.c */

@@ -226,7 +226,11 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
       present_missing(e, a, vpn);
       break;
     case IOSR_PTE_WRITING:
-      if (wp) {
+      if (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) {
+        /* the dropper discarded it: the retried access reads it from its
+         * slot once the write is done (woken then) */
+        if (wp) a->st.wp_faults++;
+      } else if (wp) {
         a->st.wp_faults++;
         iosr_swapout_cancel_page(e, a, vpn, p);
       } else {
@@ -317,7 +321,7 @@ static void unprotect_later(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_
     if (prot) {
       iosr_uffd_wake(a->uffd, v << 12, (k - v) << 12);
       iosr_debug("app %s: deferred un-protect of %#llx+%llu skipped (protected again)", a->name,
-                (unsigned long long)(v << 12), (unsigned long long)(k - v));
+                 (unsigned long long)(v << 12), (unsigned long long)(k - v));
     } else if (iosr_uffd_wp(a->uffd, v << 12, (k - v) << 12, 0) == -EAGAIN) {
       iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, v, k - v, 0);
     }

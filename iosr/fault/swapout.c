@@ -110,12 +110,33 @@ void iosr_swapout_drops_moved(iosr_app *a, uint64_t from, uint64_t to, uint64_t 
 /* 1 when the moved DROPPING page at vpn is at the address its drop
  * discards, so a REMOVE there may be the dropper's; 0 when it is elsewhere
  * (a REMOVE there is the app's own). */
-int iosr_swapout_at_drop_address(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
+static int at_drop_address(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
   for (iosr_drop *d = a->drops; d; d = d->next)
     if ((uint16_t)d->id == p->aux)
       for (uint64_t k = 0; k < d->n; k++)
         if (d->vpn[k] == vpn) return vpn == d->start_vpn + k;
   return 0;
+}
+
+int iosr_swapout_may_be_dropper(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
+  if (a->beacon) return a->win_id && vpn >= a->win_lo && vpn < a->win_hi;
+  /* no marks (a client without a beacon area): any REMOVE may be the
+   * dropper's, except over a moved page away from its drop's address */
+  return !(p->flags & IOSR_PTE_F_MOVED) || at_drop_address(a, vpn, p);
+}
+
+void iosr_swapout_drop_window(iosr_app *a, uint16_t id16, int end) {
+  if (end) {
+    if (a->win_id && (uint16_t)a->win_id == id16) a->win_id = 0;
+    return;
+  }
+  a->win_id = 0; /* a window left open (an end mark lost with a daemon) closes here */
+  for (iosr_drop *d = a->drops; d; d = d->next)
+    if ((uint16_t)d->id == id16 && (!a->win_id || d->id < a->win_id)) {
+      a->win_id = d->id;
+      a->win_lo = d->start_vpn;
+      a->win_hi = d->start_vpn + d->n;
+    }
 }
 
 typedef struct iosr_batch_drops {
@@ -130,6 +151,22 @@ static void send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
   iosr_m_drop m = {d->id, d->start_vpn << 12, d->n << 12};
   if (iosr_srv_send(e, a->conn, IOSR_M_DROP, 0, 0, &m, sizeof m, NULL, 0))
     iosr_warn("app %s: cannot send a drop request", a->name);
+}
+
+/* A WRITING page that a running drop's dropper discarded (mremap moved it
+ * into that drop's pages), once its write is done: only in its slot (zero
+ * when it was all zero, or when a second REMOVE was the app's); threads
+ * that faulted on it meanwhile retry now. */
+static void written_discarded(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, iosr_job *j) {
+  int zero = (p->flags & (IOSR_PTE_F_ZEROPG | IOSR_PTE_F_RMX)) != 0;
+  if (zero) iosr_pte_put_slot(e, p);
+  iosr_app_set_state(e, a, p, zero ? IOSR_PTE_ZERO : IOSR_PTE_SWAPPED);
+  p->flags = 0;
+  if (!zero) {
+    a->st.swapout_pages++;
+    if (j) j->swapped_pages++;
+  }
+  iosr_uffd_wake(a->uffd, vpn << 12, 4096);
 }
 
 /* After every write of the batch completed: pages still WRITING become
@@ -152,8 +189,12 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
     if (!p || p->state != IOSR_PTE_WRITING) continue;
     if (b->zero[i] ? !(p->flags & IOSR_PTE_F_ZEROPG) : p->slot != b->slot[i]) continue;
     if (!b->zero[i] && b->slot[i] == IOSR_NO_SLOT) continue;
+    if (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) {
+      written_discarded(e, a, b->vpn[i], p, b->job);
+      continue;
+    }
     iosr_app_set_state(e, a, p, IOSR_PTE_DROPPING);
-    p->flags &= (uint8_t)~(IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX);
+    p->flags &= (uint8_t)~(IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP);
     v[nv++] = b->vpn[i];
   }
   qsort(v, nv, sizeof *v, cmp_u64);
@@ -173,43 +214,45 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
   if (!ndrops) batch_done(e, b);
 }
 
-/* Ends drop d. err 0: the dropper discarded the whole run; a page covered
- * by one REMOVE (the dropper's) is now only in its slot, one covered twice
- * was discarded by the app as well. A page mremap moved since (F_MOVED) was
- * discarded only if it was back at its drop's address when the dropper ran:
- * the kernel says whether it is still there, as after an error.
+/* Ends drop d (design note sections 3 and 9). err 0: the dropper
+ * discarded the run; err != 0: its madvise stopped part-way (a locked VMA:
+ * EINVAL), skipped holes (a munmap or mremap: ENOMEM), found nothing of the
+ * run registered (ENOENT: it did not run), was refused (EAGAIN: the
+ * client's queue was full), or never ran (ECANCELED: the client came back
+ * after a lost connection without having started it).
  *
- * err != 0: the madvise stopped part-way (a locked VMA: EINVAL) or skipped
- * holes (a munmap: ENOMEM), or the drop never ran (ECANCELED: the client
- * came back after a lost connection without having started it).
- * What it did is read back from the kernel (/proc/PID/pagemap): a page still
- * there stays resident; one gone was discarded, so it is only in its slot (or
- * zero, when the app discarded it too). Taking the error as "nothing
- * dropped" would map zero over the pages it did discard. */
+ * Each page: still there (the kernel's pagemap; asked after an error, for a
+ * page mremap moved since the drop was asked for, and for one no REMOVE of
+ * the dropper's window covered) -> resident again; else discarded: only in
+ * its slot, or zero where the app discarded it (a REMOVE of the app's, two
+ * in the window) or it was all zero. Taking an error as "nothing dropped"
+ * would map zero over the pages it did discard. */
 static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
   iosr_batch *b = d->batch;
   iosr_job *j = b ? b->job : NULL;
-  int pm = err ? iosr_pagemap_open(a->pid) : -1;
+  int pm = -1;
   uint64_t kept = 0;
   for (uint64_t k = 0; k < d->n; k++) {
     uint64_t v = d->vpn[k];
     iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
     if (!p || p->state != IOSR_PTE_DROPPING || p->aux != (uint16_t)d->id) continue;
-    int removed = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
-    if (err || (p->flags & IOSR_PTE_F_MOVED)) {
+    int window = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
+    if (err || (p->flags & IOSR_PTE_F_MOVED) || !window) {
       if (pm < 0) pm = iosr_pagemap_open(a->pid);
       int pres = iosr_pagemap_present(pm, v);
-      if (pres == 1 || (pres < 0 && !removed)) {
+      if (pres == 1 || (pres < 0 && !window && !(p->flags & IOSR_PTE_F_RMAPP))) {
         keep_resident(e, a, v, p);
         kept++;
         if (j) j->kept_pages++;
         continue;
       }
+      if (!err && !window && !(p->flags & IOSR_PTE_F_MOVED)) e->inconsistencies++;
     }
-    if (!removed) e->inconsistencies++;
-    /* a drop that never ran made no REMOVE: any that came was the app's */
-    if (err == ECANCELED && removed) p->flags |= IOSR_PTE_F_RMX;
-    if ((p->flags & IOSR_PTE_F_RMX) || (p->flags & IOSR_PTE_F_ZEROPG)) {
+    /* a drop that never ran made no REMOVE: without the dropper's marks,
+     * any that came was the app's (with them, one in a window is another
+     * drop's, whose run the page was moved into) */
+    if (!a->beacon && (err == ECANCELED || err == ENOENT) && window) p->flags |= IOSR_PTE_F_RMAPP;
+    if (p->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP | IOSR_PTE_F_ZEROPG)) {
       /* discarded by the app as well, or all-zero: reads zero from now on */
       iosr_pte_put_slot(e, p);
       int zero = (p->flags & IOSR_PTE_F_ZEROPG) != 0;
@@ -229,6 +272,7 @@ static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
     iosr_warn("app %s: drop of %llu pages at %#llx failed (%s): %llu pages stay resident", a->name,
               (unsigned long long)d->n, (unsigned long long)(d->start_vpn << 12), strerror(err),
               (unsigned long long)kept);
+  if (a->win_id == d->id) a->win_id = 0;
   /* threads that faulted on these pages meanwhile retry now */
   if (a->uffd >= 0) {
     iosr_uffd_wake(a->uffd, d->start_vpn << 12, d->n << 12);
@@ -299,6 +343,16 @@ void iosr_swapout_write_done(iosr_engine_s *e, iosr_req *r) {
       uint64_t vpn = r->tgt[i].vpn;
       iosr_pte *p = a ? iosr_pt_lookup(&a->pt, vpn, NULL) : NULL;
       if (p && p->state == IOSR_PTE_WRITING && p->slot == s) {
+        if (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) {
+          /* the dropper discarded it (moved into a drop's pages) and its
+           * slot holds nothing: lost, and loud (SIGBUS), never zero */
+          iosr_pte_put_slot(e, p);
+          iosr_app_set_state(e, a, p, IOSR_PTE_POISONED);
+          p->flags = 0;
+          if (a->uffd >= 0 && (a->uffd_features & UFFD_FEATURE_POISON)) iosr_uffd_poison(a->uffd, vpn << 12, 4096);
+          if (a->uffd >= 0) iosr_uffd_wake(a->uffd, vpn << 12, 4096);
+          continue;
+        }
         keep_resident(e, a, vpn, p);
         if (b->job) b->job->kept_pages++;
       }
