@@ -115,7 +115,7 @@ int iosr_region_discard(iosr_region *r, size_t off, size_t len);
  *   bytes, whether or not the kernel reclaimed them.
  * - Every other change an app makes (discard, munmap, mremap, fork) reaches
  *   IOSR as a userfaultfd event; libiosr keeps an internal PROT_NONE area of
- *   4 MiB (the dropper's marks) that the app must leave alone. */
+ *   6 MiB (the dropper's marks) that the app must leave alone. */
 
 /* Unmaps the region and frees its slots. 0 or -1. Thread-safe for distinct
  * regions. */

@@ -105,8 +105,9 @@ void iosr_ctx_drops_hello(iosr_ctx *ctx, iosr_m_hello *h);
  * again, the reported drop's first if it ended meanwhile. */
 void iosr_ctx_drops_resumed(iosr_ctx *ctx);
 /* Test hook: when set, the dropper calls it with a drop's id before it runs
- * the drop (after = 0) and after, before confirming it (after = 1); tests hold
- * the dropper there. Not part of the API. */
+ * the drop (after = 0), once it has read which pages it discards (2), and
+ * after, before confirming it (after = 1); tests hold the dropper there. Not
+ * part of the API. */
 extern void (*iosr_test_drop_gate)(uint64_t id, int after);
 
 /* Default socket path for this uid (README): /run/iosrd.sock for root,

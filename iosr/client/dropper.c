@@ -63,15 +63,12 @@ void iosr_ctx_beacon_close(iosr_ctx *ctx) {
 #define MADV_DONTNEED_LOCKED 24
 #endif
 
-/* The dropper's mark before (end 0) or after (end 1) the madvise of drop id:
- * a discard of a never populated range of the beacon area, whose REMOVE the
- * daemon reads in order with the drop's own. The app may have locked the
- * area (mlockall): MADV_DONTNEED_LOCKED (Linux 5.18), else the range is
- * unlocked first. 0, or -1 when no mark could be made. */
-static int mark(iosr_ctx *ctx, uint64_t id, int end) {
-  if (!ctx->beacon) return 0;
-  uint64_t first, pages;
-  iosr_beacon_mark(id, end, &first, &pages);
+/* A dropper's mark (common/beacon.h): a discard of pages [first, first +
+ * pages) of the beacon area, never populated, whose REMOVE the daemon reads
+ * in order with the dropper's own. The app may have locked the area
+ * (mlockall): MADV_DONTNEED_LOCKED (Linux 5.18), else the range is unlocked
+ * first. 0, or -1 when no mark could be made. */
+static int mark(iosr_ctx *ctx, uint64_t first, uint64_t pages) {
   void *p = (void *)(uintptr_t)(ctx->beacon + first * 4096);
   size_t len = (size_t)pages * 4096;
   if (!madvise(p, len, MADV_DONTNEED_LOCKED) || !madvise(p, len, MADV_DONTNEED)) return 0;
@@ -88,16 +85,20 @@ static int protected_pages(iosr_ctx *ctx, uint64_t start, uint64_t n) {
   return pread(ctx->pagemap_fd, ctx->pm, want, (off_t)(start >> 12) * 8) == (ssize_t)want ? 0 : -1;
 }
 
-/* Discards the pages of the run that are still the daemon's to discard.
- * The dropper discards by address, and since the drop was asked for, the
- * app may have moved other pages there (mremap) or mapped other memory
- * there: only write-protected pages are discarded (every page being swapped
- * out is write-protected until it is settled; a page moved in is not), in
- * runs of consecutive ones between the dropper's two marks (design note
- * section 9). No such page: ENOENT, nothing discarded and no marks. A first
- * madvise error is reported (EINVAL: a locked VMA; ENOMEM: a VMA went away)
- * after the other runs are done; the daemon settles each page from what the
- * kernel holds. */
+/* Discards the pages of the drop that are still the daemon's to discard
+ * (design note section 3, "Whose discard", "What the dropper discards"). It
+ * discards by address, and since the drop was asked for, the app may have
+ * moved other pages there (mremap) or mapped other memory there: only
+ * write-protected pages are discarded (every page being swapped out is, until
+ * it is settled; a page moved in is not), in runs of consecutive ones. A
+ * drop mark names the drop, a run mark announces each run just before its
+ * madvise, the end mark follows the last: the daemon takes a REMOVE as the
+ * dropper's only over an announced run, before the next mark. No such page:
+ * ENOENT, nothing discarded. A mark that cannot be made
+ * keeps its pages resident (EAGAIN for the drop mark; a run's pages are
+ * skipped), never the other way round. A first madvise error is reported
+ * (EINVAL: a locked VMA; ENOMEM: a VMA went away) after the other runs; the
+ * daemon settles each page from what the kernel holds. */
 static int discard(iosr_ctx *ctx, const iosr_dropreq *d) {
   uint64_t n = d->len >> 12;
   if (n > IOSR_DROP_MAX_PAGES) n = IOSR_DROP_MAX_PAGES; /* the daemon never asks for more */
@@ -105,9 +106,10 @@ static int discard(iosr_ctx *ctx, const iosr_dropreq *d) {
   uint64_t any = 0;
   for (uint64_t k = 0; known && k < n; k++) any |= ctx->pm[k] & PM_UFFD_WP;
   if (known && !any) return ENOENT;
-  /* without its start mark the daemon would take this drop's REMOVE events
-   * for the app's own discards: the pages stay resident instead */
-  if (mark(ctx, d->id, 0)) return EAGAIN;
+  if (iosr_test_drop_gate) iosr_test_drop_gate(d->id, 2);
+  uint64_t first, pages;
+  iosr_beacon_drop_mark(d->id, &first, &pages);
+  if (ctx->beacon && mark(ctx, first, pages)) return EAGAIN;
   int err = 0;
   for (uint64_t k = 0; k < n;) {
     if (known && !(ctx->pm[k] & PM_UFFD_WP)) {
@@ -116,11 +118,16 @@ static int discard(iosr_ctx *ctx, const iosr_dropreq *d) {
     }
     uint64_t e = k + 1;
     while (e < n && (!known || (ctx->pm[e] & PM_UFFD_WP))) e++;
+    iosr_beacon_run_mark(k, e - k, &first, &pages);
     /* blocks until the daemon has read the REMOVE event this produces */
-    if (madvise((void *)(uintptr_t)(d->start + (k << 12)), (e - k) << 12, MADV_DONTNEED) && !err) err = errno;
+    if ((!ctx->beacon || !mark(ctx, first, pages)) &&
+        madvise((void *)(uintptr_t)(d->start + (k << 12)), (e - k) << 12, MADV_DONTNEED) && !err)
+      err = errno;
     k = e;
   }
-  mark(ctx, d->id, 1);
+  /* done: a REMOVE over these pages from now on is the app's */
+  iosr_beacon_end_mark(&first, &pages);
+  if (ctx->beacon) mark(ctx, first, pages);
   return err;
 }
 

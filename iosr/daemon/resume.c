@@ -143,10 +143,8 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
     /* its pages are at the run's addresses: a DROPPING page moved away
      * before the old daemon died was settled above from what the kernel holds */
     if (iosr_drop_new(a, h->drop_id, dlo, dhi - dlo) && h->drop_id > a->drop_seq) a->drop_seq = h->drop_id;
-    /* the dropper is in it, maybe past its first mark: its window is open */
-    a->win_id = h->drop_id;
-    a->win_lo = dlo;
-    a->win_hi = dhi;
+    /* the dropper is in it, maybe past its marks: its window is open */
+    iosr_swapout_resume_window(a, h->drop_id, dlo, dhi - dlo);
   }
   /* lift write protection (except where the dropper still works) and wake
    * every waiter: faults read by the dead daemon are issued again */

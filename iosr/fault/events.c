@@ -116,21 +116,23 @@ static void for_range(iosr_app *a, uint64_t lo, uint64_t hi, void (*cb)(void *, 
   }
 }
 
-/* A REMOVE inside the beacon area is one of the dropper's marks: the window
- * of the drop it names opens or closes (common/beacon.h). */
+/* A REMOVE inside the beacon area is one of the dropper's marks
+ * (common/beacon.h). */
 static int beacon_mark(iosr_app *a, uint64_t start, uint64_t end) {
   uint64_t lo = start >> 12, hi = (end + 4095) >> 12;
   if (!a->beacon || lo < a->beacon || hi > a->beacon + IOSR_BEACON_PAGES) return 0;
-  int fin;
-  uint16_t id16;
-  if (iosr_beacon_read(lo - a->beacon, hi - lo, &fin, &id16)) return 1; /* not a mark: nothing of ours there */
-  iosr_swapout_drop_window(a, id16, fin);
-  return 1;
+  uint64_t x = 0, n = 0;
+  int kind = iosr_beacon_read(lo - a->beacon, hi - lo, &x, &n);
+  if (kind) iosr_swapout_mark(a, kind, x, n);
+  return 1; /* no mark: nothing of ours is there either */
 }
 
 void iosr_event_remove(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end) {
   iosr_debug("remove %#llx-%#llx", (unsigned long long)start, (unsigned long long)end);
   if (beacon_mark(a, start, end)) return;
+  /* the kernel repeats the tail of the dropper's REMOVE when a VMA was split
+   * meanwhile: its pages were counted already */
+  if (a->beacon && iosr_swapout_window_repeat(a, start >> 12, (end + 4095) >> 12)) return;
   rm_ctx c = {e, a, 0, 0, 0, 0};
   for_range(a, start >> 12, (end + 4095) >> 12, remove_cb, &c);
   flush_unprotect(&c);
@@ -172,7 +174,7 @@ void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to,
       /* The dropper discards at the old addresses, where the app may move
        * the page back before it runs: the page stays DROPPING (still
        * write-protected, its slot holds it) and its drop follows it. */
-      if (p->state == IOSR_PTE_DROPPING) p->flags |= IOSR_PTE_F_MOVED;
+      if (p->state == IOSR_PTE_DROPPING || p->state == IOSR_PTE_WRITING) p->flags |= IOSR_PTE_F_MOVED;
     }
     sp = iosr_pt_first_from(&a->pt, next);
   }

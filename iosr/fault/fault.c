@@ -181,6 +181,16 @@ static void poison_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t ti
   }
 }
 
+/* A write to a WRITING page that mremap moved where another drop's pages
+ * were: that drop's dropper may discard it (it is write-protected), so its
+ * protection stays until that drop is confirmed, which settles it (design
+ * note section 3); the write waits. 1 when so handed over. */
+static int wait_for_drop(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
+  if (!(p->flags & IOSR_PTE_F_MOVED)) return 0;
+  iosr_drop *d = iosr_drop_covering(a, vpn, NULL);
+  return d && iosr_drop_adopt(d, vpn) == 0;
+}
+
 void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t flags, uint32_t tid) {
   uint64_t vpn = addr >> 12;
   e->tick++;
@@ -230,6 +240,8 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
         /* the dropper discarded it: the retried access reads it from its
          * slot once the write is done (woken then) */
         if (wp) a->st.wp_faults++;
+      } else if (wp && wait_for_drop(a, vpn, p)) {
+        a->st.wp_faults++;
       } else if (wp) {
         a->st.wp_faults++;
         iosr_swapout_cancel_page(e, a, vpn, p);

@@ -77,67 +77,7 @@ static void batch_done(iosr_engine_s *e, iosr_batch *b) {
   if (a) iosr_eng_maybe_finish_app(e, a);
 }
 
-/* ---- drops ---- */
-
-/* A drop of the n pages at start_vpn, linked into the app's drops; its
- * pages' entries carry the low bits of its id (aux), so a page that mremap
- * moved into another drop's run is finished by its own drop only. */
-iosr_drop *iosr_drop_new(iosr_app *a, uint64_t id, uint64_t start_vpn, uint64_t n) {
-  iosr_drop *d = calloc(1, sizeof *d + n * sizeof d->vpn[0]);
-  if (!d) return NULL;
-  d->id = id;
-  d->start_vpn = start_vpn;
-  d->n = n;
-  for (uint64_t k = 0; k < n; k++) {
-    d->vpn[k] = start_vpn + k;
-    iosr_pte *p = iosr_pt_lookup(&a->pt, start_vpn + k, NULL);
-    if (p && p->state == IOSR_PTE_DROPPING) p->aux = (uint16_t)id, p->flags &= (uint8_t)~IOSR_PTE_F_MOVED;
-  }
-  d->next = a->drops;
-  a->drops = d;
-  return d;
-}
-
-/* mremap moved [from, from+n) to [to, ...): the drops follow their pages
- * (design note section 3, "Transitions": a DROPPING page that moves stays
- * DROPPING, write-protected at its new place, and its slot holds it). */
-void iosr_swapout_drops_moved(iosr_app *a, uint64_t from, uint64_t to, uint64_t n) {
-  for (iosr_drop *d = a->drops; d; d = d->next)
-    for (uint64_t k = 0; k < d->n; k++)
-      if (d->vpn[k] >= from && d->vpn[k] < from + n) d->vpn[k] = to + (d->vpn[k] - from);
-}
-
-/* 1 when the moved DROPPING page at vpn is at the address its drop
- * discards, so a REMOVE there may be the dropper's; 0 when it is elsewhere
- * (a REMOVE there is the app's own). */
-static int at_drop_address(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
-  for (iosr_drop *d = a->drops; d; d = d->next)
-    if ((uint16_t)d->id == p->aux)
-      for (uint64_t k = 0; k < d->n; k++)
-        if (d->vpn[k] == vpn) return vpn == d->start_vpn + k;
-  return 0;
-}
-
-int iosr_swapout_may_be_dropper(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
-  if (a->beacon) return a->win_id && vpn >= a->win_lo && vpn < a->win_hi;
-  /* no marks (a client without a beacon area): any REMOVE may be the
-   * dropper's, except over a moved page away from its drop's address */
-  return !(p->flags & IOSR_PTE_F_MOVED) || at_drop_address(a, vpn, p);
-}
-
-void iosr_swapout_drop_window(iosr_app *a, uint16_t id16, int end) {
-  if (end) {
-    if (a->win_id && (uint16_t)a->win_id == id16) a->win_id = 0;
-    return;
-  }
-  a->win_id = 0; /* a window left open (an end mark lost with a daemon) closes here */
-  for (iosr_drop *d = a->drops; d; d = d->next)
-    if ((uint16_t)d->id == id16 && (!a->win_id || d->id < a->win_id)) {
-      a->win_id = d->id;
-      a->win_lo = d->start_vpn;
-      a->win_hi = d->start_vpn + d->n;
-    }
-}
+/* ---- drops (the records, the dropper's marks: fault/drops.c) ---- */
 
 typedef struct iosr_batch_drops {
   iosr_batch *b;
@@ -214,57 +154,95 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
   if (!ndrops) batch_done(e, b);
 }
 
+/* A page of drop d that is still in the app (the kernel's pagemap) is
+ * resident again, unless the run of another pending drop covers where it is
+ * now: that drop's dropper may have taken it for one of its own pages (it
+ * is write-protected) and discard it, so it is handed over, protected and
+ * in its slot, and that drop's confirmation settles it. Returns 1 when
+ * kept resident. */
+static int still_there(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p) {
+  /* only a moved page can be where another drop's pages were */
+  iosr_drop *o = p->flags & IOSR_PTE_F_MOVED ? iosr_drop_covering(a, v, d) : NULL;
+  if (o && iosr_drop_adopt(o, v) == 0) {
+    p->aux = (uint16_t)o->id;
+    p->flags = (uint8_t)((p->flags & ~(IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) | IOSR_PTE_F_MOVED);
+    return 0;
+  }
+  keep_resident(e, a, v, p);
+  return 1;
+}
+
+/* Settles page p (at v) of drop d: 0 swapped or zero, 1 resident, -1 handed
+ * over or not d's. */
+static int settle(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p, int err, int *pm) {
+  int window = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
+  if (p->state == IOSR_PTE_WRITING) {
+    /* handed over when a write wanted it back: it stays out if a run of
+     * this drop discarded it (its write makes it SWAPPED), else it is
+     * resident again */
+    if (window) return -1;
+    return still_there(e, a, d, v, p) ? 1 : -1;
+  }
+  if (err || (p->flags & IOSR_PTE_F_MOVED) || !window) {
+    if (*pm < 0) *pm = iosr_pagemap_open(a->pid);
+    int pres = iosr_pagemap_present(*pm, v);
+    if (pres == 1 || (pres < 0 && !window && !(p->flags & IOSR_PTE_F_RMAPP)))
+      return still_there(e, a, d, v, p) ? 1 : -1;
+    if (!err && !window && !(p->flags & IOSR_PTE_F_MOVED)) e->inconsistencies++;
+  }
+  /* a drop that never ran made no REMOVE: without the dropper's marks, any
+   * that came was the app's (with them, one in a window is another drop's,
+   * whose run the page was moved into) */
+  if (!a->beacon && (err == ECANCELED || err == ENOENT) && window) p->flags |= IOSR_PTE_F_RMAPP;
+  if (p->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP | IOSR_PTE_F_ZEROPG)) {
+    /* discarded by the app as well, or all-zero: reads zero from now on */
+    iosr_pte_put_slot(e, p);
+    iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
+  } else {
+    iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+  }
+  return 0;
+}
+
 /* Ends drop d (design note sections 3 and 9). err 0: the dropper
  * discarded the run; err != 0: its madvise stopped part-way (a locked VMA:
  * EINVAL), skipped holes (a munmap or mremap: ENOMEM), found nothing of the
- * run registered (ENOENT: it did not run), was refused (EAGAIN: the
- * client's queue was full), or never ran (ECANCELED: the client came back
- * after a lost connection without having started it).
+ * run to discard (ENOENT: it did not run), was refused (EAGAIN: the
+ * client's queue was full, or no mark could be made), or never ran
+ * (ECANCELED: the client came back after a lost connection without having
+ * started it).
  *
  * Each page: still there (the kernel's pagemap; asked after an error, for a
  * page mremap moved since the drop was asked for, and for one no REMOVE of
- * the dropper's window covered) -> resident again; else discarded: only in
- * its slot, or zero where the app discarded it (a REMOVE of the app's, two
- * in the window) or it was all zero. Taking an error as "nothing dropped"
- * would map zero over the pages it did discard. */
+ * the dropper's window covered) -> resident again (or handed over); else
+ * discarded: only in its slot, or zero where the app discarded it (a REMOVE
+ * of the app's, two in the window) or it was all zero. Taking an error as
+ * "nothing dropped" would map zero over the pages it did discard. */
 static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
   iosr_batch *b = d->batch;
   iosr_job *j = b ? b->job : NULL;
   int pm = -1;
   uint64_t kept = 0;
-  for (uint64_t k = 0; k < d->n; k++) {
-    uint64_t v = d->vpn[k];
+  for (uint64_t k = 0; k < d->n + d->nadopted; k++) {
+    uint64_t v = k < d->n ? d->vpn[k] : d->adopted[k - d->n];
     iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
-    if (!p || p->state != IOSR_PTE_DROPPING || p->aux != (uint16_t)d->id) continue;
-    int window = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
-    if (err || (p->flags & IOSR_PTE_F_MOVED) || !window) {
-      if (pm < 0) pm = iosr_pagemap_open(a->pid);
-      int pres = iosr_pagemap_present(pm, v);
-      if (pres == 1 || (pres < 0 && !window && !(p->flags & IOSR_PTE_F_RMAPP))) {
-        keep_resident(e, a, v, p);
-        kept++;
-        if (j) j->kept_pages++;
-        continue;
-      }
-      if (!err && !window && !(p->flags & IOSR_PTE_F_MOVED)) e->inconsistencies++;
-    }
-    /* a drop that never ran made no REMOVE: without the dropper's marks,
-     * any that came was the app's (with them, one in a window is another
-     * drop's, whose run the page was moved into) */
-    if (!a->beacon && (err == ECANCELED || err == ENOENT) && window) p->flags |= IOSR_PTE_F_RMAPP;
-    if (p->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP | IOSR_PTE_F_ZEROPG)) {
-      /* discarded by the app as well, or all-zero: reads zero from now on */
-      iosr_pte_put_slot(e, p);
-      int zero = (p->flags & IOSR_PTE_F_ZEROPG) != 0;
-      iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
-      p->flags = 0;
-      if (j && zero) j->zero_pages++;
-      if (zero) a->st.zero_pages++;
-    } else {
-      iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+    if (!p) continue;
+    if (k < d->n ? p->state != IOSR_PTE_DROPPING || p->aux != (uint16_t)d->id
+                 : !(p->state == IOSR_PTE_WRITING || (p->state == IOSR_PTE_DROPPING && p->aux == (uint16_t)d->id)))
+      continue;
+    int zero = (p->flags & IOSR_PTE_F_ZEROPG) != 0;
+    int r = settle(e, a, d, v, p, err, &pm);
+    if (r == 1) {
+      kept++;
+      if (j) j->kept_pages++;
+    } else if (r == 0 && p->state == IOSR_PTE_SWAPPED) {
       p->flags = 0;
       a->st.swapout_pages++;
       if (j) j->swapped_pages++;
+    } else if (r == 0) {
+      p->flags = 0;
+      if (zero) a->st.zero_pages++;
+      if (zero && j) j->zero_pages++;
     }
   }
   if (pm >= 0) close(pm);
@@ -273,13 +251,16 @@ static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
               (unsigned long long)d->n, (unsigned long long)(d->start_vpn << 12), strerror(err),
               (unsigned long long)kept);
   if (a->win_id == d->id) a->win_id = 0;
+  if (a->mark_drop == d->id) a->mark_drop = 0;
   /* threads that faulted on these pages meanwhile retry now */
   if (a->uffd >= 0) {
     iosr_uffd_wake(a->uffd, d->start_vpn << 12, d->n << 12);
-    for (uint64_t k = 0; k < d->n; k++)
-      if (d->vpn[k] != d->start_vpn + k) iosr_uffd_wake(a->uffd, d->vpn[k] << 12, 4096);
+    for (uint64_t k = 0; k < d->n + d->nadopted; k++) {
+      uint64_t v = k < d->n ? d->vpn[k] : d->adopted[k - d->n];
+      if (k >= d->n || v != d->start_vpn + k) iosr_uffd_wake(a->uffd, v << 12, 4096);
+    }
   }
-  free(d);
+  iosr_drop_free(d);
   if (b && --b->drops_pending == 0) batch_done(e, b);
 }
 
@@ -706,7 +687,7 @@ void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a) {
     iosr_drop *d = a->drops;
     a->drops = d->next;
     iosr_batch *b = d->batch;
-    free(d);
+    iosr_drop_free(d);
     if (b && --b->drops_pending == 0) batch_done(e, b);
   }
 }

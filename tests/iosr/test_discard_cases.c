@@ -20,6 +20,10 @@
  *   mremap-into    a drop's pages moved away before the dropper runs it, and
  *                  other (resident) pages moved to their addresses: the
  *                  dropper discards by address, and must leave those alone
+ *   mremap-writing pages being written out moved into a waiting drop's
+ *                  addresses after its dropper chose what to discard there,
+ *                  then written by the app: the write waits for the drop
+ *                  and lands, nothing reads zero
  *   mlockall       the app locks all it has after connecting (libiosr's own
  *                  mappings too, the dropper's marks among them), then a
  *                  region is made and reclaimed: every page is swapped out
@@ -278,6 +282,63 @@ static void remap_into(uint8_t *p, uint64_t n) {
          (unsigned long long)len / 4096);
 }
 
+static void *page_writer(void *arg) {
+  iosr_fill(arg, 64, 0, 1);
+  return NULL;
+}
+
+/* Pages of a second region, being written out (their writes held), are
+ * moved where a held drop's pages were; the dropper chooses them to discard
+ * (they are write-protected), and then the app writes one of them. */
+static void remap_writing(uint8_t *p, uint64_t n) {
+  uint8_t *away = mmap(NULL, 64 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(away != MAP_FAILED);
+  uint64_t s, len;
+  pthread_t t = held_drop(&s, &len);
+  uint64_t third = len / 3 & ~4095ull;
+  if (third > 16 * 4096) third = 16 * 4096;
+  iosr_region *other = iosr_region_create(env.ctx, third);
+  CHECK(other);
+  uint8_t *o = iosr_region_base(other), *at = (uint8_t *)(uintptr_t)s;
+  for (uint64_t i = 0; i < third / 4096; i++) iosr_fill(o + i * 4096, 64, i, 0);
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_PAUSE, 1) == 0);
+  pthread_t t2;
+  CHECK(pthread_create(&t2, NULL, reclaimer, "disc") == 0);
+  iosr_test_wait_queued(env.ctl, 1); /* the other region's pages: WRITING */
+  CHECK(mremap(at, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, away) == away);
+  CHECK(mremap(o, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
+  gate_move(2); /* the dropper reads which pages to discard: those, protected */
+  gate_wait(60);
+  uint64_t wp0 = stats().wp_faults;
+  pthread_t w;
+  CHECK(pthread_create(&w, NULL, page_writer, at) == 0);
+  for (int i = 0; i < 5000 && stats().wp_faults == wp0; i++) usleep(1000);
+  CHECKF(stats().wp_faults > wp0, "the write did not fault on the page being written out");
+  gate_open();
+  pthread_join(t, NULL);
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_PAUSE, 0) == 0);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 60;
+  CHECKF(pthread_timedjoin_np(w, NULL, &ts) == 0, "the write did not complete within 60 s");
+  pthread_join(t2, NULL);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  for (uint64_t i = 0; i < third / 4096; i++)
+    CHECKF(iosr_check(at + i * 4096, 64, i, i == 0), "page %llu moved in while being written out holds other bytes (%s)",
+           (unsigned long long)i, iosr_is_zero(at + i * 4096) ? "zero" : "not zero");
+  uint64_t lo = (uint64_t)(at - p) / 4096;
+  for (uint64_t i = 0; i < third / 4096; i++)
+    CHECKF(iosr_check(away + i * 4096, 61, lo + i, 0), "page %llu of the drop, moved away, holds other bytes",
+           (unsigned long long)(lo + i));
+  CHECK(mremap(at, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, o) == o);
+  CHECK(mremap(away, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
+  verify(p, n, 0, 0, 61, "moved back");
+  CHECK(iosr_region_destroy(other) == 0);
+  CHECKF(slots_used() == stats().swapped_pages, "slots used %llu, swapped %llu", (unsigned long long)slots_used(),
+         (unsigned long long)stats().swapped_pages);
+  printf("mremap-writing: a write to a page being written out, moved into a waiting drop's addresses, landed\n");
+}
+
 #define NREG 100u
 #define REGP 4u
 
@@ -335,10 +396,10 @@ int main(int argc, char **argv) {
   const char *k = argc == 2 ? argv[1] : "";
   int mf = !strcmp(k, "madv-free"), ml = !strcmp(k, "mlock"), mu = !strcmp(k, "munmap"), mr = !strcmp(k, "mremap-merged");
   int md = !strcmp(k, "mremap-drop"), ma = !strcmp(k, "mlockall"), mx = !strcmp(k, "mremap-discard");
-  int mi = !strcmp(k, "mremap-into");
-  if (!mf && !ml && !mu && !mr && !md && !ma && !mx && !mi) {
+  int mi = !strcmp(k, "mremap-into"), mw = !strcmp(k, "mremap-writing");
+  if (!mf && !ml && !mu && !mr && !md && !ma && !mx && !mi && !mw) {
     fprintf(stderr, "usage: test_discard_cases madv-free|mlock|munmap|mremap-merged|mremap-drop|mremap-discard|"
-                    "mremap-into|mlockall\n");
+                    "mremap-into|mremap-writing|mlockall\n");
     return 2;
   }
   iosr_test_require();
@@ -359,6 +420,7 @@ int main(int argc, char **argv) {
     else if (ma) locked_all(p, n);
     else if (mx) remap_discard(p, n);
     else if (mi) remap_into(p, n);
+    else if (mw) remap_writing(p, n);
     else unmapped(p, n);
     CHECK(iosr_region_destroy(r) == 0);
   }
