@@ -119,6 +119,21 @@ size_t iosr_region_size(const iosr_region *r);
  * Thread-safe. */
 int iosr_region_discard(iosr_region *r, size_t off, size_t len);
 
+/* What the kernel does not tell IOSR, and what an app gets (design note
+ * sections 3 and 9):
+ * - mlock/mlockall of region pages: a locked page is never swapped out. A
+ *   reclaim leaves the pages it finds locked when it starts; a page locked
+ *   while it is being swapped out stays (or becomes again) resident, its
+ *   bytes as they were. After munlock it may be swapped out again. The same
+ *   holds for pages that cannot be read (PROT_NONE): they stay resident.
+ * - MADV_WIPEONFORK and MADV_DONTFORK: read from /proc at each fork; a child
+ *   gets zeros (or no mapping) there, as the kernel gives it.
+ * - MADV_FREE: the pages read as zero or as their old bytes, never other
+ *   bytes, whether or not the kernel reclaimed them.
+ * - Every other change an app makes (discard, munmap, mremap, fork) reaches
+ *   IOSR as a userfaultfd event; libiosr keeps an internal PROT_NONE area of
+ *   6 MiB (the dropper's marks) that the app must leave alone. */
+
 /* Unmaps the region and frees its slots. 0 or -1. Thread-safe for distinct
  * regions. */
 int iosr_region_destroy(iosr_region *r);
@@ -196,9 +211,11 @@ int iosr_ctl_wait_idle(iosr_ctl *ctl);
 /* Test hooks (only when the engine runs with test_hooks=1, else EPERM):
  * IOSR_TEST_FAIL_READS / IOSR_TEST_FAIL_WRITES: the next `arg` reads/writes
  * complete with EIO; IOSR_TEST_PAUSE: arg=1 holds every request in the
- * scheduler queues, arg=0 releases them; IOSR_TEST_DISPATCH_LOG: fills
+ * scheduler queues, arg=0 releases them; IOSR_TEST_HOLD_RETRIES: arg=1 makes
+ * the un-protect of a page kept resident wait as after EAGAIN and holds every
+ * such retry, arg=0 lets them run; IOSR_TEST_DISPATCH_LOG: fills
  * *out (up to *n entries) with the dispatch order since the last call. */
-enum { IOSR_TEST_FAIL_READS = 1, IOSR_TEST_FAIL_WRITES = 2, IOSR_TEST_PAUSE = 3 };
+enum { IOSR_TEST_FAIL_READS = 1, IOSR_TEST_FAIL_WRITES = 2, IOSR_TEST_PAUSE = 3, IOSR_TEST_HOLD_RETRIES = 4 };
 int iosr_ctl_test(iosr_ctl *ctl, int op, uint64_t arg);
 
 typedef struct iosr_dispatch_rec {

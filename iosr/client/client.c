@@ -161,6 +161,7 @@ static int try_resume(iosr_ctx *ctx) {
   snprintf(h.name, sizeof h.name, "%s", ctx->name);
   h.token = ctx->token;
   h.features = ctx->features | (ctx->on_trim ? IOSR_HELLO_TRIMS : 0);
+  h.beacon = ctx->beacon;
   iosr_ctx_drops_hello(ctx, &h);
   /* our userfaultfd, our page table, and the forked children's descriptors
    * we kept (they cannot be served from a page table, but fail loudly) */
@@ -315,9 +316,11 @@ static void *agent_main(void *arg) {
 /* ---- connect / disconnect ---- */
 
 static void ctx_free(iosr_ctx *ctx) {
+  iosr_ctx_beacon_close(ctx);
   if (ctx->sock >= 0) close(ctx->sock);
   if (ctx->uffd >= 0) close(ctx->uffd);
   if (ctx->ptfd >= 0) close(ctx->ptfd);
+  if (ctx->pagemap_fd >= 0) close(ctx->pagemap_fd);
   if (ctx->wake_pipe[0] >= 0) close(ctx->wake_pipe[0]);
   if (ctx->wake_pipe[1] >= 0) close(ctx->wake_pipe[1]);
   for (unsigned i = 0; i < ctx->nchildren; i++) close(ctx->children[i]);
@@ -344,6 +347,7 @@ iosr_ctx *iosr_connect(const iosr_connect_opts *opts) {
   iosr_ctx *ctx = mmap(NULL, sizeof *ctx, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (ctx == MAP_FAILED) return NULL;
   ctx->sock = ctx->uffd = ctx->ptfd = -1;
+  ctx->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   ctx->wake_pipe[0] = ctx->wake_pipe[1] = -1;
   ctx->reply_fd = -1;
   ctx->pid = getpid();
@@ -402,7 +406,8 @@ iosr_ctx *iosr_connect(const iosr_connect_opts *opts) {
     iosr_warn("userfaultfd limited to user-mode faults (vm.unprivileged_userfaultfd=0 and no access to "
               "/dev/userfaultfd): system calls writing into swapped-out region pages fail with EFAULT");
   if (!o.engine) prctl(PR_SET_PTRACER, (unsigned long)ctx->daemon_pid, 0, 0, 0);
-  iosr_m_attach at = {ctx->features, (uint32_t)ctx->user_mode_only, o.on_trim ? IOSR_ATTACH_TRIMS : 0};
+  ctx->beacon = iosr_ctx_beacon_open(ufd);
+  iosr_m_attach at = {ctx->features, (uint32_t)ctx->user_mode_only, o.on_trim ? IOSR_ATTACH_TRIMS : 0, ctx->beacon};
   memset(&r, 0, sizeof r);
   if (direct_rpc(ctx->sock, ++ctx->seq, IOSR_M_ATTACH, &at, sizeof at, &ufd, 1, &r, sizeof r, &rt, &ctx->ptfd)) {
     err = EPROTO;

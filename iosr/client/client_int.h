@@ -10,6 +10,7 @@
 #include "iosr.h"
 
 #define IOSR_DROPQ 4096u
+#define IOSR_DROP_MAX_PAGES 1024u /* a drop is one run of a swap-out batch (IOSR_MAX_BATCH) */
 #define IOSR_MAX_CHILDREN 64u
 
 struct iosr_region {
@@ -31,6 +32,7 @@ struct iosr_ctx {
   uint64_t features;
   int user_mode_only;
   uint64_t token;
+  uint64_t beacon;         /* the dropper's beacon area (common/beacon.h); 0: none */
   uint32_t app_id;
   pid_t daemon_pid;
   pid_t pid;
@@ -62,6 +64,8 @@ struct iosr_ctx {
   iosr_dropreq dq[IOSR_DROPQ]; /* drops queued for the dropper */
   uint32_t dq_head, dq_n;
   iosr_dropreq cur;        /* the drop in madvise now (id 0: none) */
+  int pagemap_fd;          /* /proc/self/pagemap (-1: none): which pages the dropper may discard */
+  uint64_t pm[IOSR_DROP_MAX_PAGES]; /* the dropper's pagemap entries of its drop */
   uint64_t started_drop;   /* the last drop id the dropper began (ids rise) */
   uint64_t reported_drop;  /* the drop named in the RESUME hello in flight (0: none) */
   iosr_m_dropped held;     /* its confirmation, kept until the resume completes (id 0: none) */
@@ -88,6 +92,12 @@ void iosr_ctx_queue_drop(iosr_ctx *ctx, const iosr_m_drop *d);
 /* Waits until no drop queued or running touches [start, start+len): queued
  * ones are cancelled (reported with ENOENT), a running one is waited for. */
 void iosr_ctx_fence_drops(iosr_ctx *ctx, uint64_t start, uint64_t len);
+/* Maps the dropper's beacon area and registers it with uffd: its address,
+ * or 0 when it cannot (the daemon then cannot tell the dropper's REMOVE
+ * events from the app's as precisely: design note section 9). */
+uint64_t iosr_ctx_beacon_open(int uffd);
+/* Unregisters and unmaps it (no event: nothing waits for a reader). */
+void iosr_ctx_beacon_close(iosr_ctx *ctx);
 /* The connection is lost: queued drops are undone, nothing more is sent. */
 void iosr_ctx_drops_lost(iosr_ctx *ctx);
 /* Fills the drop fields of a RESUME hello. */
@@ -96,8 +106,9 @@ void iosr_ctx_drops_hello(iosr_ctx *ctx, iosr_m_hello *h);
  * again, the reported drop's first if it ended meanwhile. */
 void iosr_ctx_drops_resumed(iosr_ctx *ctx);
 /* Test hook: when set, the dropper calls it with a drop's id before it runs
- * the drop (after = 0) and after, before confirming it (after = 1); tests hold
- * the dropper there. Not part of the API. */
+ * the drop (after = 0), once it has read which pages it discards (2), and
+ * after, before confirming it (after = 1); tests hold the dropper there. Not
+ * part of the API. */
 extern void (*iosr_test_drop_gate)(uint64_t id, int after);
 
 /* Default socket path for this uid (README): /run/iosrd.sock for root,

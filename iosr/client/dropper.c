@@ -17,8 +17,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "client/client_int.h"
+#include "common/beacon.h"
 #include "fault/uffd.h"
 
 void (*iosr_test_drop_gate)(uint64_t id, int after);
@@ -36,17 +38,97 @@ static void confirm_locked(iosr_ctx *ctx, uint64_t id, int err) {
   pthread_mutex_unlock(&ctx->send_mu);
 }
 
-/* Discards the run, unless its range stopped being (entirely) this
- * userfaultfd's: write-protecting what already is protected changes nothing
- * but fails with ENOENT over a VMA that is not registered, such as memory the
- * app mapped where part of a region was unmapped since the drop was asked
- * for. (A mapping made between the check and the madvise is not caught: the
- * app was told not to munmap parts of a region during reclaim.) */
+uint64_t iosr_ctx_beacon_open(int uffd) {
+  size_t len = (size_t)IOSR_BEACON_PAGES * 4096;
+  void *b = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (b == MAP_FAILED) return 0;
+  /* not inherited: a fork child has no dropper, and its copy would only
+   * split the child's events */
+  if (madvise(b, len, MADV_DONTFORK) || iosr_uffd_register(uffd, (uint64_t)(uintptr_t)b, len)) {
+    munmap(b, len);
+    return 0;
+  }
+  return (uint64_t)(uintptr_t)b;
+}
+
+void iosr_ctx_beacon_close(iosr_ctx *ctx) {
+  if (!ctx->beacon) return;
+  size_t len = (size_t)IOSR_BEACON_PAGES * 4096;
+  if (ctx->uffd >= 0) iosr_uffd_unregister(ctx->uffd, ctx->beacon, len);
+  munmap((void *)(uintptr_t)ctx->beacon, len);
+  ctx->beacon = 0;
+}
+
+#ifndef MADV_DONTNEED_LOCKED
+#define MADV_DONTNEED_LOCKED 24
+#endif
+
+/* A dropper's mark (common/beacon.h): a discard of pages [first, first +
+ * pages) of the beacon area, never populated, whose REMOVE the daemon reads
+ * in order with the dropper's own. The app may have locked the area
+ * (mlockall): MADV_DONTNEED_LOCKED (Linux 5.18), else the range is unlocked
+ * first. 0, or -1 when no mark could be made. */
+static int mark(iosr_ctx *ctx, uint64_t first, uint64_t pages) {
+  void *p = (void *)(uintptr_t)(ctx->beacon + first * 4096);
+  size_t len = (size_t)pages * 4096;
+  if (!madvise(p, len, MADV_DONTNEED_LOCKED) || !madvise(p, len, MADV_DONTNEED)) return 0;
+  return munlock(p, len) || madvise(p, len, MADV_DONTNEED) ? -1 : 0;
+}
+
+#define PM_UFFD_WP (1ull << 57)
+
+/* Which pages of [start, start + n pages) carry userfaultfd write protection
+ * (the kernel's pagemap), into ctx->pm. 0, or -1 (no pagemap). */
+static int protected_pages(iosr_ctx *ctx, uint64_t start, uint64_t n) {
+  if (ctx->pagemap_fd < 0) return -1;
+  size_t want = (size_t)n * sizeof ctx->pm[0];
+  return pread(ctx->pagemap_fd, ctx->pm, want, (off_t)(start >> 12) * 8) == (ssize_t)want ? 0 : -1;
+}
+
+/* Discards the pages of the drop that are still the daemon's to discard
+ * (design note section 3, "Whose discard", "What the dropper discards"). It
+ * discards by address, and since the drop was asked for, the app may have
+ * moved other pages there (mremap) or mapped other memory there: only
+ * write-protected pages are discarded (every page being swapped out is, until
+ * it is settled; a page moved in is not), in runs of consecutive ones. A
+ * drop mark names the drop, a run mark announces each run just before its
+ * madvise, the end mark follows the last: the daemon takes a REMOVE as the
+ * dropper's only over an announced run, before the next mark. No such page:
+ * ENOENT, nothing discarded. A mark that cannot be made
+ * keeps its pages resident (EAGAIN for the drop mark; a run's pages are
+ * skipped), never the other way round. A first madvise error is reported
+ * (EINVAL: a locked VMA; ENOMEM: a VMA went away) after the other runs; the
+ * daemon settles each page from what the kernel holds. */
 static int discard(iosr_ctx *ctx, const iosr_dropreq *d) {
-  int r = iosr_uffd_wp(ctx->uffd, d->start, d->len, 1);
-  if (r == -ENOENT) return ENOENT;
-  /* blocks until the daemon has read the REMOVE event this produces */
-  return madvise((void *)(uintptr_t)d->start, d->len, MADV_DONTNEED) ? errno : 0;
+  uint64_t n = d->len >> 12;
+  if (n > IOSR_DROP_MAX_PAGES) n = IOSR_DROP_MAX_PAGES; /* the daemon never asks for more */
+  int known = protected_pages(ctx, d->start, n) == 0;
+  uint64_t any = 0;
+  for (uint64_t k = 0; known && k < n; k++) any |= ctx->pm[k] & PM_UFFD_WP;
+  if (known && !any) return ENOENT;
+  if (iosr_test_drop_gate) iosr_test_drop_gate(d->id, 2);
+  uint64_t first, pages;
+  iosr_beacon_drop_mark(d->id, &first, &pages);
+  if (ctx->beacon && mark(ctx, first, pages)) return EAGAIN;
+  int err = 0;
+  for (uint64_t k = 0; k < n;) {
+    if (known && !(ctx->pm[k] & PM_UFFD_WP)) {
+      k++;
+      continue;
+    }
+    uint64_t e = k + 1;
+    while (e < n && (!known || (ctx->pm[e] & PM_UFFD_WP))) e++;
+    iosr_beacon_run_mark(k, e - k, &first, &pages);
+    /* blocks until the daemon has read the REMOVE event this produces */
+    if ((!ctx->beacon || !mark(ctx, first, pages)) &&
+        madvise((void *)(uintptr_t)(d->start + (k << 12)), (e - k) << 12, MADV_DONTNEED) && !err)
+      err = errno;
+    k = e;
+  }
+  /* done: a REMOVE over these pages from now on is the app's */
+  iosr_beacon_end_mark(&first, &pages);
+  if (ctx->beacon) mark(ctx, first, pages);
+  return err;
 }
 
 void *iosr_ctx_dropper_main(void *arg) {

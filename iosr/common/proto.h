@@ -15,7 +15,7 @@
 #include "iosr.h"
 
 #define IOSR_PROTO_MAGIC 0x52534f49u /* "IOSR" */
-#define IOSR_PROTO_VERSION 2u
+#define IOSR_PROTO_VERSION 3u
 #define IOSR_MSG_MAX (64u * 1024u)   /* largest packet, header included */
 #define IOSR_CHUNK_MAX (IOSR_MSG_MAX - 256u)
 #define IOSR_MAX_FDS 8
@@ -70,12 +70,14 @@ typedef struct iosr_m_hello {
   uint64_t drop_start, drop_len;
   uint64_t drop_started; /* RESUME: the last drop id the dropper began (ids rise) */
   uint64_t features;     /* RESUME: the userfaultfd features granted */
+  uint64_t beacon;       /* RESUME: the dropper's beacon area (common/beacon.h; 0: none) */
 } iosr_m_hello;
 
 typedef struct iosr_m_attach {
   uint64_t features; /* userfaultfd features granted to the client's descriptor */
   uint32_t user_mode_only;
   uint32_t flags;    /* IOSR_ATTACH_* */
+  uint64_t beacon;   /* the dropper's beacon area (common/beacon.h), registered with it; 0: none */
 } iosr_m_attach;
 
 /* The app answers IOSR_M_TRIM (it has an on_trim callback). A RESUME hello

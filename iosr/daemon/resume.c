@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/beacon.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
@@ -77,6 +78,7 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
   a->pid = c->pid;
   a->token = h->token;
   a->uffd = uffd;
+  a->beacon = iosr_beacon_page(h->beacon);
   a->conn = c;
   a->probe_head = a->probe_tail = -1;
   a->bg_since_ns = iosr_now_ns();
@@ -121,9 +123,12 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
       else if (st == IOSR_PTE_POISONED) ns = IOSR_PTE_POISONED;
       /* a WRITING page is mapped until the app discards it (a REMOVE the dead
        * daemon read but did not record); its write may not have completed */
+      else if (st == IOSR_PTE_WRITING && pres == 0 && has && (p->flags & IOSR_PTE_F_RM1) &&
+               !(p->flags & IOSR_PTE_F_RMX))
+        ns = IOSR_PTE_SWAPPED; /* the dropper discarded it: its slot, if the write got there (checksum) */
       else if (st == IOSR_PTE_WRITING) ns = pres == 0 ? IOSR_PTE_ZERO : IOSR_PTE_PRESENT;
       else if (pres == 1) ns = IOSR_PTE_PRESENT;
-      else if (st == IOSR_PTE_DROPPING && (p->flags & IOSR_PTE_F_RMX)) ns = IOSR_PTE_ZERO;
+      else if (st == IOSR_PTE_DROPPING && (p->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP))) ns = IOSR_PTE_ZERO;
       else if (p->flags & IOSR_PTE_F_ZEROPG) ns = IOSR_PTE_ZERO;
       else ns = IOSR_PTE_SWAPPED;
       if (ns != IOSR_PTE_SWAPPED && ns != IOSR_PTE_DROPPING) {
@@ -139,6 +144,8 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
     /* its pages are at the run's addresses: a DROPPING page moved away
      * before the old daemon died was settled above from what the kernel holds */
     if (iosr_drop_new(a, h->drop_id, dlo, dhi - dlo) && h->drop_id > a->drop_seq) a->drop_seq = h->drop_id;
+    /* the dropper is in it, maybe past its marks: its window is open */
+    iosr_swapout_resume_window(a, h->drop_id, dlo, dhi - dlo);
   }
   /* lift write protection (except where the dropper still works) and wake
    * every waiter: faults read by the dead daemon are issued again */

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/beacon.h"
 #include "common/clock.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -322,6 +323,7 @@ static void do_attach(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m
   }
   a->uffd = fds[0];
   fds[0] = -1; /* taken */
+  a->beacon = iosr_beacon_page(m->beacon);
   a->uffd_features = m->features;
   a->user_mode_only = (int)m->user_mode_only;
   a->trims = (m->flags & IOSR_ATTACH_TRIMS) != 0;
@@ -429,8 +431,7 @@ void iosr_srv_reclaim_now(iosr_engine_s *e, iosr_conn *c, uint32_t seq, iosr_app
   }
   j->waiter = c->id;
   j->waiter_seq = seq;
-  iosr_reclaim_pump(e);
-  iosr_reclaim_job_done_maybe(e, j);
+  iosr_reclaim_pump(e); /* which ends j if it has nothing to do (j may be freed) */
 }
 
 static const char *const runtime_keys[] = {
@@ -525,6 +526,7 @@ static void do_test(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_t
       e->sched.paused = m->arg != 0;
       if (!m->arg) iosr_eng_pump(e);
       break;
+    case IOSR_TEST_HOLD_RETRIES: e->hold_retries = m->arg != 0; break;
     default: return malformed(e, c, seq, "unknown test hook");
   }
   iosr_srv_reply(e, c, seq, 0, 0, NULL);

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include "common/beacon.h"
 #include "common/json.h"
 #include "common/mix.h"
 #include "common/opts.h"
@@ -108,6 +109,7 @@ typedef struct iosr_job {
   size_t nagain, capagain, again_pos;
   int err;                    /* first error (ENOSPC, EIO) */
   uint32_t batches_inflight;
+  int stepping;               /* iosr_swapout_step runs: the job is not ended under it */
   int budget;                 /* started by the budget */
   uint32_t waiter;            /* client id to reply to (0: none) */
   uint32_t waiter_seq;
@@ -118,6 +120,8 @@ typedef struct iosr_drop {
   uint64_t id;
   uint64_t start_vpn, n;    /* the run the dropper discards: where its pages were when asked */
   struct iosr_batch *batch;
+  uint64_t *adopted;        /* where the pages handed over to it are now (moved into its run) */
+  uint32_t nadopted, capadopted;
   uint64_t vpn[];           /* where page k of the run is now (mremap moves it) */
 } iosr_drop;
 
@@ -194,6 +198,12 @@ struct iosr_app {
   uint32_t nprobes;
   iosr_drop *drops;
   uint64_t drop_seq;
+  uint64_t beacon;           /* first page of the dropper's beacon area (common/beacon.h); 0: none */
+  uint64_t mark_drop;        /* the drop the dropper announced last (0: none) */
+  uint64_t mark_base, mark_n;/* its pages */
+  uint64_t win_id;           /* the drop of the run the dropper announced (0: none): REMOVEs there may be its */
+  uint64_t win_lo, win_hi;   /* that run's pages */
+  uint64_t rep_lo, rep_hi;   /* the last REMOVE over them: the kernel may repeat its tail */
   uint64_t resume_drop_id, resume_drop_start, resume_drop_n;
   uint32_t inflight;         /* requests and batches referring to this app */
   int trims;                 /* answers trim requests (IOSR_ATTACH_TRIMS; daemon/trim.c) */
@@ -262,6 +272,7 @@ struct iosr_engine_s {
   uint32_t next_window;
   int32_t probe_free;
   uint64_t fail_reads, fail_writes; /* test hooks */
+  int hold_retries;          /* test hook: un-protects of kept pages wait, as after EAGAIN, and retries are held */
   int has_rt_ioprio;
   uint64_t full_warned;
   uint64_t budget_backoff_ns; /* no budget job before this (after one failed) */
@@ -330,8 +341,30 @@ void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err);
 void iosr_swapout_settle_drops(iosr_engine_s *e, iosr_app *a, uint64_t running, uint64_t started);
 void iosr_swapout_cancel_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p);
 iosr_drop *iosr_drop_new(iosr_app *a, uint64_t id, uint64_t start_vpn, uint64_t n);
+void iosr_drop_free(iosr_drop *d);
+/* A pending drop of a, other than `except`, whose run covers page vpn (its
+ * dropper may discard what is there), or NULL. */
+iosr_drop *iosr_drop_covering(iosr_app *a, uint64_t vpn, const iosr_drop *except);
+/* Hands the page now at vpn over to drop d: d's confirmation settles it.
+ * 0, or -1 (ENOMEM). */
+int iosr_drop_adopt(iosr_drop *d, uint64_t vpn);
 void iosr_swapout_drops_moved(iosr_app *a, uint64_t from, uint64_t to, uint64_t n);
-int iosr_swapout_at_drop_address(iosr_app *a, uint64_t vpn, const iosr_pte *p);
+/* 1 when a REMOVE over the DROPPING page p at vpn may be the dropper's
+ * discard (design note section 9): it came between the dropper's marks of a
+ * drop, over the pages that drop discards. 0: the app's. */
+int iosr_swapout_may_be_dropper(iosr_app *a, uint64_t vpn, const iosr_pte *p);
+/* A dropper's mark read (common/beacon.h, kind IOSR_MARK_*): a drop mark
+ * names the drop whose id ends in x; a run mark opens the window over pages
+ * [x, x + n) of it. */
+void iosr_swapout_mark(iosr_app *a, int kind, uint64_t x, uint64_t n);
+/* 1 when a REMOVE over [lo, hi) repeats the tail of the last one over the
+ * announced run (the kernel repeats it when a VMA was split while the
+ * dropper's madvise waited for its event): those pages are not counted
+ * again. Else it becomes the last one. */
+int iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi);
+/* Resume: the dropper is somewhere in drop id (pages [lo, lo + n)): its
+ * window is open over all of them. */
+void iosr_swapout_resume_window(iosr_app *a, uint64_t id, uint64_t lo, uint64_t n);
 void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a);
 
 /* fault/events.c */

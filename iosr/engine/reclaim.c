@@ -90,17 +90,16 @@ void iosr_reclaim_forget_app(iosr_engine_s *e, uint32_t app) {
 
 static int finished(const iosr_engine_s *e, const iosr_job *j) {
   (void)e;
-  if (j->batches_inflight) return 0;
+  if (j->batches_inflight || j->stepping) return 0;
   if (j->err) return 1;
   if (j->target_pages && j->swapped_pages + j->zero_pages >= j->target_pages) return 1;
   return j->pos >= j->ncand && j->again_pos >= j->nagain;
 }
 
 void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
-  if (!finished(e, j)) return;
   iosr_job **pp = &e->jobs;
   while (*pp && *pp != j) pp = &(*pp)->next;
-  if (!*pp) return;
+  if (!*pp || !finished(e, j)) return;
   *pp = j->next;
   if (j->budget && (j->err || (!j->swapped_pages && !j->zero_pages)))
     e->budget_backoff_ns = iosr_now_ns() + 1000000000ull;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/beacon.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
 #include "fault/uffd.h"
@@ -68,11 +69,11 @@ static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
   switch (p->state) {
     case IOSR_PTE_ZERO: break;
     case IOSR_PTE_DROPPING:
-      /* Our own drop produces one REMOVE; a second one means the app
-       * discarded the page too (design note section 9). Away from its
-       * drop's address, the dropper cannot reach it: the REMOVE is the app's. */
-      if ((p->flags & IOSR_PTE_F_MOVED) && !iosr_swapout_at_drop_address(c->a, vpn, p))
-        p->flags |= IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX;
+      /* The dropper's discard of the page, or the app's (design note
+       * section 9): only a REMOVE between the dropper's marks, over the
+       * pages its running drop discards, may be the dropper's; one such
+       * means discarded by the dropper, a second one the app's too. */
+      if (!iosr_swapout_may_be_dropper(c->a, vpn, p)) p->flags |= IOSR_PTE_F_RMAPP;
       else if (p->flags & IOSR_PTE_F_RM1) p->flags |= IOSR_PTE_F_RMX;
       else p->flags |= IOSR_PTE_F_RM1;
       break;
@@ -86,9 +87,17 @@ static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
       iosr_pte_release(c->e, c->a, vpn, p);
       break;
     case IOSR_PTE_WRITING:
-      /* Its write completes into nothing. MADV_FREE leaves the page mapped
-       * (until the kernel needs the memory) and still write-protected: the
-       * protection goes, or the app's next write would wait forever. */
+      /* mremap moved it into the pages a running drop discards: the dropper
+       * discards it (it is write-protected), its bytes are on their way to
+       * its slot, and it waits for its write (design note section 3) */
+      if (c->a->beacon && iosr_swapout_may_be_dropper(c->a, vpn, p)) {
+        p->flags |= p->flags & IOSR_PTE_F_RM1 ? IOSR_PTE_F_RMX : IOSR_PTE_F_RM1;
+        break;
+      }
+      /* The app's: its write completes into nothing. MADV_FREE leaves the
+       * page mapped (until the kernel needs the memory) and still
+       * write-protected: the protection goes, or the app's next write would
+       * wait forever. */
       note_unprotect(c, vpn);
       iosr_pte_release(c->e, c->a, vpn, p);
       break;
@@ -107,8 +116,23 @@ static void for_range(iosr_app *a, uint64_t lo, uint64_t hi, void (*cb)(void *, 
   }
 }
 
+/* A REMOVE inside the beacon area is one of the dropper's marks
+ * (common/beacon.h). */
+static int beacon_mark(iosr_app *a, uint64_t start, uint64_t end) {
+  uint64_t lo = start >> 12, hi = (end + 4095) >> 12;
+  if (!a->beacon || lo < a->beacon || hi > a->beacon + IOSR_BEACON_PAGES) return 0;
+  uint64_t x = 0, n = 0;
+  int kind = iosr_beacon_read(lo - a->beacon, hi - lo, &x, &n);
+  if (kind) iosr_swapout_mark(a, kind, x, n);
+  return 1; /* no mark: nothing of ours is there either */
+}
+
 void iosr_event_remove(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end) {
   iosr_debug("remove %#llx-%#llx", (unsigned long long)start, (unsigned long long)end);
+  if (beacon_mark(a, start, end)) return;
+  /* the kernel repeats the tail of the dropper's REMOVE when a VMA was split
+   * meanwhile: its pages were counted already */
+  if (a->beacon && iosr_swapout_window_repeat(a, start >> 12, (end + 4095) >> 12)) return;
   rm_ctx c = {e, a, 0, 0, 0, 0};
   for_range(a, start >> 12, (end + 4095) >> 12, remove_cb, &c);
   flush_unprotect(&c);
@@ -150,7 +174,7 @@ void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to,
       /* The dropper discards at the old addresses, where the app may move
        * the page back before it runs: the page stays DROPPING (still
        * write-protected, its slot holds it) and its drop follows it. */
-      if (p->state == IOSR_PTE_DROPPING) p->flags |= IOSR_PTE_F_MOVED;
+      if (p->state == IOSR_PTE_DROPPING || p->state == IOSR_PTE_WRITING) p->flags |= IOSR_PTE_F_MOVED;
     }
     sp = iosr_pt_first_from(&a->pt, next);
   }
@@ -199,11 +223,15 @@ iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const
 }
 
 /* The child's entry for a parent page at the FORK event (design note
- * section 3, "Transitions"). The event is read after the kernel copied the
- * page tables, so a zap that preceded the copy had its REMOVE read before it:
- * a DROPPING page without REMOVE was copied into the child; with one REMOVE
- * (the dropper's) it may be gone there, and its slot holds it; with two the
- * app discarded it before the fork. */
+ * section 3, "Transitions"). A DROPPING page may or may not have been in the
+ * parent when the kernel copied its page tables: the dropper's madvise zaps
+ * after its REMOVE was read, and an mremap between the two can bring the page
+ * into the zapped range unseen, so neither the REMOVE count nor the position
+ * tells. Its bytes have been write-protected since they were copied to its
+ * slot, so the child shares the slot: if the child got the page, it never
+ * faults on it (a write lifts the protection, the state stays); if not, its
+ * fault reads the slot. Only a page the app discarded (a REMOVE of the
+ * app's, or two between the dropper's marks) or an all-zero one is ZERO. */
 static void fork_entry(iosr_engine_s *e, iosr_app *c, const iosr_pte *pp, iosr_pte *cp) {
   int share = 0;
   switch (pp->state) {
@@ -213,14 +241,19 @@ static void fork_entry(iosr_engine_s *e, iosr_app *c, const iosr_pte *pp, iosr_p
       share = 1; /* not mapped in the parent at the fork: not in the child either */
       break;
     case IOSR_PTE_DROPPING:
-      if (!(pp->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX))) iosr_app_set_state(e, c, cp, IOSR_PTE_PRESENT);
-      else share = !(pp->flags & IOSR_PTE_F_RMX) && iosr_pte_has_slot(pp);
+      share = !(pp->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP)) && iosr_pte_has_slot(pp);
       break;
     case IOSR_PTE_POISONED:
       iosr_app_set_state(e, c, cp, IOSR_PTE_POISONED);
       break;
     case IOSR_PTE_ZERO: break;
-    default: /* PRESENT, WRITING: the child got a copy of the page */
+    case IOSR_PTE_WRITING:
+      /* discarded by the dropper (moved into a drop's pages): the slot being
+       * written, whose checksum guards a read before the write is done */
+      if (pp->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) share = !(pp->flags & IOSR_PTE_F_RMX) && iosr_pte_has_slot(pp);
+      else iosr_app_set_state(e, c, cp, IOSR_PTE_PRESENT);
+      break;
+    default: /* PRESENT: the child got a copy of the page */
       iosr_app_set_state(e, c, cp, IOSR_PTE_PRESENT);
       break;
   }

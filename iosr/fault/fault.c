@@ -181,6 +181,16 @@ static void poison_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t ti
   }
 }
 
+/* A write to a WRITING page that mremap moved where another drop's pages
+ * were: that drop's dropper may discard it (it is write-protected), so its
+ * protection stays until that drop is confirmed, which settles it (design
+ * note section 3); the write waits. 1 when so handed over. */
+static int wait_for_drop(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
+  if (!(p->flags & IOSR_PTE_F_MOVED)) return 0;
+  iosr_drop *d = iosr_drop_covering(a, vpn, NULL);
+  return d && iosr_drop_adopt(d, vpn) == 0;
+}
+
 void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t flags, uint32_t tid) {
   uint64_t vpn = addr >> 12;
   e->tick++;
@@ -226,7 +236,13 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
       present_missing(e, a, vpn);
       break;
     case IOSR_PTE_WRITING:
-      if (wp) {
+      if (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) {
+        /* the dropper discarded it: the retried access reads it from its
+         * slot once the write is done (woken then) */
+        if (wp) a->st.wp_faults++;
+      } else if (wp && wait_for_drop(a, vpn, p)) {
+        a->st.wp_faults++;
+      } else if (wp) {
         a->st.wp_faults++;
         iosr_swapout_cancel_page(e, a, vpn, p);
       } else {
@@ -297,30 +313,36 @@ void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a) {
   }
 }
 
-/* A retried un-protect of [vpn, vpn+n): only the pages IOSR is not writing
- * out lose their protection. Between the first try (EAGAIN) and this one a
- * later batch may have protected some of them again (WRITING, DROPPING);
- * lifting that would let the app write without a fault, and the write would
- * be lost when the page is dropped (a page came back one write old in a
- * threaded app under reclaim). */
-static void retry_unprotect(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
+static int protected_now(iosr_app *a, uint64_t vpn) {
+  iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, NULL);
+  return p && (p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING);
+}
+
+/* An un-protect that met EAGAIN, run now. A page of the range that a
+ * swap-out protected again meanwhile (WRITING or DROPPING: its bytes are
+ * being copied out or are only in its slot) keeps that protection: lifting
+ * it would let a write land unseen in a page the dropper then discards, and
+ * the app would read the older version from the slot. A thread waiting on
+ * such a page is woken instead; its write faults again and is served as that
+ * state says (design note section 3, "Transitions"). */
+static void unprotect_later(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
   for (uint64_t v = vpn, end = vpn + n; v < end;) {
-    iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
-    if (p && (p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING)) {
-      v++;
-      continue;
-    }
+    int prot = protected_now(a, v);
     uint64_t k = v + 1;
-    while (k < end && !((p = iosr_pt_lookup(&a->pt, k, NULL)) &&
-                        (p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING)))
-      k++;
-    if (iosr_uffd_wp(a->uffd, v << 12, (k - v) << 12, 0) == -EAGAIN)
+    while (k < end && protected_now(a, k) == prot) k++;
+    if (prot) {
+      iosr_uffd_wake(a->uffd, v << 12, (k - v) << 12);
+      iosr_debug("app %s: deferred un-protect of %#llx+%llu skipped (protected again)", a->name,
+                 (unsigned long long)(v << 12), (unsigned long long)(k - v));
+    } else if (iosr_uffd_wp(a->uffd, v << 12, (k - v) << 12, 0) == -EAGAIN) {
       iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, v, k - v, 0);
+    }
     v = k;
   }
 }
 
 void iosr_fault_run_retries(iosr_engine_s *e) {
+  if (e->hold_retries) return;
   iosr_retry *list = e->retries;
   e->retries = NULL;
   while (list) {
@@ -335,7 +357,7 @@ void iosr_fault_run_retries(iosr_engine_s *e) {
         else iosr_uffd_wake(a->uffd, r->vpn << 12, 4096);
         a->st.faults--; /* counted once */
       } else if (r->op == IOSR_RETRY_UNPROTECT) {
-        retry_unprotect(e, a, r->vpn, r->n);
+        unprotect_later(e, a, r->vpn, r->n);
       } else if (r->op == IOSR_RETRY_WAKE) {
         iosr_uffd_wake(a->uffd, r->vpn << 12, r->n << 12);
       }

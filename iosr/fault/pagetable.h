@@ -25,11 +25,12 @@ enum iosr_pte_state {
 };
 
 enum {
-  IOSR_PTE_F_RM1 = 1,    /* DROPPING: one REMOVE event covered it */
-  IOSR_PTE_F_RMX = 2,    /* DROPPING: two or more (the app discarded it too) */
+  IOSR_PTE_F_RM1 = 1,    /* DROPPING: one REMOVE that may be the dropper's covered it */
+  IOSR_PTE_F_RMX = 2,    /* DROPPING: two or more such (the app discarded it too) */
   IOSR_PTE_F_ZEROPG = 4, /* WRITING/DROPPING an all-zero page: no slot */
   IOSR_PTE_F_FAULT = 8,  /* READING: a fault waits on it */
   IOSR_PTE_F_MOVED = 16, /* DROPPING: mremap moved it since its drop was asked for */
+  IOSR_PTE_F_RMAPP = 32, /* DROPPING: a REMOVE that is the app's covered it (design note section 9) */
 };
 
 /* The invariant every transition keeps (design note section 3, "Page

@@ -38,7 +38,7 @@ static int all_zero(const uint8_t *p) {
 /* Un-protects a page that stays resident (retried after EAGAIN). */
 static void unprotect(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
   if (a->uffd < 0) return;
-  int r = iosr_uffd_wp(a->uffd, vpn << 12, n << 12, 0);
+  int r = e->hold_retries ? -EAGAIN : iosr_uffd_wp(a->uffd, vpn << 12, n << 12, 0);
   if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, n, 0);
 }
 
@@ -77,46 +77,7 @@ static void batch_done(iosr_engine_s *e, iosr_batch *b) {
   if (a) iosr_eng_maybe_finish_app(e, a);
 }
 
-/* ---- drops ---- */
-
-/* A drop of the n pages at start_vpn, linked into the app's drops; its
- * pages' entries carry the low bits of its id (aux), so a page that mremap
- * moved into another drop's run is finished by its own drop only. */
-iosr_drop *iosr_drop_new(iosr_app *a, uint64_t id, uint64_t start_vpn, uint64_t n) {
-  iosr_drop *d = calloc(1, sizeof *d + n * sizeof d->vpn[0]);
-  if (!d) return NULL;
-  d->id = id;
-  d->start_vpn = start_vpn;
-  d->n = n;
-  for (uint64_t k = 0; k < n; k++) {
-    d->vpn[k] = start_vpn + k;
-    iosr_pte *p = iosr_pt_lookup(&a->pt, start_vpn + k, NULL);
-    if (p && p->state == IOSR_PTE_DROPPING) p->aux = (uint16_t)id, p->flags &= (uint8_t)~IOSR_PTE_F_MOVED;
-  }
-  d->next = a->drops;
-  a->drops = d;
-  return d;
-}
-
-/* mremap moved [from, from+n) to [to, ...): the drops follow their pages
- * (design note section 3, "Transitions": a DROPPING page that moves stays
- * DROPPING, write-protected at its new place, and its slot holds it). */
-void iosr_swapout_drops_moved(iosr_app *a, uint64_t from, uint64_t to, uint64_t n) {
-  for (iosr_drop *d = a->drops; d; d = d->next)
-    for (uint64_t k = 0; k < d->n; k++)
-      if (d->vpn[k] >= from && d->vpn[k] < from + n) d->vpn[k] = to + (d->vpn[k] - from);
-}
-
-/* 1 when the moved DROPPING page at vpn is at the address its drop
- * discards, so a REMOVE there may be the dropper's; 0 when it is elsewhere
- * (a REMOVE there is the app's own). */
-int iosr_swapout_at_drop_address(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
-  for (iosr_drop *d = a->drops; d; d = d->next)
-    if ((uint16_t)d->id == p->aux)
-      for (uint64_t k = 0; k < d->n; k++)
-        if (d->vpn[k] == vpn) return vpn == d->start_vpn + k;
-  return 0;
-}
+/* ---- drops (the records, the dropper's marks: fault/drops.c) ---- */
 
 typedef struct iosr_batch_drops {
   iosr_batch *b;
@@ -130,6 +91,22 @@ static void send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
   iosr_m_drop m = {d->id, d->start_vpn << 12, d->n << 12};
   if (iosr_srv_send(e, a->conn, IOSR_M_DROP, 0, 0, &m, sizeof m, NULL, 0))
     iosr_warn("app %s: cannot send a drop request", a->name);
+}
+
+/* A WRITING page that a running drop's dropper discarded (mremap moved it
+ * into that drop's pages), once its write is done: only in its slot (zero
+ * when it was all zero, or when a second REMOVE was the app's); threads
+ * that faulted on it meanwhile retry now. */
+static void written_discarded(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, iosr_job *j) {
+  int zero = (p->flags & (IOSR_PTE_F_ZEROPG | IOSR_PTE_F_RMX)) != 0;
+  if (zero) iosr_pte_put_slot(e, p);
+  iosr_app_set_state(e, a, p, zero ? IOSR_PTE_ZERO : IOSR_PTE_SWAPPED);
+  p->flags = 0;
+  if (!zero) {
+    a->st.swapout_pages++;
+    if (j) j->swapped_pages++;
+  }
+  iosr_uffd_wake(a->uffd, vpn << 12, 4096);
 }
 
 /* After every write of the batch completed: pages still WRITING become
@@ -152,8 +129,12 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
     if (!p || p->state != IOSR_PTE_WRITING) continue;
     if (b->zero[i] ? !(p->flags & IOSR_PTE_F_ZEROPG) : p->slot != b->slot[i]) continue;
     if (!b->zero[i] && b->slot[i] == IOSR_NO_SLOT) continue;
+    if (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) {
+      written_discarded(e, a, b->vpn[i], p, b->job);
+      continue;
+    }
     iosr_app_set_state(e, a, p, IOSR_PTE_DROPPING);
-    p->flags &= (uint8_t)~(IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX);
+    p->flags &= (uint8_t)~(IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP);
     v[nv++] = b->vpn[i];
   }
   qsort(v, nv, sizeof *v, cmp_u64);
@@ -173,55 +154,95 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
   if (!ndrops) batch_done(e, b);
 }
 
-/* Ends drop d. err 0: the dropper discarded the whole run; a page covered
- * by one REMOVE (the dropper's) is now only in its slot, one covered twice
- * was discarded by the app as well. A page mremap moved since (F_MOVED) was
- * discarded only if it was back at its drop's address when the dropper ran:
- * the kernel says whether it is still there, as after an error.
+/* A page of drop d that is still in the app (the kernel's pagemap) is
+ * resident again, unless the run of another pending drop covers where it is
+ * now: that drop's dropper may have taken it for one of its own pages (it
+ * is write-protected) and discard it, so it is handed over, protected and
+ * in its slot, and that drop's confirmation settles it. Returns 1 when
+ * kept resident. */
+static int still_there(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p) {
+  /* only a moved page can be where another drop's pages were */
+  iosr_drop *o = p->flags & IOSR_PTE_F_MOVED ? iosr_drop_covering(a, v, d) : NULL;
+  if (o && iosr_drop_adopt(o, v) == 0) {
+    p->aux = (uint16_t)o->id;
+    p->flags = (uint8_t)((p->flags & ~(IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) | IOSR_PTE_F_MOVED);
+    return 0;
+  }
+  keep_resident(e, a, v, p);
+  return 1;
+}
+
+/* Settles page p (at v) of drop d: 0 swapped or zero, 1 resident, -1 handed
+ * over or not d's. */
+static int settle(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p, int err, int *pm) {
+  int window = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
+  if (p->state == IOSR_PTE_WRITING) {
+    /* handed over when a write wanted it back: it stays out if a run of
+     * this drop discarded it (its write makes it SWAPPED), else it is
+     * resident again */
+    if (window) return -1;
+    return still_there(e, a, d, v, p) ? 1 : -1;
+  }
+  if (err || (p->flags & IOSR_PTE_F_MOVED) || !window) {
+    if (*pm < 0) *pm = iosr_pagemap_open(a->pid);
+    int pres = iosr_pagemap_present(*pm, v);
+    if (pres == 1 || (pres < 0 && !window && !(p->flags & IOSR_PTE_F_RMAPP)))
+      return still_there(e, a, d, v, p) ? 1 : -1;
+    if (!err && !window && !(p->flags & IOSR_PTE_F_MOVED)) e->inconsistencies++;
+  }
+  /* a drop that never ran made no REMOVE: without the dropper's marks, any
+   * that came was the app's (with them, one in a window is another drop's,
+   * whose run the page was moved into) */
+  if (!a->beacon && (err == ECANCELED || err == ENOENT) && window) p->flags |= IOSR_PTE_F_RMAPP;
+  if (p->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP | IOSR_PTE_F_ZEROPG)) {
+    /* discarded by the app as well, or all-zero: reads zero from now on */
+    iosr_pte_put_slot(e, p);
+    iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
+  } else {
+    iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+  }
+  return 0;
+}
+
+/* Ends drop d (design note sections 3 and 9). err 0: the dropper
+ * discarded the run; err != 0: its madvise stopped part-way (a locked VMA:
+ * EINVAL), skipped holes (a munmap or mremap: ENOMEM), found nothing of the
+ * run to discard (ENOENT: it did not run), was refused (EAGAIN: the
+ * client's queue was full, or no mark could be made), or never ran
+ * (ECANCELED: the client came back after a lost connection without having
+ * started it).
  *
- * err != 0: the madvise stopped part-way (a locked VMA: EINVAL) or skipped
- * holes (a munmap: ENOMEM), or the drop never ran (ECANCELED: the client
- * came back after a lost connection without having started it).
- * What it did is read back from the kernel (/proc/PID/pagemap): a page still
- * there stays resident; one gone was discarded, so it is only in its slot (or
- * zero, when the app discarded it too). Taking the error as "nothing
- * dropped" would map zero over the pages it did discard. */
+ * Each page: still there (the kernel's pagemap; asked after an error, for a
+ * page mremap moved since the drop was asked for, and for one no REMOVE of
+ * the dropper's window covered) -> resident again (or handed over); else
+ * discarded: only in its slot, or zero where the app discarded it (a REMOVE
+ * of the app's, two in the window) or it was all zero. Taking an error as
+ * "nothing dropped" would map zero over the pages it did discard. */
 static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
   iosr_batch *b = d->batch;
   iosr_job *j = b ? b->job : NULL;
-  int pm = err ? iosr_pagemap_open(a->pid) : -1;
+  int pm = -1;
   uint64_t kept = 0;
-  for (uint64_t k = 0; k < d->n; k++) {
-    uint64_t v = d->vpn[k];
+  for (uint64_t k = 0; k < d->n + d->nadopted; k++) {
+    uint64_t v = k < d->n ? d->vpn[k] : d->adopted[k - d->n];
     iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
-    if (!p || p->state != IOSR_PTE_DROPPING || p->aux != (uint16_t)d->id) continue;
-    int removed = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
-    if (err || (p->flags & IOSR_PTE_F_MOVED)) {
-      if (pm < 0) pm = iosr_pagemap_open(a->pid);
-      int pres = iosr_pagemap_present(pm, v);
-      if (pres == 1 || (pres < 0 && !removed)) {
-        keep_resident(e, a, v, p);
-        kept++;
-        if (j) j->kept_pages++;
-        continue;
-      }
-    }
-    if (!removed) e->inconsistencies++;
-    /* a drop that never ran made no REMOVE: any that came was the app's */
-    if (err == ECANCELED && removed) p->flags |= IOSR_PTE_F_RMX;
-    if ((p->flags & IOSR_PTE_F_RMX) || (p->flags & IOSR_PTE_F_ZEROPG)) {
-      /* discarded by the app as well, or all-zero: reads zero from now on */
-      iosr_pte_put_slot(e, p);
-      int zero = (p->flags & IOSR_PTE_F_ZEROPG) != 0;
-      iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
-      p->flags = 0;
-      if (j && zero) j->zero_pages++;
-      if (zero) a->st.zero_pages++;
-    } else {
-      iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+    if (!p) continue;
+    if (k < d->n ? p->state != IOSR_PTE_DROPPING || p->aux != (uint16_t)d->id
+                 : !(p->state == IOSR_PTE_WRITING || (p->state == IOSR_PTE_DROPPING && p->aux == (uint16_t)d->id)))
+      continue;
+    int zero = (p->flags & IOSR_PTE_F_ZEROPG) != 0;
+    int r = settle(e, a, d, v, p, err, &pm);
+    if (r == 1) {
+      kept++;
+      if (j) j->kept_pages++;
+    } else if (r == 0 && p->state == IOSR_PTE_SWAPPED) {
       p->flags = 0;
       a->st.swapout_pages++;
       if (j) j->swapped_pages++;
+    } else if (r == 0) {
+      p->flags = 0;
+      if (zero) a->st.zero_pages++;
+      if (zero && j) j->zero_pages++;
     }
   }
   if (pm >= 0) close(pm);
@@ -229,13 +250,17 @@ static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
     iosr_warn("app %s: drop of %llu pages at %#llx failed (%s): %llu pages stay resident", a->name,
               (unsigned long long)d->n, (unsigned long long)(d->start_vpn << 12), strerror(err),
               (unsigned long long)kept);
+  if (a->win_id == d->id) a->win_id = 0;
+  if (a->mark_drop == d->id) a->mark_drop = 0;
   /* threads that faulted on these pages meanwhile retry now */
   if (a->uffd >= 0) {
     iosr_uffd_wake(a->uffd, d->start_vpn << 12, d->n << 12);
-    for (uint64_t k = 0; k < d->n; k++)
-      if (d->vpn[k] != d->start_vpn + k) iosr_uffd_wake(a->uffd, d->vpn[k] << 12, 4096);
+    for (uint64_t k = 0; k < d->n + d->nadopted; k++) {
+      uint64_t v = k < d->n ? d->vpn[k] : d->adopted[k - d->n];
+      if (k >= d->n || v != d->start_vpn + k) iosr_uffd_wake(a->uffd, v << 12, 4096);
+    }
   }
-  free(d);
+  iosr_drop_free(d);
   if (b && --b->drops_pending == 0) batch_done(e, b);
 }
 
@@ -299,6 +324,16 @@ void iosr_swapout_write_done(iosr_engine_s *e, iosr_req *r) {
       uint64_t vpn = r->tgt[i].vpn;
       iosr_pte *p = a ? iosr_pt_lookup(&a->pt, vpn, NULL) : NULL;
       if (p && p->state == IOSR_PTE_WRITING && p->slot == s) {
+        if (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) {
+          /* the dropper discarded it (moved into a drop's pages) and its
+           * slot holds nothing: lost, and loud (SIGBUS), never zero */
+          iosr_pte_put_slot(e, p);
+          iosr_app_set_state(e, a, p, IOSR_PTE_POISONED);
+          p->flags = 0;
+          if (a->uffd >= 0 && (a->uffd_features & UFFD_FEATURE_POISON)) iosr_uffd_poison(a->uffd, vpn << 12, 4096);
+          if (a->uffd >= 0) iosr_uffd_wake(a->uffd, vpn << 12, 4096);
+          continue;
+        }
         keep_resident(e, a, vpn, p);
         if (b->job) b->job->kept_pages++;
       }
@@ -498,9 +533,16 @@ static void area_full(iosr_engine_s *e, iosr_job *j) {
     iosr_warn("swap area full (%llu slots): reclaim stops, pages stay resident", (unsigned long long)e->slots.nslots);
 }
 
-/* One step of job j. Returns 1 if a batch was started, 0 if the job has
- * nothing more to start now. */
-int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
+/* The pages of batch b still on their way out (written or dropped): those
+ * kept resident (area full, unreadable) are not, so a partial reclaim takes
+ * others in their place. */
+static uint32_t batch_outgoing(const iosr_batch *b) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < b->n; i++) n += b->zero[i] == 1 || (!b->zero[i] && b->slot[i] != IOSR_NO_SLOT);
+  return n;
+}
+
+static int step(iosr_engine_s *e, iosr_job *j) {
   if (j->err) return 0;
   if (e->grace_until_ns && iosr_now_ns() < e->grace_until_ns) {
     j->err = EAGAIN;
@@ -516,7 +558,7 @@ int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
   uint64_t done = j->swapped_pages + j->zero_pages;
   uint64_t inflight_pages = 0;
   for (iosr_batch *b = e->batches; b; b = b->next)
-    if (b->job == j) inflight_pages += b->n;
+    if (b->job == j) inflight_pages += batch_outgoing(b);
   uint32_t step_apps[IOSR_STEP_APPS], nsa = 0;
   while ((j->again_pos < j->nagain || j->pos < j->ncand) && nt < maxn) {
     if (j->target_pages && done + inflight_pages + nt >= j->target_pages) break;
@@ -627,13 +669,25 @@ int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
   return nb > 0;
 }
 
+/* One step of job j. Returns 1 if a batch was started, 0 if the job has
+ * nothing more to start now. A batch with nothing to write or drop (every
+ * page kept resident: area full, unreadable) ends inside the step; the job
+ * is not ended under it (`stepping`): the step goes on using it, and the
+ * caller ends it (iosr_reclaim_job_done_maybe). */
+int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
+  j->stepping = 1;
+  int r = step(e, j);
+  j->stepping = 0;
+  return r;
+}
+
 /* The app is gone: its pending drops will never be confirmed. */
 void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a) {
   while (a->drops) {
     iosr_drop *d = a->drops;
     a->drops = d->next;
     iosr_batch *b = d->batch;
-    free(d);
+    iosr_drop_free(d);
     if (b && --b->drops_pending == 0) batch_done(e, b);
   }
 }

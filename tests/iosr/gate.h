@@ -1,6 +1,7 @@
 /* Holding libiosr's dropper at a chosen point (the test hook of
  * client/client_int.h), for tests that need a drop in a given state: asked
- * for but not begun (phase 0), or done but not yet confirmed (phase 1).
+ * for but not begun (phase 0), its pages to discard chosen (2), or done but
+ * not yet confirmed (phase 1).
  * Every wait is bounded (a hang is a failure, not a wait forever). */
 #ifndef IOSR_TEST_GATE_H
 #define IOSR_TEST_GATE_H
@@ -17,13 +18,15 @@ static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
 static int gate_phase = -1;    /* the phase to hold at; -1: open */
 static uint64_t gate_held;     /* the id of the drop held there (0: none yet) */
+static unsigned gate_gen;      /* a release: the holder goes on */
 
 static void gate_fn(uint64_t id, int after) {
   pthread_mutex_lock(&gate_mu);
   if (gate_phase == after && !gate_held) {
     gate_held = id;
+    unsigned gen = gate_gen;
     pthread_cond_broadcast(&gate_cv);
-    while (gate_phase >= 0) pthread_cond_wait(&gate_cv, &gate_mu);
+    while (gate_phase >= 0 && gate_gen == gen) pthread_cond_wait(&gate_cv, &gate_mu);
   }
   pthread_mutex_unlock(&gate_mu);
 }
@@ -49,6 +52,17 @@ static inline uint64_t gate_wait(int secs) {
   pthread_mutex_unlock(&gate_mu);
   CHECKF(id, "no drop reached the gate within %d s", secs);
   return id;
+}
+
+/* Lets the held drop go on and holds the next drop to reach `phase` (the
+ * same one, when it is the later phase). */
+static inline void gate_move(int phase) {
+  pthread_mutex_lock(&gate_mu);
+  gate_phase = phase;
+  gate_held = 0;
+  gate_gen++;
+  pthread_cond_broadcast(&gate_cv);
+  pthread_mutex_unlock(&gate_mu);
 }
 
 static inline void gate_open(void) {

@@ -13,6 +13,21 @@
  *   mremap-drop    pages of a drop's range moved away with mremap before the
  *                  dropper runs it, one part moved back at once, one kept
  *                  away until the drop is done: both keep their data
+ *   mremap-discard pages of a drop's range moved away while the dropper
+ *                  runs it (it finds nothing there), moved back and
+ *                  discarded by the app before the daemon reads the
+ *                  confirmation: they read zero, as the kernel gives
+ *   mremap-into    a drop's pages moved away before the dropper runs it, and
+ *                  other (resident) pages moved to their addresses: the
+ *                  dropper discards by address, and must leave those alone
+ *   mremap-writing pages being written out moved into a waiting drop's
+ *                  addresses after its dropper chose what to discard there,
+ *                  then written by the app: the write waits for the drop
+ *                  and lands, nothing reads zero
+ *   mlockall       the app locks all it has after connecting (libiosr's own
+ *                  mappings too, the dropper's marks among them), then a
+ *                  region is made and reclaimed: every page is swapped out
+ *                  and reads back its data
  *
  * In-process engine; the dropper is held where a case needs it (gate.h). */
 #include "gate.h"
@@ -189,6 +204,141 @@ static void remap_drop(uint8_t *p, uint64_t n) {
          (unsigned long long)third / 4096, (unsigned long long)third / 4096);
 }
 
+/* mlockall(MCL_CURRENT) after iosr_connect: what libiosr mapped is locked;
+ * the region, made after, is not. */
+static void locked_all(uint8_t *p, uint64_t n) {
+  uint64_t got;
+  CHECK(iosr_ctl_reclaim(env.ctl, "disc", 0, &got) == 0);
+  iosr_app_stats st = stats();
+  CHECKF(st.swapped_pages == n && got == n * 4096, "after mlockall: %llu pages swapped of %llu",
+         (unsigned long long)st.swapped_pages, (unsigned long long)n);
+  verify(p, n, 0, 0, 61, "reclaimed after mlockall");
+  CHECK(munlockall() == 0);
+  printf("mlockall: libiosr's locked mappings did not stop the reclaim; every page came back\n");
+}
+
+/* A drop runs while part of its range is away; the app moves the part back
+ * and discards it before the confirmation is read: the only REMOVE over
+ * those pages is the app's, and they must read zero. */
+static void remap_discard(uint8_t *p, uint64_t n) {
+  uint8_t *away = mmap(NULL, 64 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(away != MAP_FAILED);
+  uint64_t s, len;
+  pthread_t t = held_drop(&s, &len);
+  uint64_t third = len / 3 & ~4095ull;
+  if (third > 64 * 4096) third = 64 * 4096;
+  uint8_t *part = (uint8_t *)(uintptr_t)s;
+  CHECK(mremap(part, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, away) == away);
+  gate_move(1); /* the dropper runs the drop (over a hole there) and waits before confirming */
+  gate_wait(60);
+  CHECK(mremap(away, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, part) == part);
+  CHECK(madvise(part, third, MADV_DONTNEED) == 0);
+  gate_open();
+  pthread_join(t, NULL);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  uint64_t lo = (uint64_t)(part - p) / 4096, hi = lo + third / 4096;
+  for (uint64_t i = lo; i < hi; i++)
+    CHECKF(iosr_is_zero(p + i * 4096), "page %llu, discarded by the app after its drop ran elsewhere, is not zero",
+           (unsigned long long)i);
+  verify(p, n, lo, hi, 61, "mremap and discard inside a drop");
+  CHECKF(slots_used() == stats().swapped_pages, "slots used %llu, swapped %llu", (unsigned long long)slots_used(),
+         (unsigned long long)stats().swapped_pages);
+  printf("mremap-discard: %llu pages moved away during their drop, back, then discarded: they read zero\n",
+         (unsigned long long)third / 4096);
+}
+
+/* The addresses of a drop held before it runs get other pages: its own are
+ * moved away, pages of a region made after the reclaim began (resident, not
+ * being swapped out) are moved in. */
+static void remap_into(uint8_t *p, uint64_t n) {
+  uint8_t *away = mmap(NULL, 64 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(away != MAP_FAILED);
+  uint64_t s, len;
+  pthread_t t = held_drop(&s, &len);
+  if (len > 64 * 4096) len = 64 * 4096;
+  iosr_region *other = iosr_region_create(env.ctx, len);
+  CHECK(other);
+  uint8_t *o = iosr_region_base(other), *at = (uint8_t *)(uintptr_t)s;
+  for (uint64_t i = 0; i < len / 4096; i++) iosr_fill(o + i * 4096, 63, i, 0);
+  CHECK(mremap(at, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, away) == away);
+  CHECK(mremap(o, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
+  gate_open();
+  pthread_join(t, NULL);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  for (uint64_t i = 0; i < len / 4096; i++)
+    CHECKF(iosr_check(at + i * 4096, 63, i, 0), "page %llu moved into a drop's addresses holds other bytes (%s)",
+           (unsigned long long)i, iosr_is_zero(at + i * 4096) ? "zero: the dropper discarded it" : "not zero");
+  uint64_t lo = (uint64_t)(at - p) / 4096;
+  for (uint64_t i = 0; i < len / 4096; i++)
+    CHECKF(iosr_check(away + i * 4096, 61, lo + i, 0), "page %llu of the drop, moved away, holds other bytes",
+           (unsigned long long)(lo + i));
+  CHECK(mremap(at, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, o) == o);
+  CHECK(mremap(away, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
+  verify(p, n, 0, 0, 61, "moved back");
+  CHECK(iosr_region_destroy(other) == 0);
+  CHECKF(slots_used() == stats().swapped_pages, "slots used %llu, swapped %llu", (unsigned long long)slots_used(),
+         (unsigned long long)stats().swapped_pages);
+  printf("mremap-into: %llu resident pages moved into a waiting drop's addresses kept their data\n",
+         (unsigned long long)len / 4096);
+}
+
+static void *page_writer(void *arg) {
+  iosr_fill(arg, 64, 0, 1);
+  return NULL;
+}
+
+/* Pages of a second region, being written out (their writes held), are
+ * moved where a held drop's pages were; the dropper chooses them to discard
+ * (they are write-protected), and then the app writes one of them. */
+static void remap_writing(uint8_t *p, uint64_t n) {
+  uint8_t *away = mmap(NULL, 64 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(away != MAP_FAILED);
+  uint64_t s, len;
+  pthread_t t = held_drop(&s, &len);
+  uint64_t third = len / 3 & ~4095ull;
+  if (third > 16 * 4096) third = 16 * 4096;
+  iosr_region *other = iosr_region_create(env.ctx, third);
+  CHECK(other);
+  uint8_t *o = iosr_region_base(other), *at = (uint8_t *)(uintptr_t)s;
+  for (uint64_t i = 0; i < third / 4096; i++) iosr_fill(o + i * 4096, 64, i, 0);
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_PAUSE, 1) == 0);
+  pthread_t t2;
+  CHECK(pthread_create(&t2, NULL, reclaimer, "disc") == 0);
+  iosr_test_wait_queued(env.ctl, 1); /* the other region's pages: WRITING */
+  CHECK(mremap(at, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, away) == away);
+  CHECK(mremap(o, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
+  gate_move(2); /* the dropper reads which pages to discard: those, protected */
+  gate_wait(60);
+  uint64_t wp0 = stats().wp_faults;
+  pthread_t w;
+  CHECK(pthread_create(&w, NULL, page_writer, at) == 0);
+  for (int i = 0; i < 5000 && stats().wp_faults == wp0; i++) usleep(1000);
+  CHECKF(stats().wp_faults > wp0, "the write did not fault on the page being written out");
+  gate_open();
+  pthread_join(t, NULL);
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_PAUSE, 0) == 0);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 60;
+  CHECKF(pthread_timedjoin_np(w, NULL, &ts) == 0, "the write did not complete within 60 s");
+  pthread_join(t2, NULL);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  for (uint64_t i = 0; i < third / 4096; i++)
+    CHECKF(iosr_check(at + i * 4096, 64, i, i == 0), "page %llu moved in while being written out holds other bytes (%s)",
+           (unsigned long long)i, iosr_is_zero(at + i * 4096) ? "zero" : "not zero");
+  uint64_t lo = (uint64_t)(at - p) / 4096;
+  for (uint64_t i = 0; i < third / 4096; i++)
+    CHECKF(iosr_check(away + i * 4096, 61, lo + i, 0), "page %llu of the drop, moved away, holds other bytes",
+           (unsigned long long)(lo + i));
+  CHECK(mremap(at, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, o) == o);
+  CHECK(mremap(away, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
+  verify(p, n, 0, 0, 61, "moved back");
+  CHECK(iosr_region_destroy(other) == 0);
+  CHECKF(slots_used() == stats().swapped_pages, "slots used %llu, swapped %llu", (unsigned long long)slots_used(),
+         (unsigned long long)stats().swapped_pages);
+  printf("mremap-writing: a write to a page being written out, moved into a waiting drop's addresses, landed\n");
+}
+
 #define NREG 100u
 #define REGP 4u
 
@@ -245,9 +395,11 @@ static void merged_remap(void) {
 int main(int argc, char **argv) {
   const char *k = argc == 2 ? argv[1] : "";
   int mf = !strcmp(k, "madv-free"), ml = !strcmp(k, "mlock"), mu = !strcmp(k, "munmap"), mr = !strcmp(k, "mremap-merged");
-  int md = !strcmp(k, "mremap-drop");
-  if (!mf && !ml && !mu && !mr && !md) {
-    fprintf(stderr, "usage: test_discard_cases madv-free|mlock|munmap|mremap-merged|mremap-drop\n");
+  int md = !strcmp(k, "mremap-drop"), ma = !strcmp(k, "mlockall"), mx = !strcmp(k, "mremap-discard");
+  int mi = !strcmp(k, "mremap-into"), mw = !strcmp(k, "mremap-writing");
+  if (!mf && !ml && !mu && !mr && !md && !ma && !mx && !mi && !mw) {
+    fprintf(stderr, "usage: test_discard_cases madv-free|mlock|munmap|mremap-merged|mremap-drop|mremap-discard|"
+                    "mremap-into|mremap-writing|mlockall\n");
     return 2;
   }
   iosr_test_require();
@@ -257,6 +409,7 @@ int main(int argc, char **argv) {
     merged_remap();
   } else {
     const uint64_t n = 512;
+    if (ma) CHECKF(mlockall(MCL_CURRENT) == 0, "mlockall: %s", strerror(errno));
     iosr_region *r = iosr_region_create(env.ctx, n * 4096);
     CHECK(r);
     uint8_t *p = iosr_region_base(r);
@@ -264,6 +417,10 @@ int main(int argc, char **argv) {
     if (mf) madv_free(p, n);
     else if (ml) mlocked(p, n);
     else if (md) remap_drop(p, n);
+    else if (ma) locked_all(p, n);
+    else if (mx) remap_discard(p, n);
+    else if (mi) remap_into(p, n);
+    else if (mw) remap_writing(p, n);
     else unmapped(p, n);
     CHECK(iosr_region_destroy(r) == 0);
   }

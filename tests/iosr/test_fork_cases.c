@@ -7,6 +7,10 @@
  *   wipeonfork   half of a swapped-out region is MADV_WIPEONFORK: the child
  *                reads zeros there (swapped and resident pages alike), the
  *                parent's data in the other half
+ *   discard      the parent discards part of a drop's range before the
+ *                dropper runs it, then forks: the child reads zero there
+ *                (only the dropper's REMOVE would mean "in its slot"),
+ *                the parent's data elsewhere
  *   exit-idle    the parent forks with every page swapped out, reads them
  *                all back (the child alone holds the slots), the child exits:
  *                once a wait for idle returns, no slot is in use
@@ -28,26 +32,53 @@ static void *reclaimer(void *arg) {
   return NULL;
 }
 
-/* The child: pages [0, wiped) must read zero, the rest its parent's data. */
-static int child_check(const uint8_t *p, uint64_t n, uint64_t wiped, uint64_t seed) {
+/* The child: pages [zlo, zhi) must read zero, the rest its parent's data. */
+static int child_check(const uint8_t *p, uint64_t n, uint64_t zlo, uint64_t zhi, uint64_t seed) {
   int bad = 0;
   for (uint64_t i = 0; i < n; i++)
-    if (i < wiped ? !iosr_is_zero(p + i * 4096) : !iosr_check(p + i * 4096, seed, i, 0)) bad++;
+    if (i >= zlo && i < zhi ? !iosr_is_zero(p + i * 4096) : !iosr_check(p + i * 4096, seed, i, 0)) bad++;
   return bad > 255 ? 255 : bad;
 }
 
-static void fork_and_check(const uint8_t *p, uint64_t n, uint64_t wiped, uint64_t seed, const char *what) {
+static void fork_and_check_zero(const uint8_t *p, uint64_t n, uint64_t zlo, uint64_t zhi, uint64_t seed,
+                                const char *what) {
   pid_t c = fork();
   CHECK(c >= 0);
-  if (c == 0) _exit(child_check(p, n, wiped, seed));
+  if (c == 0) _exit(child_check(p, n, zlo, zhi, seed));
   int st = wait_child(c, 120, "the child");
   CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the child read %d wrong pages (status %#x)", what,
          WIFEXITED(st) ? WEXITSTATUS(st) : -1, st);
 }
 
+static void fork_and_check(const uint8_t *p, uint64_t n, uint64_t wiped, uint64_t seed, const char *what) {
+  fork_and_check_zero(p, n, 0, wiped, seed, what);
+}
+
+/* The parent discards the middle third of a drop held before it runs, and
+ * forks: at the FORK event those pages are DROPPING with one REMOVE, the
+ * app's. Returns the discarded page range. */
+static void discard_then_fork(iosr_test_env *env, uint8_t *p, uint64_t *zlo, uint64_t *zhi) {
+  gate_close(0);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, reclaimer, "forker") == 0);
+  gate_wait(60);
+  pthread_mutex_lock(&env->ctx->mu);
+  uint64_t s = env->ctx->cur.start, len = env->ctx->cur.len;
+  pthread_mutex_unlock(&env->ctx->mu);
+  uint64_t third = len / 3 & ~4095ull;
+  CHECKF(third, "the held drop covers %llu bytes", (unsigned long long)len);
+  *zlo = (s + third - (uintptr_t)p) / 4096;
+  *zhi = *zlo + third / 4096;
+  CHECK(madvise(p + *zlo * 4096, third, MADV_DONTNEED) == 0);
+  fork_and_check_zero(p, N, *zlo, *zhi, 51, "fork after a discard inside a drop");
+  gate_open();
+  pthread_join(t, NULL);
+}
+
 int main(int argc, char **argv) {
-  if (argc != 2 || (strcmp(argv[1], "reclaim") && strcmp(argv[1], "wipeonfork") && strcmp(argv[1], "exit-idle"))) {
-    fprintf(stderr, "usage: test_fork_cases reclaim|wipeonfork|exit-idle\n");
+  if (argc != 2 || (strcmp(argv[1], "reclaim") && strcmp(argv[1], "wipeonfork") && strcmp(argv[1], "exit-idle") &&
+                    strcmp(argv[1], "discard"))) {
+    fprintf(stderr, "usage: test_fork_cases reclaim|wipeonfork|exit-idle|discard\n");
     return 2;
   }
   iosr_test_require();
@@ -72,6 +103,13 @@ int main(int argc, char **argv) {
     pthread_join(t, NULL);
     printf("fork during reclaim (drop %llu discarded, unconfirmed): the child read every page\n",
            (unsigned long long)id);
+  } else if (!strcmp(argv[1], "discard")) {
+    uint64_t zlo, zhi;
+    discard_then_fork(&env, p, &zlo, &zhi);
+    for (uint64_t i = zlo; i < zhi; i++) CHECKF(iosr_is_zero(p + i * 4096), "the parent's discarded page %llu",
+                                                (unsigned long long)i);
+    for (uint64_t i = zlo; i < zhi; i++) iosr_fill(p + i * 4096, 51, i, 0); /* as before, for the check below */
+    printf("discard then fork: the child read zero where the parent discarded, its data elsewhere\n");
   } else if (!strcmp(argv[1], "exit-idle")) {
     uint64_t got;
     CHECK(iosr_ctl_reclaim(env.ctl, "forker", 0, &got) == 0 && got == N * 4096ull);

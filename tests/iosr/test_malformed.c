@@ -131,7 +131,7 @@ int main(void) {
    * the kernel when used: here, attach with no descriptor at all */
   fd = raw();
   hello(fd, IOSR_ROLE_APP);
-  iosr_m_attach at = {0, 0, 0};
+  iosr_m_attach at = {0, 0, 0, 0};
   CHECK(iosr_msg_send(fd, IOSR_M_ATTACH, 0, 2, &at, sizeof at, NULL, 0) == 0);
   CHECK(expect_closed(fd) == EPROTO);
   still_served("attach without descriptor"), n++;

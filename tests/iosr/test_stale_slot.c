@@ -4,7 +4,9 @@
  *
  *   full-area SLOT  app A's pages, swapped in, are reclaimed into a full swap
  *                   area: they stay resident (ENOSPC) and app B's slots stay
- *                   B's (another app's swap-out cannot take them)
+ *                   B's (another app's swap-out cannot take them); then A
+ *                   and a third app C together (the reclaim job ends inside
+ *                   its swap-out step: built with AddressSanitizer too)
  *   prot-none       the same through the "page cannot be read" path: A made
  *                   its region PROT_NONE
  *
@@ -66,7 +68,8 @@ int main(int argc, char **argv) {
   uint64_t nslots = full ? 512 : 1024, na = full ? 256 : 512, nb = nslots;
   char swap[256], set[128];
   iosr_test_swap(swap, sizeof swap, (nslots + 1) * 4096);
-  snprintf(set, sizeof set, "slot=%s", slot);
+  /* a swap-out step may take 512 pages: A's and C's in one step */
+  snprintf(set, sizeof set, "slot=%s,reclaim_batch=512,max_io=2M", slot);
   iosr_engine *eng = iosr_engine_start(swap, set);
   CHECK(eng);
   iosr_ctl *ctl = iosr_ctl_open_engine(eng);
@@ -100,6 +103,14 @@ int main(int argc, char **argv) {
   CHECKF(iosr_ctl_reclaim(ctl, "C", 0, &got) == -1 && errno == ENOSPC && got == 0, "reclaim of C: errno %d, %llu bytes",
          errno, (unsigned long long)got);
   accounting(ctl, apps, 3, "C's reclaim");
+  if (full) {
+    /* A and C reclaimed together: one swap-out step makes a batch of each,
+     * and neither gets a slot; the job ends inside the step */
+    errno = 0;
+    CHECKF(iosr_ctl_reclaim(ctl, "--background", 0, &got) == -1 && errno == ENOSPC && got == 0,
+           "background reclaim into the full area: errno %d, %llu bytes", errno, (unsigned long long)got);
+    accounting(ctl, apps, 3, "A and C reclaimed together");
+  }
   for (int i = 0; i < 3; i++) app_verify(&apps[i], "end");
   accounting(ctl, apps, 3, "end");
   for (int i = 0; i < 3; i++) CHECK(iosr_disconnect(apps[i].ctx) == 0);
