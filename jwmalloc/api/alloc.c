@@ -56,7 +56,7 @@ static void *small_alloc(unsigned c) {
     b->key = 0;
     return b;
   }
-  return fallback ? jw_large_alloc(jw_class_size[c], JW_PAGE, NULL) : NULL;
+  return fallback ? jw_large_alloc(jw_class_size[c], JW_GRANULE, NULL) : NULL;
 }
 
 /* The calling thread's cache, attached on first use (NULL: none now). */
@@ -92,7 +92,7 @@ static void *mid_alloc(size_t n) {
     b->key = 0;
     return b;
   }
-  return fallback ? jw_large_alloc(n, JW_PAGE, NULL) : NULL;
+  return fallback ? jw_large_alloc(n, JW_GRANULE, NULL) : NULL;
 }
 
 /* Any size at alignment <= 16 (the malloc path after the fast path; the
@@ -109,7 +109,7 @@ static void *alloc_any(size_t n, bool *zeroed) {
   }
   if (n <= JW_MID_MAX) return mid_alloc(n);
   flush_chain(&jw_tls_state);
-  if (n <= JW_LARGE_MAX) return jw_large_alloc(n, JW_PAGE, zeroed);
+  if (n <= JW_LARGE_MAX) return jw_large_alloc(n, JW_GRANULE, zeroed);
   if (n > PTRDIFF_MAX) {
     errno = ENOMEM;
     return NULL;
@@ -123,7 +123,7 @@ static JW_NOINLINE void *cache_miss(size_t n) {
   flush_chain(&jw_tls_state);
   void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
   if (p != NULL) return p;
-  return n <= JW_MID_MAX ? mid_alloc(n) : jw_large_alloc(n, JW_PAGE, NULL);
+  return n <= JW_MID_MAX ? mid_alloc(n) : jw_large_alloc(n, JW_GRANULE, NULL);
 }
 
 void *jw_malloc_slow(size_t n) {
