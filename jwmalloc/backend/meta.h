@@ -32,7 +32,11 @@
 
 typedef uint32_t jw_rid; /* 0: none */
 
-#define JW_META_SLOT_BYTES (JW_ROOT_GRANULES * sizeof(jw_rec)) /* 12 KiB */
+/* A slot holds the records of the most granules a root has (4 KiB pages),
+ * rounded up to the kernel's page so that its release (madvise) covers its
+ * own pages only, at every page size (architecture.md, "Page size at run
+ * time"): 12 KiB at 4 KiB kernel pages, 16 KiB at 16 KiB, 64 KiB at 64 KiB. */
+#define JW_META_SLOT_BYTES ((JW_ROOT_GRANULES_MAX * sizeof(jw_rec) + jw_page.kernel - 1) & ~(jw_page.kernel - 1))
 #define JW_META_CHUNK_SLOTS 64
 #define JW_META_MAX_CHUNKS 4096 /* 262144 roots: 1 TiB of ranges */
 #define JW_META_MAX_LEAVES 1023
