@@ -836,7 +836,7 @@ static int fast_free(void *start, int contended) {
   uint32_t old = jw_load(&recs[g].tag, JW_RELAXED);
   unsigned c = jw_tag_class(old);
   if (!jw_state_is_live(jw_tag_state(old)) || c >= JW_NCLASSES ||
-      (jw_class_granules[c] > JW_FAST_MAX_GRANULES && !contended))
+      (((size_t)jw_class_granules[c] << JW_GRANULE_SHIFT) > JW_FAST_MAX_BYTES && !contended))
     return 0;
   uint32_t n = jw_class_granules[c];
   if (probe_free_sibling(recs, g, n)) return 0; /* merging first: the locked path */

@@ -21,6 +21,11 @@
 
 #define JW_FAST_SLOTS 8
 #define JW_FAST_MAX_GRANULES 256u
+/* The same bound in bytes (1 MiB), the one fast frees compare at every page
+ * size, so that a whole root (4 MiB; 256 granules of 16 KiB) never enters the
+ * root reserve's bitmap by an uncontended free (architecture.md, "Page size at
+ * run time"). */
+#define JW_FAST_MAX_BYTES ((size_t)JW_FAST_MAX_GRANULES << 12)
 #define JW_FAST_RESERVED 0xffffffffu
 /* The root class's bitmap is the root reserve (docs/design/backend.md,
  * section 7c): entirely free, backed roots that a free just emptied, where
