@@ -48,7 +48,7 @@ static int check_root(uintptr_t base, jw_rec *recs, census *cs, char *err, size_
        * slot of its class. */
       jw_rid r = jw_meta_rid(base, g);
       unsigned seen = 0;
-      for (unsigned i = 0; i < jw_fast_nslots[c]; i++) seen += jw_load(&jw_fast[c].slot[i], JW_RELAXED) == r;
+      for (unsigned i = 0; i < jw_fast_slots(c); i++) seen += jw_load(&jw_fast[c].slot[i], JW_RELAXED) == r;
       if (seen != 1) {
         if (cap) jw_format(err, cap, "root %p granule %u: bitmap range in %u slots", (void *)base, g, seen);
         return -1;
