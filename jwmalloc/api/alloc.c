@@ -56,7 +56,7 @@ static void *small_alloc(unsigned c) {
     b->key = 0;
     return b;
   }
-  return fallback ? jw_large_alloc(jw_class_size[c], JW_PAGE, NULL) : NULL;
+  return fallback ? jw_large_alloc(jw_class_size[c], JW_GRANULE, NULL) : NULL;
 }
 
 /* The calling thread's cache, attached on first use (NULL: none now). */
@@ -64,7 +64,7 @@ static inline jw_tcache *cache_of(jw_tls *t) { return JW_LIKELY(t->state == JW_T
 
 /* Block-cache bin of a request of 2017 bytes to 1 MiB. */
 static inline unsigned bc_bin_of(size_t n) {
-  return n <= JW_MID_MAX ? jw_mid_class_of(n) : jw_bc_range_bin[(n + JW_GRANULE - 1) >> JW_GRANULE_SHIFT];
+  return n <= JW_MID_MAX ? jw_mid_class_of(n) : jw_bc_range_bin[(n + 4095) >> 12]; /* 4 KiB units (block_cache.h) */
 }
 
 /* A block of bin i from the calling thread's block cache (docs/design/
@@ -92,7 +92,7 @@ static void *mid_alloc(size_t n) {
     b->key = 0;
     return b;
   }
-  return fallback ? jw_large_alloc(n, JW_PAGE, NULL) : NULL;
+  return fallback ? jw_large_alloc(n, JW_GRANULE, NULL) : NULL;
 }
 
 /* Any size at alignment <= 16 (the malloc path after the fast path; the
@@ -100,7 +100,7 @@ static void *mid_alloc(size_t n) {
  * first, frontend.md "Ranges of 80 KiB-1 MiB"). */
 static void *alloc_any(size_t n, bool *zeroed) {
   if (n <= JW_SMALL_MAX) return small_alloc(jw_class_of(n));
-  if (n <= (size_t)JW_BC_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT) {
+  if (n <= (size_t)JW_BC_RANGE_MAX_GRANULES << 12) {
     void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
     if (p) {
       if (zeroed) *zeroed = false;
@@ -109,7 +109,7 @@ static void *alloc_any(size_t n, bool *zeroed) {
   }
   if (n <= JW_MID_MAX) return mid_alloc(n);
   flush_chain(&jw_tls_state);
-  if (n <= JW_LARGE_MAX) return jw_large_alloc(n, JW_PAGE, zeroed);
+  if (n <= JW_LARGE_MAX) return jw_large_alloc(n, JW_GRANULE, zeroed);
   if (n > PTRDIFF_MAX) {
     errno = ENOMEM;
     return NULL;
@@ -123,7 +123,7 @@ static JW_NOINLINE void *cache_miss(size_t n) {
   flush_chain(&jw_tls_state);
   void *p = bc_alloc(&jw_tls_state, bc_bin_of(n));
   if (p != NULL) return p;
-  return n <= JW_MID_MAX ? mid_alloc(n) : jw_large_alloc(n, JW_PAGE, NULL);
+  return n <= JW_MID_MAX ? mid_alloc(n) : jw_large_alloc(n, JW_GRANULE, NULL);
 }
 
 void *jw_malloc_slow(size_t n) {
@@ -133,7 +133,7 @@ void *jw_malloc_slow(size_t n) {
   /* or a midend block or range up to 64 KiB: the block cache first (every
    * other path a tail call, so that a hit needs no stack frame); larger
    * ranges try it in alloc_any. */
-  if (JW_LIKELY(n <= (size_t)JW_BC_SMALL_RANGE_MAX_GRANULES << JW_GRANULE_SHIFT)) {
+  if (JW_LIKELY(n <= (size_t)JW_BC_SMALL_RANGE_MAX_GRANULES << 12)) {
     jw_tls *t = &jw_tls_state;
     if (JW_UNLIKELY(t->state != JW_TLS_ACTIVE)) return cache_miss(n);
     unsigned i = bc_bin_of(n);
@@ -364,8 +364,9 @@ static inline __attribute__((always_inline)) bool free_large(jw_tls *t, void *p,
   bool cached = JW_LIKELY(t->state == JW_TLS_ACTIVE);
   uint64_t fkey = cached ? t->fkey : jw_load(&jw_free_key, JW_RELAXED); /* set once at init */
   if (JW_UNLIKELY(jw_block_key(p) == fkey)) return false; /* cached: a double free */
-  if (granules <= JW_BC_RANGE_MAX_GRANULES && cached) { /* up to 1 MiB */
-    unsigned i = jw_bc_range_bin[granules];
+  uint32_t units = granules << (JW_GRANULE_SHIFT - 12); /* 4 KiB units (block_cache.h) */
+  if (units <= JW_BC_RANGE_MAX_GRANULES && cached) { /* up to 1 MiB */
+    unsigned i = jw_bc_range_bin[units];
     if (i != JW_BC_NONE) {
       jw_poison(p, (size_t)granules << JW_GRANULE_SHIFT);
       jw_block_set_free(p, NULL, fkey);

@@ -237,7 +237,7 @@ unsigned jw_backend_unlock(void) {
 
 /* Step 1: a range of class c from its bitmap. */
 static void *fast_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
-  if (jw_fast_nslots[c] == 0 || !jw_fast_nonempty(c) || !lf_enter(c)) return NULL;
+  if (jw_fast_slots(c) == 0 || !jw_fast_nonempty(c) || !lf_enter(c)) return NULL;
   void *p = NULL;
   jw_rid r = jw_fast_take(c);
   if (r) {
@@ -299,7 +299,7 @@ static void *lf_carve(uintptr_t base, jw_rec *recs, uint32_t g, unsigned c, jw_r
 static void *lf_split_alloc(unsigned c, jw_range_kind kind, bool *zeroed) {
   void *p = NULL;
   int entered = 0;
-  for (unsigned k = c + 1; k < JW_NCLASSES && jw_fast_nslots[k] != 0; k++) {
+  for (unsigned k = c + 1; k < JW_NCLASSES && jw_fast_slots(k) != 0; k++) {
     if (!jw_fast_nonempty(k)) continue; /* a miss costs no read-modify-write */
     if (!entered && !(entered = lf_enter(c))) return NULL;
     jw_rid r = jw_fast_take(k);
@@ -760,8 +760,8 @@ static void deferred_push(jw_rid r, jw_rec *rec) {
 /* Lock held: every range in the bitmaps is filed through the lists (it
  * merges, then ages like any free range). */
 void jw_backend_flush_fast(void) {
-  for (unsigned c = 0; c < JW_NCLASSES && jw_fast_nslots[c] != 0; c++)
-    for (unsigned i = 0; i < jw_fast_nslots[c]; i++) {
+  for (unsigned c = 0; c < JW_NCLASSES && jw_fast_slots(c) != 0; c++)
+    for (unsigned i = 0; i < jw_fast_slots(c); i++) {
       jw_rid r = jw_fast_flush_slot(c, i);
       if (r == 0) continue;
       uint32_t tag = jw_load(&jw_bins_rec(r)->tag, JW_RELAXED); /* ours now */
@@ -836,7 +836,7 @@ static int fast_free(void *start, int contended) {
   uint32_t old = jw_load(&recs[g].tag, JW_RELAXED);
   unsigned c = jw_tag_class(old);
   if (!jw_state_is_live(jw_tag_state(old)) || c >= JW_NCLASSES ||
-      (jw_class_granules[c] > JW_FAST_MAX_GRANULES && !contended))
+      (((size_t)jw_class_granules[c] << JW_GRANULE_SHIFT) > JW_FAST_MAX_BYTES && !contended))
     return 0;
   uint32_t n = jw_class_granules[c];
   if (probe_free_sibling(recs, g, n)) return 0; /* merging first: the locked path */

@@ -7,7 +7,11 @@
 #include "fast.h"
 #include "../common/lock.h"
 
-#define JW_ROOT_CLASS (JW_NCLASSES - 1)
+/* The class of a whole root: JW_ROOT_GRANULES = 2^k granules is class
+ * 4k - 5 (size_class.h): 35 at 4 KiB pages, 27 at 16 KiB, 19 at 64 KiB.
+ * Classes above it never occur at a larger page (architecture.md, "Page size
+ * at run time"). */
+#define JW_ROOT_CLASS (4u * (JW_ROOT_SHIFT - JW_GRANULE_SHIFT) - 5u)
 
 typedef struct jw_backend_state {
   jw_lock lock;        /* the backend lock: trees, bins, roots (docs/design/backend.md, "Locks") */

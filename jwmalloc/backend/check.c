@@ -48,7 +48,7 @@ static int check_root(uintptr_t base, jw_rec *recs, census *cs, char *err, size_
        * slot of its class. */
       jw_rid r = jw_meta_rid(base, g);
       unsigned seen = 0;
-      for (unsigned i = 0; i < jw_fast_nslots[c]; i++) seen += jw_load(&jw_fast[c].slot[i], JW_RELAXED) == r;
+      for (unsigned i = 0; i < jw_fast_slots(c); i++) seen += jw_load(&jw_fast[c].slot[i], JW_RELAXED) == r;
       if (seen != 1) {
         if (cap) jw_format(err, cap, "root %p granule %u: bitmap range in %u slots", (void *)base, g, seen);
         return -1;
@@ -147,7 +147,7 @@ int jw_backend_check_all(char *err, size_t cap) {
     FAIL("record bytes %llu for %llu roots and %d mapped ahead", (unsigned long long)jw_meta_slot_bytes(),
          (unsigned long long)cs.roots, ahead);
   if (!jw_load(&jw_be.age_roots, JW_RELAXED)) { /* with reclamation on, whole free roots age instead */
-    uint32_t kept = jw_load(&b->bin[JW_NCLASSES - 1].total, JW_RELAXED);
+    uint32_t kept = jw_load(&b->bin[JW_ROOT_CLASS].total, JW_RELAXED);
     uint32_t retain = jw_load(&jw_be.retain_roots, JW_RELAXED);
     if (kept > retain) FAIL("%u entirely free roots kept, retain limit %u", kept, retain);
   }

@@ -34,7 +34,7 @@ static inline int jw_fast_before(uint32_t a, uint32_t b) {
 
 jw_rid jw_fast_take(unsigned c) {
   jw_fast_class *k = &jw_fast[c];
-  unsigned n = jw_fast_nslots[c];
+  unsigned n = jw_fast_slots(c);
   /* Bounded retries: each failed CAS means another thread took or replaced
    * that range, i.e. made progress. */
   for (unsigned tries = 0; tries < JW_FAST_SLOTS; tries++) {
@@ -59,21 +59,21 @@ jw_rid jw_fast_take(unsigned c) {
 }
 
 int jw_fast_nonempty(unsigned c) {
-  for (unsigned i = 0; i < jw_fast_nslots[c]; i++)
+  for (unsigned i = 0; i < jw_fast_slots(c); i++)
     if (holds_range(jw_load(&jw_fast[c].slot[i], JW_RELAXED))) return 1; /* a hint: relaxed */
   return 0;
 }
 
 unsigned jw_fast_count(unsigned c) {
   unsigned n = 0;
-  for (unsigned i = 0; i < jw_fast_nslots[c]; i++)
+  for (unsigned i = 0; i < jw_fast_slots(c); i++)
     n += holds_range(jw_load(&jw_fast[c].slot[i], JW_RELAXED)) != 0; /* a figure: relaxed */
   return n;
 }
 
 int jw_fast_reserve(unsigned c) {
   jw_fast_class *k = &jw_fast[c];
-  unsigned n = jw_fast_nslots[c];
+  unsigned n = jw_fast_slots(c);
   for (unsigned i = 0; i < n; i++) {
     uint32_t exp = 0;
     /* Relaxed: a reservation publishes nothing (the range is published by
@@ -100,7 +100,7 @@ void jw_fast_unreserve(unsigned c, int i) {
 int jw_fast_claim(unsigned c, jw_rid r) {
   if (c >= JW_NCLASSES) return 0;
   jw_fast_class *k = &jw_fast[c];
-  unsigned n = jw_fast_nslots[c];
+  unsigned n = jw_fast_slots(c);
   for (unsigned i = 0; i < n; i++) {
     uint32_t exp = r;
     /* Acquire: as in jw_fast_take (the putter's writes to the range). */
@@ -130,7 +130,7 @@ uint64_t jw_fast_granules(void) { return jw_load(&fast_granules, JW_RELAXED); /*
 uint64_t jw_fast_granules_scan(void) {
   uint64_t g = 0;
   for (unsigned c = 0; c < JW_NCLASSES; c++)
-    for (unsigned i = 0; i < jw_fast_nslots[c]; i++)
+    for (unsigned i = 0; i < jw_fast_slots(c); i++)
       /* Relaxed: for a check at a quiet point. */
       if (holds_range(jw_load(&jw_fast[c].slot[i], JW_RELAXED))) g += jw_class_granules[c];
   return g;

@@ -21,6 +21,11 @@
 
 #define JW_FAST_SLOTS 8
 #define JW_FAST_MAX_GRANULES 256u
+/* The same bound in bytes (1 MiB), the one fast frees compare at every page
+ * size, so that a whole root (4 MiB; 256 granules of 16 KiB) never enters the
+ * root reserve's bitmap by an uncontended free (architecture.md, "Page size at
+ * run time"). */
+#define JW_FAST_MAX_BYTES ((size_t)JW_FAST_MAX_GRANULES << 12)
 #define JW_FAST_RESERVED 0xffffffffu
 /* The root class's bitmap is the root reserve (docs/design/backend.md,
  * section 7c): entirely free, backed roots that a free just emptied, where
@@ -35,13 +40,26 @@ typedef struct jw_fast_class {
 } __attribute__((aligned(64))) jw_fast_class;
 
 extern jw_fast_class jw_fast[JW_NCLASSES];
-/* Slots in use per class: min(8, max(2, 128 / granules)) up to 64 granules,
+/* Slots in use per class of 4 KiB granules (jw_fast_slots maps a larger
+ * page's class to it): min(8, max(2, 128 / granules)) up to 64 granules,
  * 2 from 80 to 256 granules (section 7c: the 256 KiB-1 MiB ranges), all of
  * them for frees and allocations (up to JW_FAST_MAX_GRANULES); one for the
  * classes above (the remainders of lock-free splits and contended frees:
  * other frees of those classes use the lists), and the root reserve's
  * JW_FAST_ROOT_SLOTS for the root class. */
 extern const uint8_t jw_fast_nslots[JW_NCLASSES];
+
+/* Slots in use for class c at the page in force: the table's entry for the
+ * class of the same bytes in 4 KiB granules, so that every page size keeps
+ * the same bytes in the bitmaps and the root class (4 MiB) gets the root
+ * reserve's slots (architecture.md, "Page size at run time"); 0 for the
+ * classes above a root, which never occur. At 4 KiB the table's own entry. */
+static inline unsigned jw_fast_slots(unsigned c) {
+  unsigned k = JW_GRANULE_SHIFT - JW_GRANULE_MIN_SHIFT;
+  if (__builtin_expect(k == 0, 1)) return jw_fast_nslots[c];
+  unsigned c4 = jw_class_index_up((uint32_t)jw_class_granules[c] << k);
+  return c4 < JW_NCLASSES ? jw_fast_nslots[c4] : 0;
+}
 
 /* Takes the free range of class c of the oldest root (placement's root
  * order, jw_bins_rank; then the lowest address) out of its bitmap and returns

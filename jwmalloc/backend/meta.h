@@ -3,7 +3,8 @@
  * Brief: "Metadata: reclaimable, per granule". Decisions in
  * docs/design/backend.md, "Metadata memory".
  *
- * Record arrays: each root's 1024 records (12 KiB, exactly three pages) live
+ * Record arrays: each root's records (1024 at 4 KiB pages: 12 KiB, exactly
+ * three pages; a slot keeps room for 1024 at every page size) live
  * in a slot of a metadata arena that grows in chunks of 64 slots and never
  * shrinks its address space; a slot freed with its root has its pages given
  * back with madvise, so the metadata's physical memory falls after a peak
@@ -32,7 +33,11 @@
 
 typedef uint32_t jw_rid; /* 0: none */
 
-#define JW_META_SLOT_BYTES (JW_ROOT_GRANULES * sizeof(jw_rec)) /* 12 KiB */
+/* A slot holds the records of the most granules a root has (4 KiB pages),
+ * rounded up to the kernel's page so that its release (madvise) covers its
+ * own pages only, at every page size (architecture.md, "Page size at run
+ * time"): 12 KiB at 4 KiB kernel pages, 16 KiB at 16 KiB, 64 KiB at 64 KiB. */
+#define JW_META_SLOT_BYTES ((JW_ROOT_GRANULES_MAX * sizeof(jw_rec) + jw_page.kernel - 1) & ~(jw_page.kernel - 1))
 #define JW_META_CHUNK_SLOTS 64
 #define JW_META_MAX_CHUNKS 4096 /* 262144 roots: 1 TiB of ranges */
 #define JW_META_MAX_LEAVES 1023
@@ -72,8 +77,9 @@ static inline uint32_t jw_meta_rid_granule(jw_rid r) { return r & (JW_ROOT_GRANU
  * per step. */
 static inline jw_rec *jw_meta_rid_rec(jw_rid r);
 
-/* Figures: bytes of record arrays in use (12 KiB per root), and address space
- * reserved by the arena (chunks x 768 KiB, never unmapped). */
+/* Figures: bytes of record arrays in use (JW_META_SLOT_BYTES per root: 12 KiB
+ * on a 4 KiB kernel), and address space reserved by the arena (64 slots a
+ * chunk, never unmapped). */
 uint64_t jw_meta_slot_bytes(void);
 uint64_t jw_meta_arena_bytes(void);
 

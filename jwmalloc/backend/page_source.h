@@ -3,9 +3,12 @@
  *
  * Brief: "Tiers", "Backend: size-class-exact ranges", "Metadata".
  *
- * Units: a granule is one 4 KiB OS page (JW_GRANULE). A root is a 4 MiB,
+ * Units: a granule is one page (JW_GRANULE: jw_page.size, 4, 16 or 64 KiB,
+ * docs/design/architecture.md "Page size at run time"). A root is a 4 MiB,
  * 4 MiB-aligned span reserved from the OS (JW_ROOT); every range lies inside
- * one root, so the largest range is one whole root (1024 granules).
+ * one root, so the largest range is one whole root (JW_ROOT_GRANULES: 1024,
+ * 256 or 64 granules; storage indexed by granule is sized for the most,
+ * JW_ROOT_GRANULES_MAX).
  *
  * Exactly one implementation is linked: the closed-sibling-tree backend
  * (backend/, brief "Backend"); until it lands, a simpler source behind this same
@@ -23,9 +26,12 @@
 #include <stdint.h>
 
 #include "../common/atomic.h"
+#include "../common/page.h"
 
-#define JW_GRANULE_SHIFT 12
-#define JW_GRANULE ((size_t)1 << JW_GRANULE_SHIFT)   /* 4 KiB */
+/* Run-time values (one read-mostly global, page.h): never in a fast path. */
+#define JW_GRANULE_SHIFT (jw_page.shift)
+#define JW_GRANULE (jw_page.size)                     /* 4, 16 or 64 KiB */
+#define JW_GRANULE_MIN_SHIFT 12                       /* the smallest page */
 #define JW_ROOT_SHIFT 22
 #define JW_ROOT ((size_t)1 << JW_ROOT_SHIFT)         /* 4 MiB */
 
@@ -35,7 +41,8 @@
  * regions keep their order. Used by every tier that compares roots. */
 #define JW_ROOT_RANK_FLIP 0xfffu /* a root's index bits in its 16 GiB region */
 static inline uintptr_t jw_root_rank(const void *p) { return ((uintptr_t)p >> JW_ROOT_SHIFT) ^ JW_ROOT_RANK_FLIP; }
-#define JW_ROOT_GRANULES (JW_ROOT >> JW_GRANULE_SHIFT) /* 1024 */
+#define JW_ROOT_GRANULES ((uint32_t)(JW_ROOT >> JW_GRANULE_SHIFT)) /* 1024, 256 or 64 */
+#define JW_ROOT_GRANULES_MAX ((uint32_t)(JW_ROOT >> JW_GRANULE_MIN_SHIFT)) /* 1024: at 4 KiB */
 
 /* What a live range is used for; recorded by the backend, read back by
  * jw_pages_lookup() so free() can dispatch on any pointer. */

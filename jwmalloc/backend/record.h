@@ -4,7 +4,8 @@
  * docs/design/backend.md, "Metadata encoding".
  *
  * A root of R granules has exactly R records, one per granule, in a 1-D array
- * indexed by (address - root base) >> 12: no search. A record is three 32-bit
+ * indexed by (address - root base) >> JW_GRANULE_SHIFT (12 at 4 KiB pages;
+ * R = 1024, 256 or 64): no search. A record is three 32-bit
  * words:
  *
  *   tag   state, class, and the tree boundary that starts at this granule

@@ -9,10 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "page.h"
+
 #define JW_SMALL_MAX ((size_t)2016)        /* frontend: 0..2016 */
 #define JW_MID_MAX ((size_t)16384)         /* midend: 2017..16384 */
 #define JW_LARGE_MAX ((size_t)4 << 20)     /* page ranges: 16385..4 MiB */
-#define JW_PAGE ((size_t)4096)
+/* The logical page (page.h): what valloc, pvalloc and direct mappings align
+ * to. A run-time value: never in the fast paths. */
+#define JW_PAGE (jw_page.size)
 #define JW_MIN_ALIGN ((size_t)16)
 /* Bits of a user-space address: 47 on x86-64 (and arm64 without a hint
  * asking for more), the whole word on a 32-bit target. JW_ABOVE_VA(a) is

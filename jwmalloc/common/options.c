@@ -7,6 +7,7 @@
 #include "../backend/page_source.h"
 #include "config.h"
 #include "log.h"
+#include "page.h"
 
 extern char **environ;
 
@@ -25,6 +26,8 @@ static const struct {
     [JW_OPT_BIN] = {"BIN", 1, 1, "0 or 1", NULL},
     [JW_OPT_LOW_MEMORY] = {"LOW_MEMORY", 0, 1, "0 or 1", NULL},
     [JW_OPT_LOCK_YIELD] = {"LOCK_YIELD", 0, 1, "0 or 1", NULL},
+    [JW_OPT_PAGE_SIZE] = {"PAGE_SIZE", 0, 65536, "a power of two from the kernel's page size to 65536",
+                          "the kernel's page"},
 };
 
 /* JWMALLOC_* names read elsewhere (each reader checks its own values), so
@@ -49,6 +52,7 @@ jw_atomic_u64 jw_options[JW_OPT_COUNT] = {
     [JW_OPT_BIN] = JW_ATOMIC_INIT(1),
     [JW_OPT_LOW_MEMORY] = JW_ATOMIC_INIT(0),
     [JW_OPT_LOCK_YIELD] = JW_ATOMIC_INIT(0), /* docs/design/concurrency.md, "One yield before a fallback" */
+    [JW_OPT_PAGE_SIZE] = JW_ATOMIC_INIT(0),  /* docs/design/architecture.md, "Page size at run time" */
 };
 
 static jw_atomic_ptr stats_file;
@@ -96,6 +100,7 @@ void jw_options_init(void) {
    * what it prints. Every JWMALLOC_* variable is ignored there, as glibc
    * ignores its MALLOC_* tunables. */
   if (environ == NULL || getauxval(AT_SECURE)) {
+    jw_page_init(0);
     jw_pages_set_place_mode((unsigned)jw_opt(JW_OPT_PLACEMENT)); /* the default, as at the end */
     return;
   }
@@ -121,7 +126,9 @@ void jw_options_init(void) {
       if (v == NULL || *v != '=') continue;
       matched = 1;
       int64_t x = i == JW_OPT_PLACEMENT && jw_str_eq(v + 1, "auto") ? JW_PLACE_AUTO : parse(v + 1);
-      if (x >= 0 && (uint64_t)x <= table[i].max) {
+      /* PAGE_SIZE: 0 (the kernel's) or a page jw_page_valid takes. */
+      int ok = x >= 0 && (uint64_t)x <= table[i].max && (i != JW_OPT_PAGE_SIZE || x == 0 || jw_page_valid((size_t)x));
+      if (ok) {
         jw_store(&jw_options[i], (uint64_t)x, JW_RELAXED); /* independent setting */
       } else {
         char def[24];
@@ -137,6 +144,8 @@ void jw_options_init(void) {
       jw_dprintf(2, "jwmalloc: JWMALLOC_%s: unknown option, ignored (options: README, \"Options\", \"jwmalloc backend\", \"jwmalloc reclamation\")\n", name);
     }
   }
+  /* Before any tier maps memory: the page every slab and range is made of. */
+  jw_page_init((size_t)jw_opt(JW_OPT_PAGE_SIZE));
   /* The backend keeps the placement mode (it also runs without the tiers). */
   jw_pages_set_place_mode((unsigned)jw_opt(JW_OPT_PLACEMENT));
 }
@@ -162,6 +171,7 @@ JW_EXPORT int jw_option_get(const char *name, long *value) {
   /* PLACEMENT: the backend's mode, the one in force (two concurrent sets
    * may store the table and the mode in opposite orders). */
   *value = id == JW_OPT_PLACEMENT ? (long)jw_pages_place_mode() : (long)jw_opt((jw_option_id)id);
+  if (id == JW_OPT_PAGE_SIZE) *value = (long)jw_page.size; /* the page in force, the kernel's by default */
   return 0;
 }
 
@@ -171,8 +181,9 @@ JW_EXPORT int jw_option_set(const char *name, long value) {
     int rc = jw_reclaim_option(name, &value, 1);
     if (rc != -2) return rc;
   }
-  /* LOW_MEMORY sizes caches as they are created: start-up only. */
-  if (id < 0 || id == JW_OPT_LOW_MEMORY || value < 0 || (uint64_t)value > table[id].max) {
+  /* LOW_MEMORY sizes caches as they are created, PAGE_SIZE every slab and
+   * range: start-up only. */
+  if (id < 0 || id == JW_OPT_LOW_MEMORY || id == JW_OPT_PAGE_SIZE || value < 0 || (uint64_t)value > table[id].max) {
     errno = EINVAL;
     return -1;
   }

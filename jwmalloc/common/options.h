@@ -22,6 +22,7 @@ typedef enum jw_option_id {
   JW_OPT_BIN,            /* BIN: 1 keeps freed blocks in a per-class bin, 0 frees each to its slab (default 1; frontend.md "The bin") */
   JW_OPT_LOW_MEMORY,     /* LOW_MEMORY: 1 trades speed for RSS (api.md "Low-memory configuration"); start-up only, default 0 */
   JW_OPT_LOCK_YIELD,     /* LOCK_YIELD: 1 yields once before a busy lock's fallback (concurrency.md "One yield before a fallback"); default 0 */
+  JW_OPT_PAGE_SIZE,      /* PAGE_SIZE: the logical page, bytes; 0 the kernel's (architecture.md "Page size at run time"); start-up only, default 0 */
   JW_OPT_COUNT
 } jw_option_id;
 

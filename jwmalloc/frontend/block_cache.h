@@ -50,6 +50,11 @@
 #endif
 
 #define JW_BC_MID_BINS 13   /* one per midend class (JW_MID_NCLASSES) */
+/* Range bins are keyed by bytes in 4 KiB units at every page size: a range
+ * size class of 16 or 64 KiB granules is one of 4 KiB granules in bytes, so
+ * a freed range finds the bin of exactly its bytes; the bins of sizes that
+ * are no whole page stay empty (docs/design/architecture.md, "Page size at
+ * run time"). "Granules" below are 4 KiB units. */
 #define JW_BC_RANGE_BINS 24 /* range classes of 5..256 granules (20 KiB-1 MiB) */
 #define JW_BC_BINS (JW_BC_MID_BINS + JW_BC_RANGE_BINS)
 #define JW_BC_BIG_FIRST (JW_BC_MID_BINS + 8) /* first bin of group 1: 20 granules (80 KiB) */
@@ -83,8 +88,8 @@ typedef struct jw_bcache {
 /* Bytes of a block of bin i, and how many blocks bin i may hold. */
 extern const uint32_t jw_bc_bytes[JW_BC_BINS];
 extern const uint8_t jw_bc_cap[JW_BC_BINS];
-/* Bin of the smallest range class >= g granules (g <= 256), or JW_BC_NONE
- * (g < 5: such ranges are not cached). */
+/* Bin of the smallest range class >= g 4 KiB units (g <= 256), or
+ * JW_BC_NONE (g < 5: such ranges are not cached). */
 extern const uint8_t jw_bc_range_bin[JW_BC_RANGE_MAX_GRANULES + 1];
 
 /* Sets up the bins of a new (zeroed) cache: their constant sizes, caps and

@@ -13,8 +13,11 @@
 
 const uint16_t jw_class_size[JW_NCLASSES] = {JW_CLASS_SIZES(JW_SIZE_ENTRY)};
 const uint32_t jw_class_recip[JW_NCLASSES] = {JW_CLASS_SIZES(JW_RECIP_ENTRY)};
-/* The bin's bound (frontend.md, "The bin"): a page's blocks, at least 16 and at most 64. */
-#define JW_BIN_LIMIT_ENTRY(s) (JW_SLAB_USABLE / (s) > 64 ? 64 : JW_SLAB_USABLE / (s) < 16 ? 16 : JW_SLAB_USABLE / (s)),
+/* The bin's bound (frontend.md, "The bin"): a 4 KiB page's blocks, at least
+ * 16 and at most 64 (the same at every page size: a bound on what a bin
+ * holds, not a slab's layout). */
+#define JW_BIN_LIMIT(s) (JW_SLAB_USABLE_MIN / (s))
+#define JW_BIN_LIMIT_ENTRY(s) (JW_BIN_LIMIT(s) > 64 ? 64 : JW_BIN_LIMIT(s) < 16 ? 16 : JW_BIN_LIMIT(s)),
 const uint8_t jw_class_bin_limit[JW_NCLASSES] = {JW_CLASS_SIZES(JW_BIN_LIMIT_ENTRY)};
 _Static_assert(sizeof((const uint16_t[]){JW_CLASS_SIZES(JW_SIZE_ENTRY)}) == JW_NCLASSES * sizeof(uint16_t),
                "one size per class");

@@ -90,7 +90,12 @@ static inline char *jw_slab_blocks(jw_slab *s) { return (char *)s + JW_SLAB_HEAD
 static inline void jw_slab_set_tag(jw_slab *s, uint64_t tag) {
   jw_store(&s->tag, tag, JW_RELAXED);
   jw_atomic_u64 *w = jw_tag_slot((uintptr_t)s);
-  if (w) jw_store(w, jw_tag_word(tag, s->cls), JW_RELAXED);
+  if (w == NULL) return;
+  /* One word per 4 KiB of the slab (a page of 16 or 64 KiB has 4 or 16, in
+   * one GiB's table): the free fast path indexes by 4 KiB at every page size
+   * (docs/design/architecture.md, "Page size at run time"). */
+  uint64_t word = jw_tag_word(tag, s->cls);
+  for (size_t i = 0, n = jw_page.size >> 12; i < n; i++) jw_store(&w[i], word, JW_RELAXED);
 }
 
 /* Formats page `s` as an empty slab of class `cls` owned by `owner` with tag

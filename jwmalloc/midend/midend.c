@@ -155,7 +155,7 @@ static void partial_remove(mid_class *k, jw_mid_slab *s) {
 
 static jw_mid_slab *slab_new(unsigned mc) {
   uint32_t granules = 0;
-  jw_mid_slab *s = jw_tier_take_pages(jw_mid_class_granules[mc], JW_KIND_MID_SLAB, &granules, NULL);
+  jw_mid_slab *s = jw_tier_take_pages(jw_mid_class_pages(mc), JW_KIND_MID_SLAB, &granules, NULL);
   if (s == NULL) return NULL;
   s->granules = granules;
   jw_store(&s->zero, 0, JW_RELAXED); /* read racily by frontend fast paths */
@@ -163,11 +163,11 @@ static jw_mid_slab *slab_new(unsigned mc) {
   s->node.next = s->node.prev = s->node.group = NULL;
   jw_store(&s->bump, 0, JW_RELAXED); /* read by validation; written under the lock */
   /* A page source that rounds the range up gives us more blocks. */
-  s->capacity = ((uint32_t)granules * 4096u - JW_MID_HEADER) / jw_mid_class_size[mc];
+  s->capacity = (uint32_t)((((size_t)granules << JW_GRANULE_SHIFT) - JW_MID_HEADER) / jw_mid_class_size[mc]);
   s->nfree = s->capacity;
   s->cls = (uint8_t)mc;
   s->on_partial = 0;
-  jw_poison(slab_blocks(s), (size_t)granules * 4096 - JW_MID_HEADER);
+  jw_poison(slab_blocks(s), ((size_t)granules << JW_GRANULE_SHIFT) - JW_MID_HEADER);
   return s;
 }
 

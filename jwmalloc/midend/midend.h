@@ -27,7 +27,16 @@
 #define JW_MID_WASTE_DIV 16
 
 extern const uint16_t jw_mid_class_size[JW_MID_NCLASSES];
+/* A class's slab in 4 KiB units (its bytes: the same at every page size). */
 extern const uint8_t jw_mid_class_granules[JW_MID_NCLASSES];
+
+/* The class's slab in pages (granules) of the page in force: its bytes
+ * rounded up to a whole page (docs/design/architecture.md, "Page size at run
+ * time": at 64 KiB the 16 and 32 KiB slabs become one page). */
+static inline uint32_t jw_mid_class_pages(unsigned mc) {
+  size_t bytes = (size_t)jw_mid_class_granules[mc] << JW_GRANULE_MIN_SHIFT;
+  return (uint32_t)((bytes + JW_GRANULE - 1) >> JW_GRANULE_SHIFT);
+}
 
 /* Class for n <= 16384 (every n <= 2048 maps to class 0). */
 static inline unsigned jw_mid_class_of(size_t n) {
@@ -36,7 +45,7 @@ static inline unsigned jw_mid_class_of(size_t n) {
 }
 
 static inline unsigned jw_mid_class_blocks(unsigned mc) {
-  return ((unsigned)jw_mid_class_granules[mc] * 4096u - JW_MID_HEADER) / jw_mid_class_size[mc];
+  return (unsigned)((((size_t)jw_mid_class_pages(mc) << JW_GRANULE_SHIFT) - JW_MID_HEADER) / jw_mid_class_size[mc]);
 }
 
 typedef struct jw_mid_slab {

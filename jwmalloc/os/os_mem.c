@@ -13,6 +13,7 @@
 
 #include "../common/asan.h"
 #include "../common/atomic.h"
+#include "../common/page.h"
 #include "os_swap.h"
 
 /* The swap layer (os_swap.c, docs/design/stack.md) where it is linked in. */
@@ -50,7 +51,11 @@ static void raw_unmap(void *p, size_t size) {
 }
 
 static void *map_aligned(size_t size, size_t align, int extra) {
-  if (size == 0 || (size & 4095) != 0 || align < 4096 || (align & (align - 1)) != 0) {
+  /* The kernel's page, not the logical one: all mmap needs (an alignment
+   * below it is what every mapping has anyway). */
+  size_t k = jw_page.kernel;
+  if (align < k) align = k;
+  if (size == 0 || (size & (k - 1)) != 0 || (align & (align - 1)) != 0) {
     errno = EINVAL;
     return NULL;
   }
@@ -102,10 +107,10 @@ static jw_atomic_uptr next_root;
 static uintptr_t first_hint(size_t align) {
   uint64_t rnd = 0;
   if (syscall(SYS_getrandom, &rnd, sizeof rnd, 1 /* GRND_NONBLOCK */) != (long)sizeof rnd) return 0;
-  void *probe = raw_map(4096, MAP_NORESERVE);
+  void *probe = raw_map(jw_page.kernel, MAP_NORESERVE);
   if (probe == NULL) return 0;
   uintptr_t top = (uintptr_t)probe & ~(uintptr_t)(align - 1);
-  raw_unmap(probe, 4096);
+  raw_unmap(probe, jw_page.kernel);
   uintptr_t slots = top / 4 / align, cap = (uintptr_t)1 << 24;
   if (slots > cap) slots = cap;
   if (slots < 2) return 0;
@@ -186,7 +191,7 @@ static void *remap_region(void *p, size_t old, size_t size, size_t region) {
     account_mapped((int64_t)size - (int64_t)old);
     return p;
   }
-  void *q = jw_os_map_committed(size, 4096);
+  void *q = jw_os_map_committed(size, jw_page.kernel);
   if (q == NULL) return NULL;
   memcpy(q, p, old);
   jw_os_unmap(p, old);

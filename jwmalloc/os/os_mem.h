@@ -2,7 +2,9 @@
  * through here, so the counts in the statistics are the real system calls.
  *
  * Brief: "Tiers" (over 4 MiB: direct system calls) and "Lifetime-based
- * reclamation" (release with madvise). Sizes are bytes, multiples of 4 KiB.
+ * reclamation" (release with madvise). Sizes are bytes, multiples of the
+ * kernel's page (jw_page.kernel: docs/design/architecture.md, "Page size at
+ * run time").
  * Thread-safe; never allocates. Errors: NULL / -1 with errno from the kernel.
  */
 #ifndef JW_OS_MEM_H
@@ -12,7 +14,9 @@
 #include <stdint.h>
 
 /* Maps `size` bytes of fresh zeroed read-write memory aligned to `align`
- * (a power of two, at least 4 KiB). NULL with errno=ENOMEM on failure. */
+ * (a power of two; one below the kernel's page gets the kernel's page).
+ * NULL with errno=EINVAL for a size that is no multiple of the kernel's page,
+ * ENOMEM when the kernel refuses. */
 void *jw_os_map(size_t size, size_t align);
 
 /* jw_os_map for the backend's roots: the first at a random place below the

@@ -234,7 +234,7 @@ void bd_check_all(bd *d) {
   /* Metadata: 12 bytes per granule of the mapped roots (those mapped ahead,
    * unpublished, too: backend.md 7a), nothing per range. */
   uint64_t ahead = s.ahead_bytes / JW_ROOT;
-  TB_REQUIRE(s.record_bytes == (s.pages.roots + ahead) * JW_ROOT_GRANULES * 12,
+  TB_REQUIRE(s.record_bytes == (s.pages.roots + ahead) * JW_META_SLOT_BYTES,
              "record bytes %llu for %llu roots and %llu mapped ahead", (unsigned long long)s.record_bytes,
              (unsigned long long)s.pages.roots, (unsigned long long)ahead);
   TB_REQUIRE(s.pages.metadata_bytes == s.record_bytes + s.root_map_bytes, "metadata bytes");

@@ -33,7 +33,7 @@ typedef struct bd_range {
 typedef struct bd_root {
   uintptr_t base;          /* 0 = empty slot */
   uint32_t live_granules;
-  uint32_t owner[JW_ROOT_GRANULES]; /* live range id per granule, 0 = free */
+  uint32_t owner[JW_ROOT_GRANULES_MAX]; /* live range id per granule (JW_ROOT_GRANULES used), 0 = free */
 } bd_root;
 
 typedef struct bd {

@@ -147,13 +147,13 @@ static void t_metadata_falls(void) {
   static char *p[N];
   for (int i = 0; i < N; i++) p[i] = alloc(64, JW_KIND_LARGE, NULL);
   jw_backend_stats peak = st();
-  TB_CHECK(peak.pages.roots == 48 && peak.record_bytes == 48 * JW_ROOT_GRANULES * 12,
+  TB_CHECK(peak.pages.roots == 48 && peak.record_bytes == 48 * JW_META_SLOT_BYTES,
            "peak: %llu roots, %llu record bytes", (unsigned long long)peak.pages.roots,
            (unsigned long long)peak.record_bytes);
   /* Trough: one root's ranges stay live. */
   for (int i = 16; i < N; i++) jw_pages_free(p[i]);
   jw_backend_stats trough = st();
-  TB_CHECK(trough.pages.roots == 2 && trough.record_bytes == 2 * JW_ROOT_GRANULES * 12,
+  TB_CHECK(trough.pages.roots == 2 && trough.record_bytes == 2 * JW_META_SLOT_BYTES,
            "trough: %llu roots (1 live + 1 retained), %llu record bytes", (unsigned long long)trough.pages.roots,
            (unsigned long long)trough.record_bytes);
   /* Every record byte of the returned roots leaves the metadata figure; root-map

@@ -41,6 +41,16 @@ for v in 64X -1 1T; do bad RECLAIM_WATERMARK "$v" 67108864 64M; done
 bad RECLAIM_WATERMARK_MAX 1.5G 0
 bad RECLAIM_POLICY lru 0 lifetime
 bad RECLAIM_THREAD yes 1
+# PAGE_SIZE: a power of two from the kernel's page to 64 KiB, else the kernel's
+# page (read back as the page in force: 4096 on this kernel)
+kpage=$(getconf PAGESIZE)
+for v in 12288 2048 131072 16k; do bad PAGE_SIZE "$v" "$kpage" "the kernel's page"; done
+for v in 16384 65536 0; do
+  JWMALLOC_PAGE_SIZE=$v "$PROBE" PAGE_SIZE >"$T/out" 2>"$T/err"
+  want=$v; [ "$v" = 0 ] && want=$kpage
+  [ "$(cat "$T/out")" = "PAGE_SIZE=$want" ] && [ ! -s "$T/err" ] ||
+    fail "JWMALLOC_PAGE_SIZE=$v: $(cat "$T/out" "$T/err")"
+done
 # good values are taken, silently
 JWMALLOC_POOL_PERCENT=60 JWMALLOC_POOL_MIN=0 "$PROBE" POOL_PERCENT POOL_MIN >"$T/out" 2>"$T/err"
 [ "$(tr '\n' ' ' <"$T/out")" = "POOL_PERCENT=60 POOL_MIN=0 " ] && [ ! -s "$T/err" ] ||

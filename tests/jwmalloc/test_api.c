@@ -31,6 +31,12 @@
 
 #include "check.h"
 
+/* The page in force: the kernel's, or JWMALLOC_PAGE_SIZE's (label page16k). */
+static size_t page_size(void) {
+  long v = 4096;
+  return jw_option_get("PAGE_SIZE", &v) == 0 ? (size_t)v : 4096;
+}
+
 static unsigned char pat(size_t n, size_t i) { return (unsigned char)(n * 31 + i * 7 + 1); }
 
 /* Fills the block (sparsely for big ones: every 4 KiB plus both ends). */
@@ -134,14 +140,15 @@ static void alignments(void) {
   }
   aligned_one((size_t)4 << 20, 100); /* a whole root */
   aligned_one((size_t)8 << 20, 100); /* beyond a root: a direct mapping */
+  size_t pg = page_size();
   void *p = M(valloc)(100);
-  CHECK(p && ((uintptr_t)p & 4095) == 0, "valloc");
+  CHECK(p && ((uintptr_t)p & (pg - 1)) == 0, "valloc");
   M(free)(p);
-  p = M(pvalloc)(5000);
-  CHECK(p && ((uintptr_t)p & 4095) == 0 && M(malloc_usable_size)(p) >= 8192, "pvalloc rounds up to pages");
+  p = M(pvalloc)(pg + 1);
+  CHECK(p && ((uintptr_t)p & (pg - 1)) == 0 && M(malloc_usable_size)(p) >= 2 * pg, "pvalloc rounds up to pages");
   M(free)(p);
   p = M(pvalloc)(0);
-  CHECK(p && M(malloc_usable_size)(p) >= 4096, "pvalloc(0) is one page");
+  CHECK(p && M(malloc_usable_size)(p) >= pg, "pvalloc(0) is one page");
   M(free)(p);
 }
 
@@ -297,7 +304,7 @@ static void kept_mappings(void) {
   jw_stats_get(&b, sizeof b);
   CHECK(q == p && b.huge_reuses == a.huge_reuses + 1, "a 5 MiB request reuses the kept mapping");
   CHECK(b.huge_kept_bytes == 0, "the reused mapping left the cache");
-  CHECK(M(malloc_usable_size)(q) == (5 << 20) + 4096, "the tail past an eighth went back (%zu)", M(malloc_usable_size)(q));
+  CHECK(M(malloc_usable_size)(q) == (5 << 20) + page_size(), "the tail past an eighth went back (%zu)", M(malloc_usable_size)(q));
   fill(q, (5 << 20) + 1, 4);
   CHECK(verify(q, (5 << 20) + 1, 4), "reused mapping holds data");
   M(free)(q);

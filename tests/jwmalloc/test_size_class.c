@@ -23,27 +23,37 @@ static int failures;
 
 int main(void) {
   unsigned worst_tail = 0;
-  for (unsigned c = 0; c < JW_NCLASSES; c++) {
-    unsigned size = jw_class_size[c], blocks = JW_SLAB_USABLE / size;
-    unsigned tail = JW_SLAB_USABLE - blocks * size;
-    if (size % 16) FAIL("class %u: size %u not a multiple of 16", c, size);
-    if (blocks < 2) FAIL("class %u: fewer than two blocks per page", c);
-    if (tail > JW_TAIL_WASTE_CAP) FAIL("class %u (%u B): tail waste %u > cap %u", c, size, tail, JW_TAIL_WASTE_CAP);
-    if (blocks != jw_class_blocks(c)) FAIL("class %u: block count mismatch", c);
-    if (c && size <= jw_class_size[c - 1]) FAIL("class %u: not increasing", c);
-    /* Spacing: at most 12.5% (or one 16-byte step), unless the page holds
-     * just one block fewer than the previous class (nothing fits between). */
-    if (c && (size - jw_class_size[c - 1]) * 8 > jw_class_size[c - 1] && size - jw_class_size[c - 1] > 16 &&
-        blocks + 1 != jw_class_blocks(c - 1))
-      FAIL("class %u: spaced more than 12.5%% from the previous one", c);
-    if (tail > worst_tail) worst_tail = tail;
-    /* The reciprocal that replaces the division on the free path (slab.h). */
-    for (uint32_t off = 0; off < JW_SLAB_SIZE; off++)
-      if ((uint32_t)(((uint64_t)off * jw_class_recip[c]) >> 32) != off / size) {
-        FAIL("class %u: reciprocal gives a wrong quotient at offset %u", c, off);
-        break;
-      }
+  /* The layout of a slab of every page size (architecture.md, "Page size at
+   * run time"): the same classes, at least two blocks, the tail under 5% of
+   * the page, the reciprocal exact at every offset. The table's spacing rule
+   * is the 4 KiB page's, where it was derived. */
+  static const size_t pages[] = {4096, 16384, 65536};
+  for (unsigned k = 0; k < sizeof pages / sizeof pages[0]; k++) {
+    jw_page_init(pages[k]);
+    for (unsigned c = 0; c < JW_NCLASSES; c++) {
+      unsigned size = jw_class_size[c], blocks = JW_SLAB_USABLE / size;
+      unsigned tail = JW_SLAB_USABLE - blocks * size;
+      if (size % 16) FAIL("class %u: size %u not a multiple of 16", c, size);
+      if (blocks < 2) FAIL("class %u: fewer than two blocks per page", c);
+      if (tail > JW_TAIL_WASTE_CAP)
+        FAIL("class %u (%u B), %zu-byte page: tail waste %u > cap %u", c, size, pages[k], tail, JW_TAIL_WASTE_CAP);
+      if (blocks != jw_class_blocks(c)) FAIL("class %u: block count mismatch", c);
+      if (c && size <= jw_class_size[c - 1]) FAIL("class %u: not increasing", c);
+      /* Spacing: at most 12.5% (or one 16-byte step), unless the page holds
+       * just one block fewer than the previous class (nothing fits between). */
+      if (pages[k] == 4096 && c && (size - jw_class_size[c - 1]) * 8 > jw_class_size[c - 1] &&
+          size - jw_class_size[c - 1] > 16 && blocks + 1 != jw_class_blocks(c - 1))
+        FAIL("class %u: spaced more than 12.5%% from the previous one", c);
+      if (pages[k] == 4096 && tail > worst_tail) worst_tail = tail;
+      /* The reciprocal that replaces the division on the free path (slab.h). */
+      for (uint32_t off = 0; off < JW_SLAB_SIZE; off++)
+        if ((uint32_t)(((uint64_t)off * jw_class_recip[c]) >> 32) != off / size) {
+          FAIL("class %u: reciprocal gives a wrong quotient at offset %u", c, off);
+          break;
+        }
+    }
   }
+  jw_page_init(4096); /* the rest: the 4 KiB layout */
   if (jw_class_size[JW_NCLASSES - 1] != JW_SMALL_MAX) FAIL("largest frontend class is not JW_SMALL_MAX");
   for (size_t n = 0; n <= JW_SMALL_MAX; n++) {
     unsigned c = jw_class_of(n);
