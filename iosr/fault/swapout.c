@@ -365,6 +365,19 @@ static void retry_later(iosr_job *j, iosr_app *a, const uint64_t *vpns, uint32_t
   for (uint32_t i = 0; i < n; i++) j->again[j->nagain++] = (iosr_cand){0, 0, a->id, 0, vpns[i]};
 }
 
+/* Moves the batch's CLEAN pages (nothing to write) after the others, each
+ * group in its order: the pages written stay adjacent in the buffer, so
+ * consecutive slots make one write request. */
+static void clean_last(iosr_app *a, iosr_batch *b) {
+  uint64_t clean[IOSR_MAX_BATCH];
+  uint32_t nd = 0, nc = 0;
+  for (uint32_t i = 0; i < b->n; i++) {
+    if (iosr_pt_lookup(&a->pt, b->vpn[i], NULL)->state == IOSR_PTE_CLEAN) clean[nc++] = b->vpn[i];
+    else b->vpn[nd++] = b->vpn[i];
+  }
+  memcpy(b->vpn + nd, clean, nc * sizeof clean[0]);
+}
+
 static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const uint64_t *vpns, uint32_t n) {
   iosr_batch *b = calloc(1, sizeof *b);
   if (!b) iosr_die("out of memory starting a swap-out batch");
@@ -376,6 +389,7 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
     /* SIOR: the buffer (and so the slots) in virtual-address order */
     qsort(b->vpn, n, sizeof b->vpn[0], cmp_u64);
   }
+  clean_last(a, b);
   b->buf = iosr_bufpool_alloc(&e->bufs, (size_t)n * 4096);
   if (!b->buf) {
     /* the arena is busy with reads: try these pages after completions */
