@@ -89,7 +89,7 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   ",\"budget_bytes\":%llu,\"resident_pages\":%llu,\"resident_peak_pages\":%llu,\"reads\":%llu,\"read_bytes\":%llu,"
                   "\"writes\":%llu,\"write_bytes\":%llu,\"submit_calls\":%llu,\"io_errors\":%llu,"
                   "\"forced_writes\":%llu,\"zero_fill_pages\":%llu,\"inconsistencies\":%llu,"
-                  "\"checksum_errors\":%llu,\"checksum\":\"%s\",\"queued\":%u,\"inflight\":%u,\"restart_grace\":%s,"
+                  "\"checksum_errors\":%llu,\"checksum\":\"%s\",\"queued\":%u,\"inflight\":%u,\"reads_inflight_peak\":%u,\"restart_grace\":%s,"
                   "\"admission\":{\"accept_errors\":%llu,\"refused\":%llu,\"hello_timeouts\":%llu,\"listening\":%s},"
                   "\"loop_turns\":%llu},\"apps\":[",
                   (unsigned long long)e->set.budget, (unsigned long long)e->resident_total,
@@ -99,6 +99,7 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   (unsigned long long)e->io_errors, (unsigned long long)e->sched.forced_writes,
                   (unsigned long long)e->zero_fill_pages, (unsigned long long)e->inconsistencies,
                   (unsigned long long)e->checksum_errors, iosr_crc32c_impl(), iosr_sched_queued(&e->sched), e->sched.inflight,
+                  e->sched.reads_peak,
                   e->grace_until_ns && iosr_now_ns() < e->grace_until_ns ? "true" : "false",
                   (unsigned long long)e->accept_errors, (unsigned long long)e->conns_refused,
                   (unsigned long long)e->hello_timeouts, e->listen_off ? "false" : "true",
