@@ -318,7 +318,7 @@ static void read_failed(iosr_engine_s *e, iosr_req *r, int err) {
 /* Maps pages [i, j) of r (one app, consecutive pages and buffer positions).
  * Returns 0, or -EAGAIN when the rest must be retried later. */
 int iosr_swapin_may_clean(const iosr_engine_s *e, const iosr_app *a, uint64_t vpn, uint64_t n) {
-  return !e->draining && !iosr_drop_overlaps(a, vpn, n);
+  return e->set.clean_pages && !e->draining && !iosr_drop_overlaps(a, vpn, n);
 }
 
 static int map_run(iosr_engine_s *e, iosr_req *r, iosr_app *o, uint32_t i, uint32_t j) {

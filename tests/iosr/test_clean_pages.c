@@ -6,6 +6,8 @@
  * swapped plus clean pages at every step; a discard or munmap of clean
  * pages frees their slots and a discarded page reads zero.
  *
+ * With clean_pages=1 (IOSR_CLEAN_PAGES; off by default).
+ *
  * usage: test_clean_pages global|process
  */
 #include "util.h"
@@ -52,7 +54,7 @@ int main(int argc, char **argv) {
   const char *slot = argc > 1 ? argv[1] : "global";
   iosr_test_require();
   char set[96];
-  snprintf(set, sizeof set, "test_hooks=1,slot=%s", slot);
+  snprintf(set, sizeof set, "test_hooks=1,clean_pages=1,slot=%s", slot);
   iosr_test_env env;
   iosr_test_inproc(&env, 16u << 20, set, "clean");
   ctl = env.ctl;

@@ -10,6 +10,7 @@
  *
  *   test_stress global|process SEED [OPS]
  *
+ * Odd seeds run with clean pages (IOSR_CLEAN_PAGES=1), even ones without.
  * OPS (default 300) is the operations per app per phase; make test runs the
  * default, scripts/iosr-stress.sh many seeds and longer phases.
  *
@@ -378,7 +379,8 @@ int main(int argc, char **argv) {
   snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   static driver d;
   char set[160];
-  snprintf(set, sizeof set, "slot=%s,reclaim_batch=64,restart_grace_ms=200", argv[1]);
+  /* odd seeds with clean pages (a page read back keeps its slot), even ones without */
+  snprintf(set, sizeof set, "slot=%s,reclaim_batch=64,restart_grace_ms=200,clean_pages=%d", argv[1], (int)(seed & 1));
   d.set = set;
   d.rng = seed;
   snprintf(d.dlog, sizeof d.dlog, "%s/iosrd.log", iosr_test_dir);
