@@ -153,11 +153,13 @@ typedef struct iosr_app_stats {
   uint64_t read_reqs, read_bytes, write_reqs, write_bytes;
   uint64_t read_hist[IOSR_SIZE_BUCKETS], write_hist[IOSR_SIZE_BUCKETS];
   uint64_t swapin_bytes, swapin_busy_ns; /* bandwidth = bytes / busy time */
-  uint64_t swapout_pages, zero_pages;    /* written out; dropped as all-zero */
+  uint64_t swapout_pages, zero_pages;    /* swapped out (written, or clean); dropped as all-zero */
   uint64_t lat_hist[IOSR_LAT_BUCKETS];   /* major-fault service latency */
   uint64_t lat_p50_ns, lat_p90_ns, lat_p99_ns, lat_max_ns;
   uint64_t read_errors, write_errors;
   uint64_t checksum_errors;     /* pages whose slot failed its checksum (each gave SIGBUS) */
+  uint64_t clean_pages;         /* resident, read back and not written since: each holds its slot */
+  uint64_t clean_drops;         /* swapped out with no write: clean pages, whose slots held them */
 } iosr_app_stats;
 
 /* Statistics of the calling app. 0 or -1. Thread-safe. */

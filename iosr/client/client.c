@@ -145,7 +145,7 @@ static uint64_t swapped_pages(iosr_ctx *ctx) {
     if (sp[i].off + sp[i].n * sizeof(iosr_pte) > (uint64_t)size) break;
     const iosr_pte *p = (const iosr_pte *)(m + sp[i].off);
     for (uint64_t k = 0; k < sp[i].n; k++)
-      n += iosr_pte_has_slot(&p[k]);
+      n += iosr_pte_has_slot(&p[k]) && p[k].state != IOSR_PTE_CLEAN; /* a clean page is resident */
   }
   munmap(m, (size_t)size);
   return n;

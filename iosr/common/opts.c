@@ -75,6 +75,7 @@ static const struct key keys[] = {
     {"budget", K_SIZE, OFF(budget), 0, UINT64_MAX, NULL},
     {"budget_low", K_SIZE, OFF(budget_low), 0, UINT64_MAX, NULL},
     {"zero_window", K_U32, OFF(zero_window), 1, 512, NULL},
+    {"clean_pages", K_BOOL, OFF(clean_pages), 0, 1, NULL},
     {"reclaim_batch", K_U32, OFF(reclaim_batch), 1, 4096, NULL},
     {"reclaim_inflight", K_U32, OFF(reclaim_inflight), 1, 256, NULL},
     {"io", K_ENUM, OFF(io), 0, 0, io_names},

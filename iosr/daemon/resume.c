@@ -100,10 +100,14 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
     for (uint64_t v = sp->start; v < sp->start + sp->n; v++) {
       iosr_pte *p = iosr_pt_pte(&a->pt, sp, v);
       int st = p->state;
-      if (st > IOSR_PTE_POISONED) st = IOSR_PTE_POISONED;
+      if (st > IOSR_PTE_CLEAN) st = IOSR_PTE_POISONED;
+      int clean = st == IOSR_PTE_CLEAN;
+      /* every protection is lifted below: a CLEAN page is PRESENT again, its
+       * slot freed (design note section 3) */
+      if (clean) st = IOSR_PTE_PRESENT;
       p->state = IOSR_PTE_ZERO; /* counters are rebuilt through set_state */
       int pres = iosr_pagemap_present(pm, v);
-      int has = (st >= IOSR_PTE_WRITING && st <= IOSR_PTE_CACHED) && !(p->flags & IOSR_PTE_F_ZEROPG) &&
+      int has = (clean || (st >= IOSR_PTE_WRITING && st <= IOSR_PTE_CACHED)) && !(p->flags & IOSR_PTE_F_ZEROPG) &&
                 p->slot != IOSR_PTE_NO_SLOT;
       int in_drop = v >= dlo && v < dhi && st == IOSR_PTE_DROPPING;
       if (has) {

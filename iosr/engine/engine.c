@@ -378,6 +378,7 @@ int iosr_eng_run(iosr_engine_s *e) {
     if (stop) {
       if ((stop & 2) && !draining) {
         draining = 1;
+        e->draining = 1; /* pages come back writable: nothing serves a write-protect fault after the stop */
         iosr_info("stopping: swapping every app's pages back in first");
         for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
           iosr_app *a = iosr_eng_app(e, i);

@@ -75,6 +75,14 @@ typedef struct iosr_req {
 
 /* ---- swap-out ---- */
 
+/* iosr_batch.zero[i]: what page i of a batch is */
+enum {
+  IOSR_BATCH_WRITE = 0, /* written to its slot */
+  IOSR_BATCH_ZERO = 1,  /* all zero: no slot, nothing written */
+  IOSR_BATCH_KEPT = 2,  /* unreadable: kept resident, not part of the batch */
+  IOSR_BATCH_CLEAN = 3  /* was CLEAN: its slot holds it, nothing written (design note section 3) */
+};
+
 struct iosr_batch {
   struct iosr_batch *next;
   struct iosr_job *job;
@@ -83,7 +91,7 @@ struct iosr_batch {
   uint8_t *buf;              /* n pages, in buffer order */
   uint64_t vpn[IOSR_MAX_BATCH];
   uint32_t slot[IOSR_MAX_BATCH];
-  uint8_t zero[IOSR_MAX_BATCH];
+  uint8_t zero[IOSR_MAX_BATCH];  /* IOSR_BATCH_* */
   uint32_t crc[IOSR_MAX_BATCH]; /* CRC32C of each page copied out (design note section 4) */
   uint32_t writes_pending;
   uint32_t drops_pending;
@@ -190,6 +198,7 @@ struct iosr_app {
   int fg;
   uint64_t fg_since_ns, bg_since_ns;
   uint64_t resident, swapped;
+  uint64_t clean;            /* CLEAN pages: resident, holding their slots */
   uint64_t swapped_peak;     /* most pages swapped since the app last had none (probe horizon) */
   uint64_t majors;           /* major faults so far (probe expiry clock) */
   uint32_t faults_waiting;   /* major faults waiting for a read */
@@ -272,6 +281,7 @@ struct iosr_engine_s {
   uint32_t next_window;
   int32_t probe_free;
   uint64_t fail_reads, fail_writes; /* test hooks */
+  int draining;              /* stopping, swapping every page back in: none is mapped CLEAN */
   int hold_retries;          /* test hook: un-protects of kept pages wait, as after EAGAIN, and retries are held */
   int has_rt_ioprio;
   uint64_t full_warned;
@@ -345,6 +355,13 @@ void iosr_drop_free(iosr_drop *d);
 /* A pending drop of a, other than `except`, whose run covers page vpn (its
  * dropper may discard what is there), or NULL. */
 iosr_drop *iosr_drop_covering(iosr_app *a, uint64_t vpn, const iosr_drop *except);
+/* 1 when the run of a pending drop of a overlaps pages [vpn, vpn + n): its
+ * dropper may discard any write-protected page there, so a page read back
+ * there is mapped unprotected (not CLEAN, design note section 3). */
+int iosr_drop_overlaps(const iosr_app *a, uint64_t vpn, uint64_t n);
+/* 1 when a page read back to [vpn, vpn + n) of a may be mapped CLEAN:
+ * write-protected, keeping its slot (design note section 3). */
+int iosr_swapin_may_clean(const iosr_engine_s *e, const iosr_app *a, uint64_t vpn, uint64_t n);
 /* Hands the page now at vpn over to drop d: d's confirmation settles it.
  * 0, or -1 (ENOMEM). */
 int iosr_drop_adopt(iosr_drop *d, uint64_t vpn);

@@ -62,7 +62,8 @@ iosr_job *iosr_reclaim_start(iosr_engine_s *e, iosr_app **apps, unsigned napps, 
       iosr_span *sp = &a->pt.spans[i];
       for (uint64_t v = sp->start; v < sp->start + sp->n; v++) {
         iosr_pte *p = iosr_pt_pte(&a->pt, sp, v);
-        if (p->state == IOSR_PTE_PRESENT && j->ncand < n && !(nl > 0 && iosr_vmas_at(locked, nl, v, &hint)))
+        int res = p->state == IOSR_PTE_PRESENT || p->state == IOSR_PTE_CLEAN;
+        if (res && j->ncand < n && !(nl > 0 && iosr_vmas_at(locked, nl, v, &hint)))
           j->cand[j->ncand++] = (iosr_cand){budget && a->id == e->fg_app, p->age, a->id, 0, v};
       }
     }

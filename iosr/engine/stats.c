@@ -20,6 +20,7 @@ void iosr_stats_fill(iosr_engine_s *e, iosr_app *a, iosr_app_stats *out) {
   out->forked = a->forked;
   out->resident_pages = a->resident;
   out->swapped_pages = a->swapped;
+  out->clean_pages = a->clean;
   out->ra_window = e->set.readahead == IOSR_RA_ADAPTIVE ? a->ra.window : a->ra_last_window;
   /* an interval still open counts up to now */
   if (a->nlat) out->swapin_busy_ns += iosr_now_ns() - a->busy_since;
@@ -36,13 +37,13 @@ static void app_json(iosr_engine_s *e, iosr_app *a, iosr_buf *b) {
   iosr_buf_json_str(b, s.name);
   iosr_buf_printf(b,
                   ",\"id\":%u,\"pid\":%d,\"foreground\":%s,\"forked\":%s,\"state\":\"%s\","
-                  "\"resident_pages\":%llu,\"swapped_pages\":%llu,"
+                  "\"resident_pages\":%llu,\"swapped_pages\":%llu,\"clean_pages\":%llu,"
                   "\"faults\":{\"total\":%llu,\"zero\":%llu,\"major\":%llu,\"probe\":%llu,\"wp\":%llu},"
                   "\"readahead\":{\"pages\":%llu,\"hits\":%llu,\"misses\":%llu,\"window\":%u},",
                   s.id, s.pid, s.foreground ? "true" : "false", s.forked ? "true" : "false",
                   a->state == IOSR_APP_ACTIVE ? (a->conn || a->forked ? "active" : "detached") : "dead",
                   (unsigned long long)s.resident_pages, (unsigned long long)s.swapped_pages,
-                  (unsigned long long)s.faults, (unsigned long long)s.zero_faults,
+                  (unsigned long long)s.clean_pages, (unsigned long long)s.faults, (unsigned long long)s.zero_faults,
                   (unsigned long long)s.major_faults, (unsigned long long)s.probe_faults,
                   (unsigned long long)s.wp_faults, (unsigned long long)s.ra_pages, (unsigned long long)s.ra_hits,
                   (unsigned long long)s.ra_misses, s.ra_window);
@@ -58,11 +59,11 @@ static void app_json(iosr_engine_s *e, iosr_app *a, iosr_buf *b) {
   iosr_buf_json_u64s(b, s.write_hist, IOSR_SIZE_BUCKETS);
   iosr_buf_printf(b,
                   "},\"swapin\":{\"bytes\":%llu,\"busy_ns\":%llu,\"mb_per_s\":%.1f},"
-                  "\"swapout\":{\"pages\":%llu,\"zero_pages\":%llu},"
+                  "\"swapout\":{\"pages\":%llu,\"zero_pages\":%llu,\"clean_drops\":%llu},"
                   "\"fault_latency_ns\":{\"p50\":%llu,\"p90\":%llu,\"p99\":%llu,\"max\":%llu,\"hist\":",
                   (unsigned long long)s.swapin_bytes, (unsigned long long)s.swapin_busy_ns, mbps,
                   (unsigned long long)s.swapout_pages, (unsigned long long)s.zero_pages,
-                  (unsigned long long)s.lat_p50_ns, (unsigned long long)s.lat_p90_ns,
+                  (unsigned long long)s.clean_drops, (unsigned long long)s.lat_p50_ns, (unsigned long long)s.lat_p90_ns,
                   (unsigned long long)s.lat_p99_ns, (unsigned long long)s.lat_max_ns);
   iosr_buf_json_u64s(b, s.lat_hist, IOSR_LAT_BUCKETS);
   iosr_buf_printf(b, "},\"errors\":{\"read\":%llu,\"write\":%llu,\"checksum\":%llu}}",
@@ -88,7 +89,7 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   ",\"budget_bytes\":%llu,\"resident_pages\":%llu,\"resident_peak_pages\":%llu,\"reads\":%llu,\"read_bytes\":%llu,"
                   "\"writes\":%llu,\"write_bytes\":%llu,\"submit_calls\":%llu,\"io_errors\":%llu,"
                   "\"forced_writes\":%llu,\"zero_fill_pages\":%llu,\"inconsistencies\":%llu,"
-                  "\"checksum_errors\":%llu,\"checksum\":\"%s\",\"queued\":%u,\"inflight\":%u,\"restart_grace\":%s,"
+                  "\"checksum_errors\":%llu,\"checksum\":\"%s\",\"queued\":%u,\"inflight\":%u,\"reads_inflight_peak\":%u,\"restart_grace\":%s,"
                   "\"admission\":{\"accept_errors\":%llu,\"refused\":%llu,\"hello_timeouts\":%llu,\"listening\":%s},"
                   "\"loop_turns\":%llu},\"apps\":[",
                   (unsigned long long)e->set.budget, (unsigned long long)e->resident_total,
@@ -98,6 +99,7 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   (unsigned long long)e->io_errors, (unsigned long long)e->sched.forced_writes,
                   (unsigned long long)e->zero_fill_pages, (unsigned long long)e->inconsistencies,
                   (unsigned long long)e->checksum_errors, iosr_crc32c_impl(), iosr_sched_queued(&e->sched), e->sched.inflight,
+                  e->sched.reads_peak,
                   e->grace_until_ns && iosr_now_ns() < e->grace_until_ns ? "true" : "false",
                   (unsigned long long)e->accept_errors, (unsigned long long)e->conns_refused,
                   (unsigned long long)e->hello_timeouts, e->listen_off ? "false" : "true",

@@ -54,6 +54,12 @@ iosr_drop *iosr_drop_covering(iosr_app *a, uint64_t vpn, const iosr_drop *except
   return NULL;
 }
 
+int iosr_drop_overlaps(const iosr_app *a, uint64_t vpn, uint64_t n) {
+  for (const iosr_drop *d = a->drops; d; d = d->next)
+    if (vpn < d->start_vpn + d->n && d->start_vpn < vpn + n) return 1;
+  return 0;
+}
+
 int iosr_drop_adopt(iosr_drop *d, uint64_t vpn) {
   if (d->nadopted == d->capadopted) {
     uint32_t nc = d->capadopted ? d->capadopted * 2 : 8;

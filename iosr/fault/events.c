@@ -101,10 +101,38 @@ static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
       note_unprotect(c, vpn);
       iosr_pte_release(c->e, c->a, vpn, p);
       break;
+    case IOSR_PTE_CLEAN:
+      /* the app's (no pending drop's run covers a CLEAN page): MADV_FREE
+       * leaves it mapped and write-protected, so the protection goes */
+      note_unprotect(c, vpn);
+      iosr_pte_release(c->e, c->a, vpn, p);
+      break;
     default: /* PRESENT, SWAPPED, CACHED */
       iosr_pte_release(c->e, c->a, vpn, p);
       break;
   }
+}
+
+/* A CLEAN page that mremap moved to vpn, where a pending drop's run is: that
+ * drop's dropper discards write-protected pages there, so the page is handed
+ * over to it (DROPPING, its slot holding it) and its confirmation settles it
+ * (design note section 3). Left CLEAN, a discard there would be taken for the
+ * app's and read zero. */
+static void clean_moved(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
+  iosr_drop *d = iosr_drop_covering(a, vpn, NULL);
+  if (!d) return;
+  if (iosr_drop_adopt(d, vpn) == 0) {
+    iosr_app_set_state(e, a, p, IOSR_PTE_DROPPING);
+    p->aux = (uint16_t)d->id;
+    p->flags = IOSR_PTE_F_MOVED | IOSR_PTE_F_CLEAN;
+    return;
+  }
+  /* no memory to hand it over: resident and writable, its slot freed */
+  iosr_pte_put_slot(e, p);
+  iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+  p->flags = 0;
+  if (iosr_uffd_wp(a->uffd, vpn << 12, 4096, 0) == -EAGAIN)
+    iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, 1, 0);
 }
 
 static void for_range(iosr_app *a, uint64_t lo, uint64_t hi, void (*cb)(void *, uint64_t, iosr_pte *), void *arg) {
@@ -175,6 +203,7 @@ void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to,
        * the page back before it runs: the page stays DROPPING (still
        * write-protected, its slot holds it) and its drop follows it. */
       if (p->state == IOSR_PTE_DROPPING || p->state == IOSR_PTE_WRITING) p->flags |= IOSR_PTE_F_MOVED;
+      if (p->state == IOSR_PTE_CLEAN && a->drops) clean_moved(e, a, v, p);
     }
     sp = iosr_pt_first_from(&a->pt, next);
   }

@@ -17,10 +17,15 @@
 #include "common/log.h"
 #include "engine/engine_int.h"
 #include "fault/uffd.h"
+#include "fault/vmas.h"
 
 void iosr_app_set_state(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int state) {
-  int was_res = p->state == IOSR_PTE_PRESENT || p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING;
-  int is_res = state == IOSR_PTE_PRESENT || state == IOSR_PTE_WRITING || state == IOSR_PTE_DROPPING;
+  int was_res = p->state == IOSR_PTE_PRESENT || p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING ||
+                p->state == IOSR_PTE_CLEAN;
+  int is_res = state == IOSR_PTE_PRESENT || state == IOSR_PTE_WRITING || state == IOSR_PTE_DROPPING ||
+               state == IOSR_PTE_CLEAN;
+  if (p->state == IOSR_PTE_CLEAN && state != IOSR_PTE_CLEAN) a->clean--;
+  else if (p->state != IOSR_PTE_CLEAN && state == IOSR_PTE_CLEAN) a->clean++;
   int was_sw = p->state == IOSR_PTE_SWAPPED || p->state == IOSR_PTE_READING || p->state == IOSR_PTE_CACHED;
   int is_sw = state == IOSR_PTE_SWAPPED || state == IOSR_PTE_READING || state == IOSR_PTE_CACHED;
   /* forked children share their pages with the parent until written and
@@ -191,6 +196,37 @@ static int wait_for_drop(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
   return d && iosr_drop_adopt(d, vpn) == 0;
 }
 
+/* A fault on a CLEAN page (design note section 3, "Clean pages keep their
+ * slot"). A write-protect fault is the app's first write since the page was
+ * read back: the slot no longer holds what the page will hold, so it is
+ * freed, and lifting the protection wakes the writer. A missing fault is
+ * almost always older than the copy that mapped the page (two threads
+ * faulted on it): the kernel's pagemap tells; a page that really went
+ * without an event IOSR saw is read back from its slot, which still holds
+ * it. */
+static void clean_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p, int wp) {
+  if (wp) {
+    a->st.wp_faults++;
+    iosr_pte_put_slot(e, p);
+    iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+    p->flags = 0;
+    int r = iosr_uffd_wp(a->uffd, vpn << 12, 4096, 0);
+    if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, 1, 0);
+    return;
+  }
+  int pm = a->pid > 0 ? iosr_pagemap_open(a->pid) : -1;
+  int pres = pm >= 0 ? iosr_pagemap_present(pm, vpn) : 1;
+  if (pm >= 0) close(pm);
+  if (pres != 0) {
+    iosr_uffd_wake(a->uffd, vpn << 12, 4096);
+    return;
+  }
+  e->inconsistencies++;
+  iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+  p->flags = 0;
+  iosr_swapin_fault(e, a, sp, vpn, p);
+}
+
 void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t flags, uint32_t tid) {
   uint64_t vpn = addr >> 12;
   e->tick++;
@@ -213,6 +249,10 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
                : iosr_uffd_zeropage(a->uffd, addr & ~4095ull, 4096, &done);
     if (r == -EEXIST) iosr_uffd_wake(a->uffd, addr & ~4095ull, 4096);
     else if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, flags);
+    return;
+  }
+  if (p->state == IOSR_PTE_CLEAN) {
+    clean_fault(e, a, sp, vpn, p, wp);
     return;
   }
   if (wp && p->state != IOSR_PTE_WRITING && p->state != IOSR_PTE_DROPPING) {
@@ -315,7 +355,7 @@ void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a) {
 
 static int protected_now(iosr_app *a, uint64_t vpn) {
   iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, NULL);
-  return p && (p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING);
+  return p && (p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING || p->state == IOSR_PTE_CLEAN);
 }
 
 /* An un-protect that met EAGAIN, run now. A page of the range that a
@@ -353,7 +393,7 @@ void iosr_fault_run_retries(iosr_engine_s *e) {
       if (r->op == IOSR_RETRY_FAULT) {
         iosr_pte *p = iosr_pt_lookup(&a->pt, r->vpn, NULL);
         /* re-handle as a fresh fault, unless the page got resolved meanwhile */
-        if (p && p->state != IOSR_PTE_PRESENT) iosr_fault_handle(e, a, r->vpn << 12, r->flags, 0);
+        if (p && p->state != IOSR_PTE_PRESENT && p->state != IOSR_PTE_CLEAN) iosr_fault_handle(e, a, r->vpn << 12, r->flags, 0);
         else iosr_uffd_wake(a->uffd, r->vpn << 12, 4096);
         a->st.faults--; /* counted once */
       } else if (r->op == IOSR_RETRY_UNPROTECT) {

@@ -21,7 +21,8 @@ enum iosr_pte_state {
   IOSR_PTE_SWAPPED = 4, /* only in its slot */
   IOSR_PTE_READING = 5, /* swap-in in flight */
   IOSR_PTE_CACHED = 6,  /* swapped, a copy held as a read-ahead probe (aux = probe index) */
-  IOSR_PTE_POISONED = 7 /* unreadable: access gives SIGBUS until discarded */
+  IOSR_PTE_POISONED = 7,/* unreadable: access gives SIGBUS until discarded */
+  IOSR_PTE_CLEAN = 8    /* resident, read back and not written since: write-protected, its slot holds it */
 };
 
 enum {
@@ -31,6 +32,7 @@ enum {
   IOSR_PTE_F_FAULT = 8,  /* READING: a fault waits on it */
   IOSR_PTE_F_MOVED = 16, /* DROPPING: mremap moved it since its drop was asked for */
   IOSR_PTE_F_RMAPP = 32, /* DROPPING: a REMOVE that is the app's covered it (design note section 9) */
+  IOSR_PTE_F_CLEAN = 64, /* WRITING/DROPPING a page that was CLEAN: its slot holds it, nothing written */
 };
 
 /* The invariant every transition keeps (design note section 3, "Page
@@ -51,8 +53,8 @@ typedef struct iosr_pte {
 } iosr_pte;
 
 static inline int iosr_pte_has_slot(const iosr_pte *p) {
-  return p->state >= IOSR_PTE_WRITING && p->state <= IOSR_PTE_CACHED && !(p->flags & IOSR_PTE_F_ZEROPG) &&
-         p->slot != IOSR_PTE_NO_SLOT;
+  return ((p->state >= IOSR_PTE_WRITING && p->state <= IOSR_PTE_CACHED) || p->state == IOSR_PTE_CLEAN) &&
+         !(p->flags & IOSR_PTE_F_ZEROPG) && p->slot != IOSR_PTE_NO_SLOT;
 }
 
 typedef struct iosr_span {

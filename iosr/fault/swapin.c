@@ -317,16 +317,25 @@ static void read_failed(iosr_engine_s *e, iosr_req *r, int err) {
 
 /* Maps pages [i, j) of r (one app, consecutive pages and buffer positions).
  * Returns 0, or -EAGAIN when the rest must be retried later. */
+int iosr_swapin_may_clean(const iosr_engine_s *e, const iosr_app *a, uint64_t vpn, uint64_t n) {
+  return e->set.clean_pages && !e->draining && !iosr_drop_overlaps(a, vpn, n);
+}
+
 static int map_run(iosr_engine_s *e, iosr_req *r, iosr_app *o, uint32_t i, uint32_t j) {
   while (i < j) {
     uint64_t done = 0;
-    int rc = iosr_uffd_copy(o->uffd, r->tgt[i].vpn << 12, r->buf + (size_t)i * 4096, (uint64_t)(j - i) << 12, 1,
-                            &done);
+    /* mapped write-protected, the page keeps its slot (CLEAN) unless a
+     * pending drop's dropper may discard it there (design note section 3) */
+    int clean = iosr_swapin_may_clean(e, o, r->tgt[i].vpn, j - i);
+    const uint8_t *src = r->buf + (size_t)i * 4096;
+    uint64_t len = (uint64_t)(j - i) << 12;
+    int rc = clean ? iosr_uffd_copy_wp(o->uffd, r->tgt[i].vpn << 12, src, len, &done)
+                   : iosr_uffd_copy(o->uffd, r->tgt[i].vpn << 12, src, len, 1, &done);
     uint32_t np = (uint32_t)(done >> 12);
     for (uint32_t k = i; k < i + np; k++) {
       iosr_pte *p = iosr_pt_lookup(&o->pt, r->tgt[k].vpn, NULL);
-      iosr_pte_put_slot(e, p);
-      iosr_app_set_state(e, o, p, IOSR_PTE_PRESENT);
+      if (!clean) iosr_pte_put_slot(e, p);
+      iosr_app_set_state(e, o, p, clean ? IOSR_PTE_CLEAN : IOSR_PTE_PRESENT);
       p->flags = 0;
       p->age = (uint32_t)e->tick;
       r->done[k] |= IOSR_DONE_FINISHED;
@@ -570,6 +579,13 @@ void iosr_swapin_all(iosr_engine_s *e, iosr_app *a) {
       if (p->state == IOSR_PTE_CACHED) {
         int copied;
         iosr_probe_hit(e, a, v, p, &copied);
+      }
+      if (p->state == IOSR_PTE_CLEAN) {
+        /* writable again: nothing serves its write-protect fault after the stop */
+        iosr_pte_put_slot(e, p);
+        iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+        if (iosr_uffd_wp(a->uffd, v << 12, 4096, 0) == -EAGAIN)
+          iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, v, 1, 0);
       }
       if (p->state == IOSR_PTE_SWAPPED) picks_add(&ps, p->slot, a->id, v, 0);
     }

@@ -100,6 +100,7 @@ static void send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
 static void written_discarded(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, iosr_job *j) {
   int zero = (p->flags & (IOSR_PTE_F_ZEROPG | IOSR_PTE_F_RMX)) != 0;
   if (zero) iosr_pte_put_slot(e, p);
+  if (!zero && (p->flags & IOSR_PTE_F_CLEAN)) a->st.clean_drops++;
   iosr_app_set_state(e, a, p, zero ? IOSR_PTE_ZERO : IOSR_PTE_SWAPPED);
   p->flags = 0;
   if (!zero) {
@@ -127,7 +128,7 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
   for (uint32_t i = 0; i < b->n; i++) {
     iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[i], NULL);
     if (!p || p->state != IOSR_PTE_WRITING) continue;
-    if (b->zero[i] ? !(p->flags & IOSR_PTE_F_ZEROPG) : p->slot != b->slot[i]) continue;
+    if (b->zero[i] == IOSR_BATCH_ZERO ? !(p->flags & IOSR_PTE_F_ZEROPG) : p->slot != b->slot[i]) continue;
     if (!b->zero[i] && b->slot[i] == IOSR_NO_SLOT) continue;
     if (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) {
       written_discarded(e, a, b->vpn[i], p, b->job);
@@ -236,6 +237,7 @@ static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
       kept++;
       if (j) j->kept_pages++;
     } else if (r == 0 && p->state == IOSR_PTE_SWAPPED) {
+      if (p->flags & IOSR_PTE_F_CLEAN) a->st.clean_drops++;
       p->flags = 0;
       a->st.swapout_pages++;
       if (j) j->swapped_pages++;
@@ -363,6 +365,19 @@ static void retry_later(iosr_job *j, iosr_app *a, const uint64_t *vpns, uint32_t
   for (uint32_t i = 0; i < n; i++) j->again[j->nagain++] = (iosr_cand){0, 0, a->id, 0, vpns[i]};
 }
 
+/* Moves the batch's CLEAN pages (nothing to write) after the others, each
+ * group in its order: the pages written stay adjacent in the buffer, so
+ * consecutive slots make one write request. */
+static void clean_last(iosr_app *a, iosr_batch *b) {
+  uint64_t clean[IOSR_MAX_BATCH];
+  uint32_t nd = 0, nc = 0;
+  for (uint32_t i = 0; i < b->n; i++) {
+    if (iosr_pt_lookup(&a->pt, b->vpn[i], NULL)->state == IOSR_PTE_CLEAN) clean[nc++] = b->vpn[i];
+    else b->vpn[nd++] = b->vpn[i];
+  }
+  memcpy(b->vpn + nd, clean, nc * sizeof clean[0]);
+}
+
 static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const uint64_t *vpns, uint32_t n) {
   iosr_batch *b = calloc(1, sizeof *b);
   if (!b) iosr_die("out of memory starting a swap-out batch");
@@ -374,6 +389,7 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
     /* SIOR: the buffer (and so the slots) in virtual-address order */
     qsort(b->vpn, n, sizeof b->vpn[0], cmp_u64);
   }
+  clean_last(a, b);
   b->buf = iosr_bufpool_alloc(&e->bufs, (size_t)n * 4096);
   if (!b->buf) {
     /* the arena is busy with reads: try these pages after completions */
@@ -384,15 +400,18 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
   /* 1. WRITING + write-protect, per run of consecutive pages */
   uint64_t (*sorted)[2] = malloc(sizeof *sorted * n);
   if (!sorted) iosr_die("out of memory starting a swap-out batch");
+  uint32_t ns = 0;
   for (uint32_t i = 0; i < n; i++) {
-    sorted[i][0] = b->vpn[i];
-    sorted[i][1] = i;
+    /* a CLEAN page is write-protected already (and must stay so) */
+    if (iosr_pt_lookup(&a->pt, b->vpn[i], NULL)->state == IOSR_PTE_CLEAN) continue;
+    sorted[ns][0] = b->vpn[i];
+    sorted[ns++][1] = i;
   }
-  qsort(sorted, n, sizeof *sorted, cmp_vpn_idx);
+  qsort(sorted, ns, sizeof *sorted, cmp_vpn_idx);
   int failed = 0;
-  for (uint32_t i = 0; i < n;) {
+  for (uint32_t i = 0; i < ns;) {
     uint32_t k = i + 1;
-    while (k < n && sorted[k][0] == sorted[k - 1][0] + 1) k++;
+    while (k < ns && sorted[k][0] == sorted[k - 1][0] + 1) k++;
     int r = iosr_uffd_wp(a->uffd, sorted[i][0] << 12, (uint64_t)(k - i) << 12, 1);
     if (r) {
       failed = r;
@@ -420,6 +439,14 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
   }
   for (uint32_t i = 0; i < n; i++) {
     iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[i], NULL);
+    if (p->state == IOSR_PTE_CLEAN) {
+      /* its slot holds its bytes and checksum: it keeps it, nothing is written */
+      iosr_app_set_state(e, a, p, IOSR_PTE_WRITING);
+      p->flags = IOSR_PTE_F_CLEAN;
+      b->slot[i] = p->slot;
+      b->zero[i] = IOSR_BATCH_CLEAN;
+      continue;
+    }
     iosr_app_set_state(e, a, p, IOSR_PTE_WRITING);
     p->flags = 0;
     p->slot = IOSR_PTE_NO_SLOT; /* a PRESENT entry owns no slot: it gets one below, or none */
@@ -465,17 +492,18 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
   if (readable < n && !readable) iosr_debug("app %s: process_vm_readv read nothing", a->name);
   for (uint32_t i = 0; i < readable; i++) {
     const uint8_t *pg = b->buf + (size_t)i * 4096;
+    if (b->zero[i] == IOSR_BATCH_CLEAN) continue;
     if (all_zero(pg)) {
       iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[i], NULL);
       if (p && p->state == IOSR_PTE_WRITING) {
-        b->zero[i] = 1;
+        b->zero[i] = IOSR_BATCH_ZERO;
         p->flags |= IOSR_PTE_F_ZEROPG;
       }
     } else {
       b->crc[i] = iosr_crc32c_page(pg); /* of exactly the bytes the write takes */
     }
   }
-  for (uint32_t i = readable; i < n; i++) b->zero[i] = 2; /* not part of the batch */
+  for (uint32_t i = readable; i < n; i++) b->zero[i] = IOSR_BATCH_KEPT; /* not part of the batch */
   return b;
 }
 
@@ -538,7 +566,8 @@ static void area_full(iosr_engine_s *e, iosr_job *j) {
  * others in their place. */
 static uint32_t batch_outgoing(const iosr_batch *b) {
   uint32_t n = 0;
-  for (uint32_t i = 0; i < b->n; i++) n += b->zero[i] == 1 || (!b->zero[i] && b->slot[i] != IOSR_NO_SLOT);
+  for (uint32_t i = 0; i < b->n; i++)
+    n += b->zero[i] == IOSR_BATCH_ZERO || b->zero[i] == IOSR_BATCH_CLEAN || (!b->zero[i] && b->slot[i] != IOSR_NO_SLOT);
   return n;
 }
 
@@ -575,7 +604,7 @@ static int step(iosr_engine_s *e, iosr_job *j) {
     iosr_app *a = iosr_eng_app(e, c->app);
     if (!a || a->uffd < 0 || a->forked || !a->conn) continue;
     iosr_pte *p = iosr_pt_lookup(&a->pt, c->vpn, NULL);
-    if (!p || p->state != IOSR_PTE_PRESENT) continue;
+    if (!p || (p->state != IOSR_PTE_PRESENT && p->state != IOSR_PTE_CLEAN)) continue;
     take[nt++] = *c;
   }
   if (!nt) {

@@ -91,9 +91,9 @@ int iosr_uffd_unregister(int uffd, uint64_t addr, uint64_t len) {
 static int fill_once(int uffd, int zero, uint64_t dst, const uint8_t *src, uint64_t len, int wake, uint64_t *done) {
   int r;
   int64_t got;
-  if (!zero) {
+  if (zero != 1) { /* 0: copy, 2: copy write-protected */
     struct uffdio_copy c = {.dst = dst, .src = (uint64_t)(uintptr_t)src, .len = len,
-                            .mode = wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE};
+                            .mode = (wake ? 0 : UFFDIO_COPY_MODE_DONTWAKE) | (zero == 2 ? UFFDIO_COPY_MODE_WP : 0)};
     r = ioctl(uffd, UFFDIO_COPY, &c) ? -errno : 0;
     got = c.copy;
   } else {
@@ -118,7 +118,7 @@ static int fill(int uffd, int zero, uint64_t dst, const uint8_t *src, uint64_t l
     uint64_t part = len - *done, got;
     int r;
     for (;;) {
-      r = fill_once(uffd, zero, dst + *done, zero ? NULL : src + *done, part, wake, &got);
+      r = fill_once(uffd, zero, dst + *done, zero == 1 ? NULL : src + *done, part, wake, &got);
       if (r != -ENOENT || got || part <= 4096) break;
       part = (part / 2 + 4095) & ~4095ull;
     }
@@ -131,6 +131,10 @@ static int fill(int uffd, int zero, uint64_t dst, const uint8_t *src, uint64_t l
 int iosr_uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake, uint64_t *done) {
   if (!src) return fill_once(uffd, 0, dst, src, len, wake, done); /* a probe: the reap check */
   return fill(uffd, 0, dst, src, len, wake, done);
+}
+
+int iosr_uffd_copy_wp(int uffd, uint64_t dst, const void *src, uint64_t len, uint64_t *done) {
+  return fill(uffd, 2, dst, src, len, 1, done);
 }
 
 int iosr_uffd_zeropage(int uffd, uint64_t dst, uint64_t len, uint64_t *done) {

@@ -58,6 +58,9 @@ int iosr_uffd_unregister(int uffd, uint64_t addr, uint64_t len);
  * UNMAP or REMAP event follows or came), -ESRCH the process is gone. A NULL
  * src makes one plain call (the reap probe of engine.c). */
 int iosr_uffd_copy(int uffd, uint64_t dst, const void *src, uint64_t len, int wake, uint64_t *done);
+/* As iosr_uffd_copy (waking), the pages mapped write-protected: a write to
+ * one is a write-protect fault (a clean page, design note section 3). */
+int iosr_uffd_copy_wp(int uffd, uint64_t dst, const void *src, uint64_t len, uint64_t *done);
 int iosr_uffd_zeropage(int uffd, uint64_t dst, uint64_t len, uint64_t *done);
 /* Write-protects (protect=1) or un-protects (0, which wakes waiters) a range. */
 int iosr_uffd_wp(int uffd, uint64_t addr, uint64_t len, int protect);

@@ -105,23 +105,39 @@ static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, i
   }
 }
 
+/* Maps a probe's page at vpn: write-protected, so that it keeps its slot
+ * (CLEAN), unless a pending drop's dropper may discard it there (design
+ * note section 3). *clean tells which. */
+static int map_probe(iosr_engine_s *e, iosr_app *a, uint64_t vpn, const uint8_t *data, int *clean) {
+  uint64_t done;
+  *clean = iosr_swapin_may_clean(e, a, vpn, 1);
+  return *clean ? iosr_uffd_copy_wp(a->uffd, vpn << 12, data, 4096, &done)
+                : iosr_uffd_copy(a->uffd, vpn << 12, data, 4096, 1, &done);
+}
+
+/* The entry of a probe's page just mapped (r: the copy's result, 0 or
+ * -EEXIST): CLEAN holding its slot, or PRESENT. */
+static void mapped(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int r, int clean) {
+  clean = clean && r == 0;
+  if (!clean) iosr_pte_put_slot(e, p);
+  iosr_app_set_state(e, a, p, clean ? IOSR_PTE_CLEAN : IOSR_PTE_PRESENT);
+  p->flags = 0;
+  p->age = (uint32_t)e->tick;
+}
+
 /* Maps probe i's page into the app (verdict: 0 miss, -1 none) and frees the
  * probe; the page stays SWAPPED if the copy cannot be made now. */
 static void install(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int32_t i, int verdict) {
   iosr_probe *pr = &e->probes[i];
-  uint64_t done, vpn = pr->vpn;
-  int r = iosr_uffd_copy(a->uffd, vpn << 12, pr->data, 4096, 1, &done);
+  uint64_t vpn = pr->vpn;
+  int clean;
+  int r = map_probe(e, a, vpn, pr->data, &clean);
   if (verdict == 0) feed(e, a, vpn, pr->weight, 0);
   window_resolve(e, a, pr->win, verdict);
   unlink_app(e, a, i);
   release(e, i);
   iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
-  if (r == 0 || r == -EEXIST) {
-    iosr_pte_put_slot(e, p);
-    iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
-    p->flags = 0;
-    p->age = (uint32_t)e->tick;
-  }
+  if (r == 0 || r == -EEXIST) mapped(e, a, p, r, clean);
 }
 
 int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight, uint32_t win,
@@ -189,8 +205,8 @@ void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, in
   int32_t i = p->aux;
   iosr_probe *pr = &e->probes[i];
   *copied = 0;
-  uint64_t done;
-  int r = iosr_uffd_copy(a->uffd, vpn << 12, pr->data, 4096, 1, &done);
+  int clean;
+  int r = map_probe(e, a, vpn, pr->data, &clean);
   if (r == -EAGAIN) return;
   *copied = 1;
   a->st.probe_faults++;
@@ -201,10 +217,7 @@ void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, in
   release(e, i);
   if (r == 0 || r == -EEXIST) {
     if (r == -EEXIST) iosr_uffd_wake(a->uffd, vpn << 12, 4096);
-    iosr_pte_put_slot(e, p);
-    iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
-    p->flags = 0;
-    p->age = (uint32_t)e->tick;
+    mapped(e, a, p, r, clean);
     feed(e, a, vpn, weight, 1);
     window_resolve(e, a, win, 1);
     if (trig) iosr_swapin_continue(e, a, next);

@@ -69,6 +69,7 @@ static iosr_sreq *dispatch(iosr_sched *s, unsigned q) {
   s->inflight++;
   if (r->write) s->inflight_writes++;
   if (r->cls == IOSR_CLS_FG_FAULT) s->inflight_fg++;
+  if (s->inflight - s->inflight_writes > s->reads_peak) s->reads_peak = s->inflight - s->inflight_writes;
   iosr_dispatch_rec *l = &s->log[s->log_head % IOSR_SCHED_LOG];
   l->seq = s->dispatched++;
   l->cls = r->cls;

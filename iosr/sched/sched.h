@@ -41,6 +41,7 @@ typedef struct iosr_sched {
   iosr_sreq *head[IOSR_NCLS], *tail[IOSR_NCLS]; /* fifo uses head[0]/tail[0] */
   unsigned queued[IOSR_NCLS];
   unsigned inflight, inflight_writes, inflight_fg;
+  unsigned reads_peak; /* most reads in flight at once so far (faults served in parallel) */
   unsigned passed;     /* reads dispatched while the oldest write waited */
   int paused;
   uint64_t dispatched; /* dispatch sequence */

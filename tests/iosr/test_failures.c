@@ -45,6 +45,9 @@ int main(void) {
          "full: swapped %llu resident %llu reclaimed %llu", (unsigned long long)st.swapped_pages,
          (unsigned long long)st.resident_pages, (unsigned long long)got);
   for (int i = 0; i < 512; i++) CHECK(iosr_check(p + i * 4096, 11, (uint64_t)i, 0));
+  /* written (the same bytes): the pages read back give up their slots, so
+   * the next reclaim has slots to write to */
+  for (int i = 0; i < 512; i++) iosr_fill(p + i * 4096, 11, (uint64_t)i, 0);
   printf("full area: reclaim stopped with ENOSPC after 300 of 512 pages, all 512 intact\n");
 
   /* ---- 2. write errors: the pages stay resident, counted, slots retired ---- */

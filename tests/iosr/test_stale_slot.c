@@ -10,7 +10,8 @@
  *   prot-none       the same through the "page cannot be read" path: A made
  *                   its region PROT_NONE
  *
- * Both check the slot accounting (slots used == pages swapped) and every byte
+ * Both check the slot accounting (slots used == pages swapped + clean pages,
+ * design note section 3) and every byte
  * of every app. In-process engine. */
 #include "util.h"
 
@@ -43,10 +44,12 @@ static void app_verify(const app *a, const char *when) {
            (unsigned long long)i);
 }
 
+/* Pages holding a slot: on the swap area only, or clean (read back, not
+ * written since). */
 static uint64_t swapped(iosr_ctl *ctl, const char *name) {
   iosr_app_stats st;
   CHECK(iosr_ctl_app_stats(ctl, name, &st) == 0);
-  return st.swapped_pages;
+  return st.swapped_pages + st.clean_pages;
 }
 
 static void accounting(iosr_ctl *ctl, const app *apps, int n, const char *when) {
@@ -76,10 +79,12 @@ int main(int argc, char **argv) {
   CHECK(ctl);
   app apps[3];
   uint64_t got;
-  /* A's pages go out and come back: the slots they had are free again */
+  /* A's pages go out, come back and are written (the same bytes): the
+   * slots they had are free again */
   app_open(&apps[0], eng, "A", na, 71);
   CHECK(iosr_ctl_reclaim(ctl, "A", 0, &got) == 0 && got == na * 4096);
   app_verify(&apps[0], "A swapped in");
+  for (uint64_t i = 0; i < na; i++) iosr_fill(apps[0].p + i * 4096, apps[0].seed, i, 0);
   CHECK(slots_used(ctl) == 0);
   /* B fills the whole area, A's old slots included */
   app_open(&apps[1], eng, "B", nb, 72);

@@ -5,10 +5,12 @@
  * area smaller than all their memory, and SIGKILLs iosrd in the middle of a
  * reclaim and restarts it. Every app checks every byte of its memory against
  * a shadow (page versions) throughout and at the end; at the end the slots in
- * use must equal the pages swapped.
+ * use must equal the pages swapped plus the clean ones (read back, not
+ * written since: they keep their slots).
  *
  *   test_stress global|process SEED [OPS]
  *
+ * Odd seeds run with clean pages (IOSR_CLEAN_PAGES=1), even ones without.
  * OPS (default 300) is the operations per app per phase; make test runs the
  * default, scripts/iosr-stress.sh many seeds and longer phases.
  *
@@ -320,13 +322,15 @@ static void progress(const driver *d, const char *what) {
   fflush(stdout);
 }
 
-static uint64_t app_swapped(driver *d, int a, int *known) {
+/* Pages of app a on the swap area only, plus (with clean) the clean ones:
+ * read back, not written since, holding their slots. */
+static uint64_t app_swapped(driver *d, int a, int *known, int clean) {
   char name[16];
   snprintf(name, sizeof name, "s%d", a);
   iosr_app_stats st;
   *known = iosr_ctl_app_stats(d->ctl, name, &st) == 0;
   CHECKF(*known || errno == ESRCH, "statistics of app s%d: %s", a, strerror(errno));
-  return *known ? st.swapped_pages : 0;
+  return *known ? st.swapped_pages + (clean ? st.clean_pages : 0) : 0;
 }
 
 /* Kills iosrd once a reclaim of every app is writing, and starts it again.
@@ -340,7 +344,7 @@ static void kill_during_reclaim(driver *d) {
     int known;
     snprintf(name, sizeof name, "s%d", a);
     iosr_ctl_reclaim(d->ctl, name, 64 * 4096, &got); /* ENOSPC: the area is full, others have pages there */
-    d->swapped_at_kill[a] = app_swapped(d, a, &known) > 0;
+    d->swapped_at_kill[a] = app_swapped(d, a, &known, 0) > 0;
   }
   pid_t t = fork();
   CHECK(t >= 0);
@@ -375,7 +379,8 @@ int main(int argc, char **argv) {
   snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   static driver d;
   char set[160];
-  snprintf(set, sizeof set, "slot=%s,reclaim_batch=64,restart_grace_ms=200", argv[1]);
+  /* odd seeds with clean pages (a page read back keeps its slot), even ones without */
+  snprintf(set, sizeof set, "slot=%s,reclaim_batch=64,restart_grace_ms=200,clean_pages=%d", argv[1], (int)(seed & 1));
   d.set = set;
   d.rng = seed;
   snprintf(d.dlog, sizeof d.dlog, "%s/iosrd.log", iosr_test_dir);
@@ -399,11 +404,11 @@ int main(int argc, char **argv) {
   uint64_t sw = 0;
   for (int a = 0; a < APPS; a++) {
     int known;
-    sw += app_swapped(&d, a, &known);
+    sw += app_swapped(&d, a, &known, 1);
     CHECKF(known || !d.swapped_at_kill[a], "app s%d had pages swapped when iosrd died but did not resume", a);
   }
   uint64_t used = iosr_test_stat(d.ctl, "\"used\":");
-  CHECKF(used == sw, "%llu slots used for %llu swapped pages", (unsigned long long)used, (unsigned long long)sw);
+  CHECKF(used == sw, "%llu slots used for %llu swapped and clean pages", (unsigned long long)used, (unsigned long long)sw);
   for (int a = 0; a < APPS; a++) chan_send(d.to[a], 'q');
   for (int a = 0; a < APPS; a++) {
     int st = wait_child(d.app[a], 120, "an app");
