@@ -252,6 +252,28 @@ static void remap_discard(uint8_t *p, uint64_t n) {
          (unsigned long long)third / 4096);
 }
 
+/* After pages of region `other` (filled with `seed`, page 0 written once
+ * more when `wrote0`) were moved to `at`, over a held drop's pages that were
+ * moved `away`: each holds its own bytes; both moves undone, the drop's pages
+ * read right and the slots in use are the pages that hold one. */
+static void check_moved_in(uint8_t *p, uint64_t n, iosr_region *other, uint8_t *at, uint8_t *away, uint64_t len,
+                           unsigned seed, int wrote0) {
+  uint8_t *o = iosr_region_base(other);
+  for (uint64_t i = 0; i < len / 4096; i++)
+    CHECKF(iosr_check(at + i * 4096, seed, i, wrote0 && i == 0), "page %llu moved into a drop's addresses holds other bytes (%s)",
+           (unsigned long long)i, iosr_is_zero(at + i * 4096) ? "zero: the dropper discarded it" : "not zero");
+  uint64_t lo = (uint64_t)(at - p) / 4096;
+  for (uint64_t i = 0; i < len / 4096; i++)
+    CHECKF(iosr_check(away + i * 4096, 61, lo + i, 0), "page %llu of the drop, moved away, holds other bytes",
+           (unsigned long long)(lo + i));
+  CHECK(mremap(at, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, o) == o);
+  CHECK(mremap(away, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
+  verify(p, n, 0, 0, 61, "moved back");
+  CHECK(iosr_region_destroy(other) == 0);
+  CHECKF(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
+         (unsigned long long)held());
+}
+
 /* The addresses of a drop held before it runs get other pages: its own are
  * moved away, pages of a region made after the reclaim began (resident, not
  * being swapped out) are moved in. */
@@ -270,19 +292,7 @@ static void remap_into(uint8_t *p, uint64_t n) {
   gate_open();
   pthread_join(t, NULL);
   CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
-  for (uint64_t i = 0; i < len / 4096; i++)
-    CHECKF(iosr_check(at + i * 4096, 63, i, 0), "page %llu moved into a drop's addresses holds other bytes (%s)",
-           (unsigned long long)i, iosr_is_zero(at + i * 4096) ? "zero: the dropper discarded it" : "not zero");
-  uint64_t lo = (uint64_t)(at - p) / 4096;
-  for (uint64_t i = 0; i < len / 4096; i++)
-    CHECKF(iosr_check(away + i * 4096, 61, lo + i, 0), "page %llu of the drop, moved away, holds other bytes",
-           (unsigned long long)(lo + i));
-  CHECK(mremap(at, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, o) == o);
-  CHECK(mremap(away, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
-  verify(p, n, 0, 0, 61, "moved back");
-  CHECK(iosr_region_destroy(other) == 0);
-  CHECKF(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
-         (unsigned long long)held());
+  check_moved_in(p, n, other, at, away, len, 63, 0);
   printf("mremap-into: %llu resident pages moved into a waiting drop's addresses kept their data\n",
          (unsigned long long)len / 4096);
 }
@@ -328,19 +338,7 @@ static void remap_writing(uint8_t *p, uint64_t n) {
   CHECKF(pthread_timedjoin_np(w, NULL, &ts) == 0, "the write did not complete within 60 s");
   pthread_join(t2, NULL);
   CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
-  for (uint64_t i = 0; i < third / 4096; i++)
-    CHECKF(iosr_check(at + i * 4096, 64, i, i == 0), "page %llu moved in while being written out holds other bytes (%s)",
-           (unsigned long long)i, iosr_is_zero(at + i * 4096) ? "zero" : "not zero");
-  uint64_t lo = (uint64_t)(at - p) / 4096;
-  for (uint64_t i = 0; i < third / 4096; i++)
-    CHECKF(iosr_check(away + i * 4096, 61, lo + i, 0), "page %llu of the drop, moved away, holds other bytes",
-           (unsigned long long)(lo + i));
-  CHECK(mremap(at, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, o) == o);
-  CHECK(mremap(away, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
-  verify(p, n, 0, 0, 61, "moved back");
-  CHECK(iosr_region_destroy(other) == 0);
-  CHECKF(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
-         (unsigned long long)held());
+  check_moved_in(p, n, other, at, away, third, 64, 1);
   printf("mremap-writing: a write to a page being written out, moved into a waiting drop's addresses, landed\n");
 }
 

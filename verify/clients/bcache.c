@@ -13,7 +13,8 @@
  * the cache). T2, the reclaimer, runs an aging
  * pass, trying the pool lock only (it marks cached blocks stale; a second
  * pass would give them back: --param 2, by hand, does not finish within 10
- * minutes). make test and make verify explore the same bound. Compiled with
+ * minutes). make test explores the first 30000 executions of the bound, make
+ * verify all of it. Compiled with
  * -DJW_VERIFY_BLOCK_CACHE (the other clients run without the cache).
  *
  * Checked: a cached block is never both handed out and given back (T0 then
