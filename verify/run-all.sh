@@ -27,6 +27,24 @@ while IFS='|' read -r name client args; do
     echo "$out" | tee -a "$log"
   fi
 done < "$runs"
+# the cross-checks too long for make test (verify/CMakeLists.txt)
+xchecks=$build/verify/crosschecks.txt
+if [ -f "$xchecks" ]; then
+  while IFS='|' read -r name args; do
+    [ -n "$name" ] || continue
+    set -- $args
+    ex=; [ "${1:-}" = --exhaustive ] && { ex=--exhaustive; shift; }
+    client=$1; shift
+    # shellcheck disable=SC2086
+    if out=$("$(dirname "$0")/crosscheck.sh" $ex "$build/verify/$client" "$@" 2>&1); then
+      printf '%-34s %s\n' "crosscheck.$name" "the reductions agree" | tee -a "$log"
+    else
+      printf '%-34s %s\n' "crosscheck.$name" "FAILED" | tee -a "$log"
+      echo "$out" | tee -a "$log"
+      fail=1
+    fi
+  done < "$xchecks"
+fi
 echo "verify: $(grep -c . "$runs") runs in $(( $(date +%s) - start )) s; report in $log" | tee -a "$log"
 if [ $fail -ne 0 ]; then
   echo "verify: FAILED" | tee -a "$log"

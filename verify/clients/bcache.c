@@ -13,7 +13,7 @@
  * the cache). T2, the reclaimer, runs an aging
  * pass, trying the pool lock only (it marks cached blocks stale; a second
  * pass would give them back: --param 2, by hand, does not finish within 10
- * minutes). make test explores the first 30000 executions of the bound, make
+ * minutes). make test explores the first 10000 executions of the bound, make
  * verify all of it. Compiled with
  * -DJW_VERIFY_BLOCK_CACHE (the other clients run without the cache).
  *
