@@ -441,7 +441,12 @@ bool jw_mid_trim(void) {
   bool released = false;
   for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) {
     mid_class *k = &classes[mc];
-    if (!jw_lock_try(&k->lock, JW_LK_MIDEND)) continue;
+    /* Waits: malloc_trim promises every cached block back, and a class the
+     * reclaimer's aging pass holds would keep its cache, which can pin a
+     * few MiB of partly used slabs. The holder (a malloc, a free, an aging
+     * pass or fork prepare) never waits for a trimming thread, which holds
+     * no lock here. */
+    jw_lock_acquire(&k->lock, JW_LK_MIDEND);
     class_locked(k);
     jw_block *b;
     while ((b = jw_ptr_cache_take(&k->cache)) != NULL) {
