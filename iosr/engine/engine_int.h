@@ -196,8 +196,9 @@ struct iosr_app {
   iosr_ptable pt;
   iosr_extmap ext;
   iosr_ra_adaptive ra;        /* the settings every region's window starts from */
-  iosr_ra_region *ra_regions; /* read-ahead state per region (readahead/region.c) */
+  iosr_ra_region *ra_regions; /* read-ahead state per region and zone (readahead/region.c) */
   uint32_t n_ra_regions, cap_ra_regions;
+  uint32_t *ra_hash, ra_hash_cap; /* (region, zone) -> 1 + index in ra_regions; 0: empty */
   uint32_t next_region;      /* the last region id given (spans name their region by it) */
   uint32_t ra_last_window;
   uint64_t ra_next_slot;     /* adaptive: the slot after the last window read */
@@ -413,9 +414,10 @@ void iosr_probe_expire(iosr_engine_s *e, iosr_app *a, uint32_t rstate);
 void iosr_probe_rekey(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t n);
 
 /* readahead/region.c (design note section 6: a window per region) */
-uint32_t iosr_ra_state_of(iosr_app *a, iosr_span *sp);
+uint64_t iosr_ra_zone(const iosr_engine_s *e, uint64_t vpn);
+uint32_t iosr_ra_state_of(const iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn);
 iosr_ra_region *iosr_ra_state(iosr_app *a, uint32_t rstate);
-iosr_ra_region *iosr_ra_state_at(iosr_app *a, uint64_t vpn);
+iosr_ra_region *iosr_ra_state_at(const iosr_engine_s *e, iosr_app *a, uint64_t vpn);
 void iosr_ra_states_reset(iosr_app *a);
 void iosr_ra_states_free(iosr_app *a);
 

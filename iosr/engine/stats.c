@@ -45,9 +45,9 @@ static void ra_json(const iosr_app *a, const iosr_app_stats *s, iosr_buf *b) {
   for (uint32_t i = 0; i < a->n_ra_regions; i++) {
     const iosr_ra_region *r = &a->ra_regions[i];
     iosr_buf_printf(b,
-                    "%s{\"region\":%u,\"window\":%u,\"hits\":%llu,\"misses\":%llu,\"read_pages\":%llu,"
+                    "%s{\"region\":%u,\"zone\":%llu,\"window\":%u,\"hits\":%llu,\"misses\":%llu,\"read_pages\":%llu,"
                     "\"needed_pages\":%llu,\"read_per_needed\":%.3f}",
-                    i ? "," : "", r->region, r->ra.window, (unsigned long long)r->hits, (unsigned long long)r->misses,
+                    i ? "," : "", r->region, (unsigned long long)r->zone, r->ra.window, (unsigned long long)r->hits, (unsigned long long)r->misses,
                     (unsigned long long)r->read_pages, (unsigned long long)r->needed_pages,
                     per_needed(r->read_pages, r->needed_pages));
   }

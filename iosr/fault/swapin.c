@@ -102,10 +102,10 @@ static void pick_vma(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn,
 
 /* adaptive: the app's own slot run from `from`, forward then backward, up to
  * `want` pages, skipping free slots, this app's unswapped pages and its pages
- * of other regions (each region has its own window), stopping at another
+ * of other regions or zones (each has its own window), stopping at another
  * app's slot; scans at most 2 * want slots each way. */
 static void collect_run(iosr_engine_s *e, iosr_app *a, uint64_t from, int dir, uint32_t want, uint32_t region,
-                        picks *ps, uint32_t *got) {
+                        uint64_t zone, picks *ps, uint32_t *got) {
   uint64_t s = from;
   for (uint32_t scanned = 0; *got < want && scanned < 2 * want; scanned++) {
     if (dir < 0 && s == 0) break;
@@ -117,7 +117,8 @@ static void collect_run(iosr_engine_s *e, iosr_app *a, uint64_t from, int dir, u
     if (iosr_rev_app(r) != a->id && !(a->forked && iosr_rev_app(r) == a->parent)) break;
     iosr_span *sp;
     iosr_pte *p = iosr_pt_lookup(&a->pt, iosr_rev_vpn(r), &sp);
-    if (p && p->state == IOSR_PTE_SWAPPED && p->slot == s && sp->region == region) {
+    if (p && p->state == IOSR_PTE_SWAPPED && p->slot == s && sp->region == region &&
+        iosr_ra_zone(e, iosr_rev_vpn(r)) == zone) {
       picks_add(ps, s, a->id, iosr_rev_vpn(r), 0);
       (*got)++;
     }
@@ -134,8 +135,8 @@ static void pick_adaptive(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint32_t
   uint32_t want = ra->window, got = 1;
   a->ra_last_window = want;
   picks_add(ps, slot, a->id, vpn, 1);
-  collect_run(e, a, slot, +1, want, sp->region, ps, &got);
-  collect_run(e, a, slot, -1, want, sp->region, ps, &got);
+  collect_run(e, a, slot, +1, want, sp->region, iosr_ra_zone(e, vpn), ps, &got);
+  collect_run(e, a, slot, -1, want, sp->region, iosr_ra_zone(e, vpn), ps, &got);
 }
 
 /* The region's accounting of a window just picked (sorted by slot). */
@@ -265,7 +266,7 @@ static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trig
 void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p) {
   a->majors++;
   a->st.major_faults++;
-  uint32_t rstate = iosr_ra_state_of(a, sp);
+  uint32_t rstate = iosr_ra_state_of(e, a, sp, vpn);
   iosr_ra_region *rs = iosr_ra_state(a, rstate);
   if (rs) {
     rs->majors++;
@@ -293,11 +294,11 @@ void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t 
   if (e->set.readahead != IOSR_RA_ADAPTIVE || !next_slot) return;
   iosr_span *sp = iosr_pt_find(&a->pt, vpn);
   if (!sp) return;
-  uint32_t rstate = iosr_ra_state_of(a, sp);
+  uint32_t rstate = iosr_ra_state_of(e, a, sp, vpn);
   iosr_ra_region *rs = iosr_ra_state(a, rstate);
   picks ps = {0};
   uint32_t got = 0, want = rs ? rs->ra.window : a->ra.window;
-  collect_run(e, a, next_slot - 1, +1, want, sp->region, &ps, &got);
+  collect_run(e, a, next_slot - 1, +1, want, sp->region, iosr_ra_zone(e, vpn), &ps, &got);
   if (ps.n) {
     qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
     region_window(a, rstate, &ps);

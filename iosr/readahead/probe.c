@@ -103,7 +103,7 @@ static void window_resolve(iosr_engine_s *e, iosr_app *a, uint32_t win, int hit)
 }
 
 static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, int hit) {
-  iosr_ra_region *rs = iosr_ra_state_at(a, vpn);
+  iosr_ra_region *rs = iosr_ra_state_at(e, a, vpn);
   if (rs) {
     rs->hits += hit ? weight : 0;
     rs->needed_pages += hit ? weight : 0;
@@ -187,7 +187,7 @@ int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, u
   pr->slot = slot;
   pr->weight = weight;
   pr->win = win;
-  pr->rstate = iosr_ra_state_of(a, iosr_pt_find(&a->pt, vpn));
+  pr->rstate = iosr_ra_state_of(e, a, iosr_pt_find(&a->pt, vpn), vpn);
   iosr_ra_region *rs = iosr_ra_state(a, pr->rstate);
   pr->issued_major = rs ? rs->majors : 0;
   pr->rnext = -1;

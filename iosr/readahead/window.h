@@ -59,6 +59,7 @@ int iosr_ra_rate_verdict(unsigned probes, unsigned hits, unsigned misses, unsign
  * faults of this region started, needed = faulting pages + hits). */
 typedef struct iosr_ra_region {
   uint32_t region;
+  uint64_t zone;      /* which zone of the address space (vpn / zone pages; 0 when zones are off) */
   iosr_ra_adaptive ra;
   uint64_t next_slot; /* the slot after the region's last window (0: none) */
   uint64_t hits, misses, read_pages, needed_pages;

@@ -7,6 +7,7 @@
  * An app-wide window cannot do both: A's hits would widen B's reads. Counts
  * pages, never times. */
 #include "util.h"
+#include "readahead/window.h"
 
 #define NA 1024u  /* region A: pages, touched in order */
 #define NB 4096u  /* region B: pages, NB / 4 of them touched at random */
@@ -46,10 +47,25 @@ static unsigned regions(iosr_ctl *ctl, rstat *out, unsigned cap) {
   return n;
 }
 
+/* The window rule itself (pure): grow at >= 75% of the probes used, shrink
+ * when under 50% can still be, decided as soon as the outcome is certain. */
+static void check_verdicts(void) {
+  CHECK(iosr_ra_rate_verdict(2, 2, 0, 75, 50) == +1);
+  CHECK(iosr_ra_rate_verdict(2, 1, 0, 75, 50) == 2); /* the other probe decides */
+  CHECK(iosr_ra_rate_verdict(2, 1, 1, 75, 50) == 0);
+  CHECK(iosr_ra_rate_verdict(2, 0, 2, 75, 50) == -1);
+  CHECK(iosr_ra_rate_verdict(8, 6, 0, 75, 50) == +1); /* 2 pending cannot undo it */
+  CHECK(iosr_ra_rate_verdict(8, 1, 4, 75, 50) == 2);
+  CHECK(iosr_ra_rate_verdict(8, 1, 5, 75, 50) == -1); /* at most 3 of 8 can still hit */
+  CHECK(iosr_ra_rate_verdict(1, 0, 1, 75, 50) == -1);
+  CHECK(iosr_ra_rate_verdict(0, 0, 0, 75, 50) == 0);
+}
+
 int main(void) {
+  check_verdicts();
   iosr_test_require();
   iosr_test_env t;
-  iosr_test_inproc(&t, 64u << 20, "sched=fifo,readahead=adaptive,slot=process,ra_init=16", "rar");
+  iosr_test_inproc(&t, 64u << 20, "sched=fifo,readahead=adaptive,slot=process,ra_init=16,ra_zone=0", "rar");
   iosr_region *ra = iosr_region_create(t.ctx, NA * 4096), *rb = iosr_region_create(t.ctx, NB * 4096);
   CHECK(ra && rb);
   uint8_t *a = iosr_region_base(ra), *b = iosr_region_base(rb);
