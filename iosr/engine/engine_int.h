@@ -207,7 +207,7 @@ struct iosr_app {
   uint64_t resident, swapped;
   uint64_t clean;            /* CLEAN pages: resident, holding their slots */
   uint64_t swapped_peak;     /* most pages swapped since the app last had none (probe horizon) */
-  uint64_t majors;           /* major faults so far (probe expiry clock) */
+  uint64_t majors;           /* major faults so far (each region keeps its own clock for probe expiry) */
   uint32_t faults_waiting;   /* major faults waiting for a read */
   uint64_t busy_since;
   int32_t probe_head, probe_tail; /* FIFO of this app's probes */

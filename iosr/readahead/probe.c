@@ -99,7 +99,12 @@ static void window_resolve(iosr_engine_s *e, iosr_app *a, uint32_t win, int hit)
   w->live = 0;
   iosr_ra_region *rs = iosr_ra_state(a, w->rstate);
   if (rs && v > 0) iosr_ra_adaptive_hit(&rs->ra);
-  if (rs && v < 0) iosr_ra_adaptive_miss(&rs->ra);
+  /* at most one halving per fault of the region: the misses a reclaim
+   * resolves all at once are one piece of evidence, not one per window */
+  if (rs && v < 0 && rs->shrunk_at != rs->majors + 1) {
+    iosr_ra_adaptive_miss(&rs->ra);
+    rs->shrunk_at = rs->majors + 1;
+  }
 }
 
 static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, int hit) {

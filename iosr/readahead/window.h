@@ -64,6 +64,7 @@ typedef struct iosr_ra_region {
   uint64_t next_slot; /* the slot after the region's last window (0: none) */
   uint64_t hits, misses, read_pages, needed_pages;
   uint64_t majors;    /* the region's major faults: its probes' expiry clock */
+  uint64_t shrunk_at; /* 1 + majors when the window last halved (0: never): at most once per fault */
   int32_t probe_head, probe_tail; /* FIFO of the region's probes (the engine's probe indexes; -1: none) */
 } iosr_ra_region;
 
