@@ -194,7 +194,7 @@ int iosr_settings_init(iosr_settings *s, char *err, size_t cap) {
   s->ra_probe_horizon = 64;
   s->ra_grow_pct = 75;
   s->ra_shrink_pct = 50;
-  s->ra_zone = 4u << 20;
+  s->ra_zone = 0;
   s->max_io = 1u << 20;
   s->queue_depth = 32;
   s->write_hold_max = 32;
