@@ -160,6 +160,8 @@ typedef struct iosr_app_stats {
   uint64_t checksum_errors;     /* pages whose slot failed its checksum (each gave SIGBUS) */
   uint64_t clean_pages;         /* resident, read back and not written since: each holds its slot */
   uint64_t clean_drops;         /* swapped out with no write: clean pages, whose slots held them */
+  uint64_t ra_read_pages;       /* pages read by windows the app's faults started */
+  uint64_t ra_needed_pages;     /* of what those read: faulting pages + probe-weighted read-ahead hits */
 } iosr_app_stats;
 
 /* Statistics of the calling app. 0 or -1. Thread-safe. */

@@ -67,6 +67,9 @@ static const struct key keys[] = {
     {"ra_probes", K_U32, OFF(ra_probes), 1, 1024, NULL},
     {"ra_probes_full", K_U32, OFF(ra_probes_full), 1, 1024, NULL},
     {"ra_probe_horizon", K_U32, OFF(ra_probe_horizon), 1, 65536, NULL},
+    {"ra_grow_pct", K_U32, OFF(ra_grow_pct), 1, 100, NULL},
+    {"ra_shrink_pct", K_U32, OFF(ra_shrink_pct), 0, 100, NULL},
+    {"ra_zone", K_SIZE, OFF(ra_zone), 0, 1ull << 40, NULL},
     {"max_io", K_SIZE, OFF(max_io), 4096, 16u << 20, NULL},
     {"queue_depth", K_U32, OFF(queue_depth), 1, 1024, NULL},
     {"write_hold_max", K_U32, OFF(write_hold_max), 0, 1u << 20, NULL},
@@ -189,6 +192,9 @@ int iosr_settings_init(iosr_settings *s, char *err, size_t cap) {
   s->ra_probes = 8;
   s->ra_probes_full = 2;
   s->ra_probe_horizon = 64;
+  s->ra_grow_pct = 75;
+  s->ra_shrink_pct = 50;
+  s->ra_zone = 0;
   s->max_io = 1u << 20;
   s->queue_depth = 32;
   s->write_hold_max = 32;

@@ -27,7 +27,10 @@ typedef struct iosr_settings {
   uint32_t ra_probe_stride; /* one probe page per this many read-ahead pages (16) */
   uint32_t ra_probes;    /* at most this many probe pages per read-ahead window (8) */
   uint32_t ra_probes_full; /* adaptive: at most this many once the window is at ra_max (2) */
-  uint32_t ra_probe_horizon; /* a probe untouched after this many more major faults is a miss (8) */
+  uint32_t ra_probe_horizon; /* a probe untouched after this many more major faults is a miss (64) */
+  uint32_t ra_grow_pct;  /* adaptive: a window at least this % of whose probes were used doubles (75) */
+  uint32_t ra_shrink_pct;/* adaptive: a window under this % of whose probes were used halves (50) */
+  uint64_t ra_zone;      /* read-ahead state per zone of this many bytes of a region (0: per region, the default) */
   uint64_t max_io;       /* largest read or write request, bytes (1M) */
   uint32_t queue_depth;  /* requests in flight at the device (32) */
   uint32_t write_hold_max; /* sios: read dispatches a waiting write may be passed by (32) */

@@ -97,6 +97,8 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
   for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
     iosr_span *sp = &a->pt.spans[i];
     sp->ra_hits = 0;
+    sp->ra_state = 0;
+    if (sp->region > a->next_region) a->next_region = sp->region;
     for (uint64_t v = sp->start; v < sp->start + sp->n; v++) {
       iosr_pte *p = iosr_pt_pte(&a->pt, sp, v);
       int st = p->state;

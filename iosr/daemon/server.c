@@ -348,7 +348,9 @@ static void do_region(iosr_engine_s *e, iosr_conn *c, uint32_t seq, uint16_t typ
   if (!m->len || (m->start | m->len) & 4095 || m->start + m->len < m->start || m->start + m->len > (1ull << 57))
     return malformed(e, c, seq, "region range not page aligned or out of bounds");
   if (type == IOSR_M_REGION_ADD) {
-    iosr_span *sp = iosr_pt_add(&a->pt, m->start >> 12, m->len >> 12, 0);
+    /* a region id per app, so each region gets its own read-ahead window */
+    iosr_span *sp = iosr_pt_add(&a->pt, m->start >> 12, m->len >> 12, a->next_region + 1);
+    if (sp) a->next_region++;
     iosr_srv_reply(e, c, seq, sp ? 0 : errno, 0, sp ? NULL : "cannot add the region");
   } else {
     void *ctx[2] = {e, a};
@@ -438,6 +440,7 @@ static const char *const runtime_keys[] = {
     "slot", "readahead", "sched", "page_cluster", "ra_init", "ra_max", "ra_probe_stride", "queue_depth",
     "write_hold_max", "write_hold_ms", "write_ioprio", "budget", "budget_low", "zero_window", "reclaim_batch",
     "reclaim_inflight", "max_io", "ra_probe_horizon", "ra_probes", "ra_probes_full", "hello_timeout_ms",
+    "ra_grow_pct", "ra_shrink_pct",
     "conns_per_uid", "trim_wait_ms", NULL};
 
 static void do_set(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_set *m) {
@@ -475,7 +478,10 @@ static void do_set(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_se
   if (!strcmp(m->key, "ra_init") || !strcmp(m->key, "ra_max") || !strcmp(m->key, "readahead"))
     for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
       iosr_app *a = iosr_eng_app(e, i);
-      if (a) iosr_ra_adaptive_init(&a->ra, s.ra_init, s.ra_max);
+      if (a) {
+        iosr_ra_adaptive_init(&a->ra, s.ra_init, s.ra_max);
+        iosr_ra_states_reset(a);
+      }
     }
   iosr_info("set %s=%s", m->key, m->value);
   iosr_srv_reply(e, c, seq, 0, 0, NULL);

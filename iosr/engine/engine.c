@@ -158,6 +158,7 @@ void iosr_eng_maybe_finish_app(iosr_engine_s *e, iosr_app *a) {
   if (a->forked) e->nforked--;
   iosr_pt_destroy(&a->pt);
   iosr_extmap_destroy(&a->ext);
+  iosr_ra_states_free(a);
   e->apps[a->id] = NULL;
   free(a);
 }
@@ -464,6 +465,7 @@ void iosr_eng_destroy(iosr_engine_s *e) {
     if (a->pidfd >= 0) close(a->pidfd);
     iosr_pt_destroy(&a->pt);
     iosr_extmap_destroy(&a->ext);
+    iosr_ra_states_free(a);
     free(a);
     e->apps[i] = NULL;
   }

@@ -140,12 +140,14 @@ typedef struct iosr_probe {
   uint32_t weight;
   uint64_t vpn;
   uint64_t slot;
-  uint64_t issued_major;     /* the app's major-fault count when read */
+  uint64_t issued_major;     /* its region's major-fault count when read */
   uint64_t next_slot;        /* trigger: where the next window starts */
   int trigger;
   int used;
   uint32_t win;              /* window record (adaptive) */
   int32_t prev, next;        /* app FIFO (indexes) */
+  uint32_t rstate;           /* 1 + index of its region's read-ahead state (0: none) */
+  int32_t rprev, rnext;      /* that region's FIFO (indexes) */
   uint8_t *data;
 } iosr_probe;
 
@@ -157,6 +159,7 @@ typedef struct iosr_window {
   uint32_t app;
   uint16_t probes, hits, resolved;
   uint16_t live;
+  uint32_t rstate; /* 1 + index of the region's read-ahead state (0: none) */
 } iosr_window;
 
 /* ---- pending retries of fault service after EAGAIN ---- */
@@ -192,7 +195,11 @@ struct iosr_app {
   iosr_conn *conn;           /* NULL while detached */
   iosr_ptable pt;
   iosr_extmap ext;
-  iosr_ra_adaptive ra;
+  iosr_ra_adaptive ra;        /* the settings every region's window starts from */
+  iosr_ra_region *ra_regions; /* read-ahead state per region and zone (readahead/region.c) */
+  uint32_t n_ra_regions, cap_ra_regions;
+  uint32_t *ra_hash, ra_hash_cap; /* (region, zone) -> 1 + index in ra_regions; 0: empty */
+  uint32_t next_region;      /* the last region id given (spans name their region by it) */
   uint32_t ra_last_window;
   uint64_t ra_next_slot;     /* adaptive: the slot after the last window read */
   int fg;
@@ -200,7 +207,7 @@ struct iosr_app {
   uint64_t resident, swapped;
   uint64_t clean;            /* CLEAN pages: resident, holding their slots */
   uint64_t swapped_peak;     /* most pages swapped since the app last had none (probe horizon) */
-  uint64_t majors;           /* major faults so far (probe expiry clock) */
+  uint64_t majors;           /* major faults so far (each region keeps its own clock for probe expiry) */
   uint32_t faults_waiting;   /* major faults waiting for a read */
   uint64_t busy_since;
   int32_t probe_head, probe_tail; /* FIFO of this app's probes */
@@ -333,7 +340,7 @@ void iosr_app_set_state(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int state);
 
 /* fault/swapin.c */
 void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p);
-void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t next_slot);
+void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t next_slot);
 void iosr_swapin_complete(iosr_engine_s *e, iosr_req *r);
 void iosr_swapin_run_install_retries(iosr_engine_s *e);
 void iosr_swapin_all(iosr_engine_s *e, iosr_app *a);
@@ -398,13 +405,21 @@ int iosr_probe_init(iosr_engine_s *e);
 void iosr_probe_destroy(iosr_engine_s *e);
 int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight, uint32_t win,
                    const uint8_t *data, int trigger, uint64_t next_slot);
-uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes);
+uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes, uint32_t rstate);
 void iosr_probe_used(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, uint32_t win, int trigger,
                      uint64_t next);
 void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, int *copied);
 void iosr_probe_drop(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int miss);
-void iosr_probe_expire(iosr_engine_s *e, iosr_app *a);
+void iosr_probe_expire(iosr_engine_s *e, iosr_app *a, uint32_t rstate);
 void iosr_probe_rekey(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t n);
+
+/* readahead/region.c (design note section 6: a window per region) */
+uint64_t iosr_ra_zone(const iosr_engine_s *e, uint64_t vpn);
+uint32_t iosr_ra_state_of(const iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn);
+iosr_ra_region *iosr_ra_state(iosr_app *a, uint32_t rstate);
+iosr_ra_region *iosr_ra_state_at(const iosr_engine_s *e, iosr_app *a, uint64_t vpn);
+void iosr_ra_states_reset(iosr_app *a);
+void iosr_ra_states_free(iosr_app *a);
 
 /* engine/reclaim.c */
 iosr_job *iosr_reclaim_start(iosr_engine_s *e, iosr_app **apps, unsigned napps, uint64_t pages,

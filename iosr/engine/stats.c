@@ -21,12 +21,37 @@ void iosr_stats_fill(iosr_engine_s *e, iosr_app *a, iosr_app_stats *out) {
   out->resident_pages = a->resident;
   out->swapped_pages = a->swapped;
   out->clean_pages = a->clean;
-  out->ra_window = e->set.readahead == IOSR_RA_ADAPTIVE ? a->ra.window : a->ra_last_window;
+  out->ra_window = a->ra_last_window;
+  for (uint32_t i = 0; i < a->n_ra_regions; i++) {
+    out->ra_read_pages += a->ra_regions[i].read_pages;
+    out->ra_needed_pages += a->ra_regions[i].needed_pages;
+  }
   /* an interval still open counts up to now */
   if (a->nlat) out->swapin_busy_ns += iosr_now_ns() - a->busy_since;
   out->lat_p50_ns = iosr_lat_quantile(out->lat_hist, 0.50);
   out->lat_p90_ns = iosr_lat_quantile(out->lat_hist, 0.90);
   out->lat_p99_ns = iosr_lat_quantile(out->lat_hist, 0.99);
+}
+
+/* Bytes read per byte needed (0 when nothing was needed yet). */
+static double per_needed(uint64_t read, uint64_t needed) { return needed ? (double)read / (double)needed : 0; }
+
+/* The rest of an app's "readahead" object: pages read against pages needed,
+ * and the same per region with its window and probe-weighted hits/misses. */
+static void ra_json(const iosr_app *a, const iosr_app_stats *s, iosr_buf *b) {
+  iosr_buf_printf(b, "\"read_pages\":%llu,\"needed_pages\":%llu,\"read_per_needed\":%.3f,\"regions\":[",
+                  (unsigned long long)s->ra_read_pages, (unsigned long long)s->ra_needed_pages,
+                  per_needed(s->ra_read_pages, s->ra_needed_pages));
+  for (uint32_t i = 0; i < a->n_ra_regions; i++) {
+    const iosr_ra_region *r = &a->ra_regions[i];
+    iosr_buf_printf(b,
+                    "%s{\"region\":%u,\"zone\":%llu,\"window\":%u,\"hits\":%llu,\"misses\":%llu,\"read_pages\":%llu,"
+                    "\"needed_pages\":%llu,\"read_per_needed\":%.3f}",
+                    i ? "," : "", r->region, (unsigned long long)r->zone, r->ra.window, (unsigned long long)r->hits, (unsigned long long)r->misses,
+                    (unsigned long long)r->read_pages, (unsigned long long)r->needed_pages,
+                    per_needed(r->read_pages, r->needed_pages));
+  }
+  iosr_buf_printf(b, "]},");
 }
 
 static void app_json(iosr_engine_s *e, iosr_app *a, iosr_buf *b) {
@@ -39,7 +64,7 @@ static void app_json(iosr_engine_s *e, iosr_app *a, iosr_buf *b) {
                   ",\"id\":%u,\"pid\":%d,\"foreground\":%s,\"forked\":%s,\"state\":\"%s\","
                   "\"resident_pages\":%llu,\"swapped_pages\":%llu,\"clean_pages\":%llu,"
                   "\"faults\":{\"total\":%llu,\"zero\":%llu,\"major\":%llu,\"probe\":%llu,\"wp\":%llu},"
-                  "\"readahead\":{\"pages\":%llu,\"hits\":%llu,\"misses\":%llu,\"window\":%u},",
+                  "\"readahead\":{\"pages\":%llu,\"hits\":%llu,\"misses\":%llu,\"window\":%u,",
                   s.id, s.pid, s.foreground ? "true" : "false", s.forked ? "true" : "false",
                   a->state == IOSR_APP_ACTIVE ? (a->conn || a->forked ? "active" : "detached") : "dead",
                   (unsigned long long)s.resident_pages, (unsigned long long)s.swapped_pages,
@@ -47,6 +72,7 @@ static void app_json(iosr_engine_s *e, iosr_app *a, iosr_buf *b) {
                   (unsigned long long)s.major_faults, (unsigned long long)s.probe_faults,
                   (unsigned long long)s.wp_faults, (unsigned long long)s.ra_pages, (unsigned long long)s.ra_hits,
                   (unsigned long long)s.ra_misses, s.ra_window);
+  ra_json(a, &s, b);
   iosr_buf_printf(b, "\"io\":{\"read_reqs\":%llu,\"read_bytes\":%llu,\"write_reqs\":%llu,\"write_bytes\":%llu,",
                   (unsigned long long)s.read_reqs, (unsigned long long)s.read_bytes,
                   (unsigned long long)s.write_reqs, (unsigned long long)s.write_bytes);

@@ -241,6 +241,7 @@ iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const
   c->pidfd = -1;
   c->uffd = uffd;
   c->uffd_features = parent->uffd_features;
+  c->next_region = parent->next_region; /* its spans keep the parent's region ids */
   c->probe_head = c->probe_tail = -1;
   snprintf(c->name, sizeof c->name, "%.30s/%.6s%u", parent->name, kind, id % 100000u);
   iosr_ra_adaptive_init(&c->ra, e->set.ra_init, e->set.ra_max);

@@ -64,7 +64,8 @@ typedef struct iosr_span {
   uint64_t ra_prev; /* vma read-ahead: previous faulting page */
   uint32_t ra_win, ra_hits;
   uint32_t region;  /* region id given by the client */
-  uint32_t pad;
+  uint32_t ra_state;/* daemon memory: 1 + index of its region's read-ahead state in the app (0: not looked up
+                     * yet); cleared on resume, where that memory is gone (readahead/region.c) */
 } iosr_span;
 
 #define IOSR_PT_MAGIC 0x3154504f5253494full /* "IOSRPT1" */

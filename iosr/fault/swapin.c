@@ -101,10 +101,11 @@ static void pick_vma(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn,
 }
 
 /* adaptive: the app's own slot run from `from`, forward then backward, up to
- * `want` pages, skipping free slots and this app's unswapped pages, stopping
- * at another app's slot; scans at most 2 * want slots each way. */
-static void collect_run(iosr_engine_s *e, iosr_app *a, uint64_t from, int dir, uint32_t want, picks *ps,
-                        uint32_t *got) {
+ * `want` pages, skipping free slots, this app's unswapped pages and its pages
+ * of other regions or zones (each has its own window), stopping at another
+ * app's slot; scans at most 2 * want slots each way. */
+static void collect_run(iosr_engine_s *e, iosr_app *a, uint64_t from, int dir, uint32_t want, uint32_t region,
+                        uint64_t zone, picks *ps, uint32_t *got) {
   uint64_t s = from;
   for (uint32_t scanned = 0; *got < want && scanned < 2 * want; scanned++) {
     if (dir < 0 && s == 0) break;
@@ -114,22 +115,36 @@ static void collect_run(iosr_engine_s *e, iosr_app *a, uint64_t from, int dir, u
     uint64_t r = e->slots.rev[s];
     /* a forked child follows its parent's runs: it shares those slots */
     if (iosr_rev_app(r) != a->id && !(a->forked && iosr_rev_app(r) == a->parent)) break;
-    if (readable(e, a->id, iosr_rev_vpn(r), s)) {
+    iosr_span *sp;
+    iosr_pte *p = iosr_pt_lookup(&a->pt, iosr_rev_vpn(r), &sp);
+    if (p && p->state == IOSR_PTE_SWAPPED && p->slot == s && sp->region == region &&
+        iosr_ra_zone(e, iosr_rev_vpn(r)) == zone) {
       picks_add(ps, s, a->id, iosr_rev_vpn(r), 0);
       (*got)++;
     }
   }
 }
 
-static void pick_adaptive(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, picks *ps) {
-  /* a fault right after the last window is the app streaming through its
-   * slot run: the window was used, like a probe hit */
-  if (a->ra_next_slot && slot == a->ra_next_slot) iosr_ra_adaptive_hit(&a->ra);
-  uint32_t want = a->ra.window, got = 1;
+static void pick_adaptive(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint32_t rstate, uint64_t vpn,
+                          uint64_t slot, picks *ps) {
+  iosr_ra_region *rs = iosr_ra_state(a, rstate);
+  iosr_ra_adaptive *ra = rs ? &rs->ra : &a->ra;
+  /* a fault right after the region's last window is the app streaming
+   * through its slot run: the window was used, like a probe hit */
+  if (rs && rs->next_slot && slot == rs->next_slot) iosr_ra_adaptive_hit(ra);
+  uint32_t want = ra->window, got = 1;
   a->ra_last_window = want;
   picks_add(ps, slot, a->id, vpn, 1);
-  collect_run(e, a, slot, +1, want, ps, &got);
-  collect_run(e, a, slot, -1, want, ps, &got);
+  collect_run(e, a, slot, +1, want, sp->region, iosr_ra_zone(e, vpn), ps, &got);
+  collect_run(e, a, slot, -1, want, sp->region, iosr_ra_zone(e, vpn), ps, &got);
+}
+
+/* The region's accounting of a window just picked (sorted by slot). */
+static void region_window(iosr_app *a, uint32_t rstate, const picks *ps) {
+  iosr_ra_region *rs = iosr_ra_state(a, rstate);
+  if (!rs || !ps->n) return;
+  rs->read_pages += ps->n;
+  rs->next_slot = ps->v[ps->n - 1].slot + 1;
 }
 
 /* ---- requests ---- */
@@ -215,7 +230,7 @@ static void issue(iosr_engine_s *e, iosr_app *a, picks *ps, int fault_cls) {
 /* Marks probes among the read-ahead picks (everything but the faulting page),
  * in slot order: every stride-th, the last, and for adaptive the trigger at
  * three quarters of the window. Weights say how many pages each stands for. */
-static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trigger) {
+static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trigger, uint32_t rstate) {
   if (!e->probe_cap) return;
   uint32_t n = 0;
   for (uint32_t i = 0; i < ps->n; i++) n += !ps->v[i].fault;
@@ -225,7 +240,9 @@ static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trig
    * largest cannot grow: its probes only tell a used window from an unused
    * one (shrink) and start the next window (trigger), so it takes fewer
    * (ra_probes_full; docs/design/iosr-eval.md measured the faults). */
-  uint32_t maxprobes = with_trigger && a->ra.window >= a->ra.max ? e->set.ra_probes_full : e->set.ra_probes;
+  iosr_ra_region *rs = iosr_ra_state(a, rstate);
+  const iosr_ra_adaptive *ra = rs ? &rs->ra : &a->ra;
+  uint32_t maxprobes = with_trigger && ra->window >= ra->max ? e->set.ra_probes_full : e->set.ra_probes;
   uint32_t per = n / maxprobes;
   uint32_t stride = e->set.ra_probe_stride > per ? e->set.ra_probe_stride : per;
   uint32_t trig = with_trigger && n >= 4 ? n - n / 4 - 1 : UINT32_MAX;
@@ -241,7 +258,7 @@ static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trig
     }
     idx++;
   }
-  uint32_t win = iosr_probe_window(e, a->id, nprobes);
+  uint32_t win = iosr_probe_window(e, a->id, nprobes, rstate);
   for (uint32_t i = 0; i < ps->n; i++)
     if (ps->v[i].weight) ps->v[i].win = win;
 }
@@ -249,31 +266,43 @@ static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trig
 void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p) {
   a->majors++;
   a->st.major_faults++;
-  iosr_probe_expire(e, a);
+  uint32_t rstate = iosr_ra_state_of(e, a, sp, vpn);
+  iosr_ra_region *rs = iosr_ra_state(a, rstate);
+  if (rs) {
+    rs->majors++;
+    rs->needed_pages++;
+  }
+  iosr_probe_expire(e, a, rstate);
   picks ps = {0};
   switch (e->set.readahead) {
     case IOSR_RA_CLUSTER: pick_cluster(e, a, vpn, p->slot, &ps); break;
     case IOSR_RA_VMA: pick_vma(e, a, sp, vpn, p->slot, &ps); break;
-    default: pick_adaptive(e, a, vpn, p->slot, &ps); break;
+    default: pick_adaptive(e, a, sp, rstate, vpn, p->slot, &ps); break;
   }
   if (!ps.n) iosr_die("out of memory picking a read-ahead window");
   qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
-  place_probes(e, a, &ps, e->set.readahead == IOSR_RA_ADAPTIVE);
+  region_window(a, rstate, &ps);
+  place_probes(e, a, &ps, e->set.readahead == IOSR_RA_ADAPTIVE, rstate);
   iosr_fault_lat_start(e, a, vpn);
   issue(e, a, &ps, a->id == e->fg_app ? IOSR_CLS_FG_FAULT : IOSR_CLS_BG_FAULT);
   free(ps.v);
 }
 
-/* Asynchronous read-ahead after a trigger probe hit: the next window of the
- * app's slot run from next_slot on. */
-void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t next_slot) {
+/* Asynchronous read-ahead after a hit on the trigger probe at vpn: the next
+ * window of its region's slot run from next_slot on. */
+void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t next_slot) {
   if (e->set.readahead != IOSR_RA_ADAPTIVE || !next_slot) return;
+  iosr_span *sp = iosr_pt_find(&a->pt, vpn);
+  if (!sp) return;
+  uint32_t rstate = iosr_ra_state_of(e, a, sp, vpn);
+  iosr_ra_region *rs = iosr_ra_state(a, rstate);
   picks ps = {0};
-  uint32_t got = 0, want = a->ra.window;
-  collect_run(e, a, next_slot - 1, +1, want, &ps, &got);
+  uint32_t got = 0, want = rs ? rs->ra.window : a->ra.window;
+  collect_run(e, a, next_slot - 1, +1, want, sp->region, iosr_ra_zone(e, vpn), &ps, &got);
   if (ps.n) {
     qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
-    place_probes(e, a, &ps, 1);
+    region_window(a, rstate, &ps);
+    place_probes(e, a, &ps, 1, rstate);
     issue(e, a, &ps, IOSR_CLS_READAHEAD);
     }
   free(ps.v);

@@ -1,9 +1,9 @@
 /* Probe pages (design note section 6): read-ahead pages kept unmapped in a
  * small cache so that using them shows up as a fault. A hit feeds the
- * policy's window (adaptive: double; cluster/vma: Linux's hit counter); a
- * probe still untouched at its app's second major fault after it was read is
- * a miss (adaptive: halve) and its page reverts to SWAPPED: its slot was kept,
- * so nothing is lost.
+ * policy's window (adaptive: its window record's hit rate; cluster/vma:
+ * Linux's hit counter); a probe still untouched after the horizon, or when
+ * its app is reclaimed, is a miss. Hits and misses also count, probe-weighted,
+ * in the region's read-ahead state.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -35,8 +35,17 @@ void iosr_probe_destroy(iosr_engine_s *e) {
   e->probe_cap = 0;
 }
 
+/* Out of its app's FIFO and its region's. */
 static void unlink_app(iosr_engine_s *e, iosr_app *a, int32_t i) {
   iosr_probe *pr = &e->probes[i];
+  iosr_ra_region *rs = iosr_ra_state(a, pr->rstate);
+  if (rs) {
+    if (pr->rprev >= 0) e->probes[pr->rprev].rnext = pr->rnext;
+    else rs->probe_head = pr->rnext;
+    if (pr->rnext >= 0) e->probes[pr->rnext].rprev = pr->rprev;
+    else rs->probe_tail = pr->rprev;
+  }
+  pr->rstate = 0;
   if (pr->prev >= 0) e->probes[pr->prev].next = pr->next;
   else a->probe_head = pr->next;
   if (pr->next >= 0) e->probes[pr->next].prev = pr->prev;
@@ -52,7 +61,7 @@ static void release(iosr_engine_s *e, int32_t i) {
 }
 
 /* A record for a window of `probes` probes; its id (never 0) names it. */
-uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes) {
+uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes, uint32_t rstate) {
   if (!probes) return 0;
   uint32_t id = ++e->next_window;
   if (!id) id = ++e->next_window;
@@ -62,13 +71,14 @@ uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes) {
   w->probes = (uint16_t)(probes > 65535 ? 65535 : probes);
   w->hits = w->resolved = 0;
   w->live = 1;
+  w->rstate = rstate;
   return id;
 }
 
 /* One probe of window `win` resolved: hit, miss, or (hit < 0) no verdict
- * (evicted for room: not evidence either way). Growth is immediate (every hit
- * doubles, see feed); shrinking waits for the window: only a window none of
- * whose probes was used halves the app's window. */
+ * (evicted for room: not evidence either way). Under adaptive the window's
+ * hit rate decides its region's next window as soon as the outcome is
+ * certain: double, keep or halve (iosr_ra_rate_verdict). */
 static void window_resolve(iosr_engine_s *e, iosr_app *a, uint32_t win, int hit) {
   if (!win) return;
   iosr_window *w = &e->windows[win % IOSR_WINDOWS];
@@ -79,12 +89,31 @@ static void window_resolve(iosr_engine_s *e, iosr_app *a, uint32_t win, int hit)
     w->hits += hit != 0;
     w->resolved++;
   }
-  if (w->resolved < w->probes) return;
+  if (e->set.readahead != IOSR_RA_ADAPTIVE) {
+    if (w->resolved >= w->probes) w->live = 0;
+    return;
+  }
+  unsigned grow = e->set.ra_grow_pct, shrink = e->set.ra_shrink_pct < grow ? e->set.ra_shrink_pct : grow;
+  int v = iosr_ra_rate_verdict(w->probes, w->hits, w->resolved - w->hits, grow, shrink);
+  if (v == 2) return;
   w->live = 0;
-  if (w->resolved && !w->hits && e->set.readahead == IOSR_RA_ADAPTIVE) iosr_ra_adaptive_miss(&a->ra);
+  iosr_ra_region *rs = iosr_ra_state(a, w->rstate);
+  if (rs && v > 0) iosr_ra_adaptive_hit(&rs->ra);
+  /* at most one halving per fault of the region: the misses a reclaim
+   * resolves all at once are one piece of evidence, not one per window */
+  if (rs && v < 0 && rs->shrunk_at != rs->majors + 1) {
+    iosr_ra_adaptive_miss(&rs->ra);
+    rs->shrunk_at = rs->majors + 1;
+  }
 }
 
 static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, int hit) {
+  iosr_ra_region *rs = iosr_ra_state_at(e, a, vpn);
+  if (rs) {
+    rs->hits += hit ? weight : 0;
+    rs->needed_pages += hit ? weight : 0;
+    rs->misses += hit ? 0 : weight;
+  }
   if (hit) {
     a->st.ra_hits += weight;
     switch (e->set.readahead) {
@@ -98,7 +127,7 @@ static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, i
         }
         break;
       }
-      default: iosr_ra_adaptive_hit(&a->ra); break;
+      default: break; /* adaptive: the window record decides (window_resolve) */
     }
   } else {
     a->st.ra_misses += weight;
@@ -163,7 +192,14 @@ int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, u
   pr->slot = slot;
   pr->weight = weight;
   pr->win = win;
-  pr->issued_major = a->majors;
+  pr->rstate = iosr_ra_state_of(e, a, iosr_pt_find(&a->pt, vpn), vpn);
+  iosr_ra_region *rs = iosr_ra_state(a, pr->rstate);
+  pr->issued_major = rs ? rs->majors : 0;
+  pr->rnext = -1;
+  pr->rprev = rs ? rs->probe_tail : -1;
+  if (rs && rs->probe_tail >= 0) e->probes[rs->probe_tail].rnext = i;
+  else if (rs) rs->probe_head = i;
+  if (rs) rs->probe_tail = i;
   pr->trigger = trigger;
   pr->next_slot = next_slot;
   pr->used = 1;
@@ -198,7 +234,7 @@ void iosr_probe_used(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weigh
                      uint64_t next) {
   feed(e, a, vpn, weight, 1);
   window_resolve(e, a, win, 1);
-  if (trigger) iosr_swapin_continue(e, a, next);
+  if (trigger) iosr_swapin_continue(e, a, vpn, next);
 }
 
 void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, int *copied) {
@@ -220,25 +256,29 @@ void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, in
     mapped(e, a, p, r, clean);
     feed(e, a, vpn, weight, 1);
     window_resolve(e, a, win, 1);
-    if (trig) iosr_swapin_continue(e, a, next);
+    if (trig) iosr_swapin_continue(e, a, vpn, next);
   } else {
     /* ENOENT: unmapped meanwhile; keep the slot, the UNMAP event frees it */
     iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
   }
 }
 
-/* A probe untouched after H more major faults of its app is a miss, H =
+/* A probe untouched after H more major faults of its region is a miss, H =
  * max(ra_probe_horizon, swapped pages / 32), counting the swapped pages the
  * app had when its swap-in began: an app touching a large swapped
  * hot set in random order reaches a probe only after a good part of the set
- * came in, and must be given that long (design note section 6). */
-void iosr_probe_expire(iosr_engine_s *e, iosr_app *a) {
+ * came in, and must be given that long (design note section 6). The clock is
+ * the region's own: faults elsewhere in the app say nothing about whether
+ * this region's read-ahead is used. Called at a major fault of region rstate. */
+void iosr_probe_expire(iosr_engine_s *e, iosr_app *a, uint32_t rstate) {
+  iosr_ra_region *rs;
   uint64_t h = e->set.ra_probe_horizon, h2 = a->swapped_peak / 32;
   if (h2 > h) h = h2;
-  while (a->probe_head >= 0) {
-    int32_t i = a->probe_head;
+  /* looked up again each turn: mapping a probe may add a region's state */
+  while ((rs = iosr_ra_state(a, rstate)) && rs->probe_head >= 0) {
+    int32_t i = rs->probe_head;
     iosr_probe *pr = &e->probes[i];
-    if (pr->issued_major + h > a->majors) break;
+    if (pr->issued_major + h > rs->majors) break;
     iosr_pte *p = iosr_pt_lookup(&a->pt, pr->vpn, NULL);
     if (p && p->state == IOSR_PTE_CACHED && p->aux == (uint16_t)i) {
       /* a miss for the window rule, but the data was read: map it rather

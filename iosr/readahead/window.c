@@ -52,3 +52,13 @@ void iosr_ra_adaptive_hit(iosr_ra_adaptive *a) {
 void iosr_ra_adaptive_miss(iosr_ra_adaptive *a) {
   a->window = a->window / 2 < a->min ? a->min : a->window / 2;
 }
+
+int iosr_ra_rate_verdict(unsigned probes, unsigned hits, unsigned misses, unsigned grow_pct, unsigned shrink_pct) {
+  if (!probes) return 0;
+  /* compared as hits * 100 against pct * probes: no rounding */
+  if ((uint64_t)hits * 100 >= (uint64_t)grow_pct * probes) return +1;
+  unsigned could = probes - (misses < probes ? misses : probes); /* hits if every pending probe hits */
+  if ((uint64_t)could * 100 < (uint64_t)shrink_pct * probes) return -1;
+  if (hits + misses >= probes) return 0;
+  return 2;
+}

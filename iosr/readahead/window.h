@@ -47,6 +47,27 @@ void iosr_ra_adaptive_init(iosr_ra_adaptive *a, unsigned init, unsigned max);
 void iosr_ra_adaptive_hit(iosr_ra_adaptive *a);
 void iosr_ra_adaptive_miss(iosr_ra_adaptive *a);
 
+/* The verdict on a window of `probes` probes of which `hits` were used and
+ * `misses` were not (the rest still pending), as soon as it is certain:
+ * +1 grow (hits reach grow_pct% of the probes), -1 shrink (fewer than
+ * shrink_pct% can still be hits), 0 keep (resolved in between), 2 not known
+ * yet. Percentages 0-100, shrink_pct <= grow_pct (design note section 6). */
+int iosr_ra_rate_verdict(unsigned probes, unsigned hits, unsigned misses, unsigned grow_pct, unsigned shrink_pct);
+
+/* Read-ahead state of one region of an app (adaptive window, counters in
+ * pages: hits and misses probe-weighted, read = pages read in windows that
+ * faults of this region started, needed = faulting pages + hits). */
+typedef struct iosr_ra_region {
+  uint32_t region;
+  uint64_t zone;      /* which zone of the address space (vpn / zone pages; 0 when zones are off) */
+  iosr_ra_adaptive ra;
+  uint64_t next_slot; /* the slot after the region's last window (0: none) */
+  uint64_t hits, misses, read_pages, needed_pages;
+  uint64_t majors;    /* the region's major faults: its probes' expiry clock */
+  uint64_t shrunk_at; /* 1 + majors when the window last halved (0: never): at most once per fault */
+  int32_t probe_head, probe_tail; /* FIFO of the region's probes (the engine's probe indexes; -1: none) */
+} iosr_ra_region;
+
 /* Probe placement for n read-ahead pages (indexes 0..n-1, the faulting page
  * excluded): index i is a probe when (i + 1) % stride == 0 or i == n - 1;
  * its weight is the number of pages since the previous probe, itself

@@ -63,15 +63,16 @@ static void print_stats(const iosr_app_stats *s) {
   uint64_t reqs = s->read_reqs;
   double avg = reqs ? (double)s->read_bytes / (double)reqs / 1024 : 0;
   double mbps = s->swapin_busy_ns ? (double)s->swapin_bytes / 1e6 / ((double)s->swapin_busy_ns / 1e9) : 0;
-  printf("%-20s %7d %2s %10llu %10llu %9llu %8llu %6u %8llu %8.1f %9.1f %8.3f %8.3f\n", s->name, s->pid,
+  double waste = s->ra_needed_pages ? (double)s->ra_read_pages / (double)s->ra_needed_pages : 0;
+  printf("%-20s %7d %2s %10llu %10llu %9llu %8llu %6u %7.2f %8llu %8.1f %9.1f %8.3f %8.3f\n", s->name, s->pid,
          s->foreground ? "fg" : s->forked ? "fk" : "bg", (unsigned long long)s->resident_pages,
          (unsigned long long)s->swapped_pages, (unsigned long long)s->faults, (unsigned long long)s->major_faults,
-         s->ra_window, (unsigned long long)reqs, avg, mbps, s->lat_p50_ns / 1e6, s->lat_p99_ns / 1e6);
+         s->ra_window, waste, (unsigned long long)reqs, avg, mbps, s->lat_p50_ns / 1e6, s->lat_p99_ns / 1e6);
 }
 
 static void print_header(void) {
-  printf("%-20s %7s %2s %10s %10s %9s %8s %6s %8s %8s %9s %8s %8s\n", "app", "pid", "", "resident", "swapped",
-         "faults", "major", "window", "reads", "avgKiB", "in-MB/s", "p50-ms", "p99-ms");
+  printf("%-20s %7s %2s %10s %10s %9s %8s %6s %7s %8s %8s %9s %8s %8s\n", "app", "pid", "", "resident", "swapped",
+         "faults", "major", "window", "rd/need", "reads", "avgKiB", "in-MB/s", "p50-ms", "p99-ms");
 }
 
 int main(int argc, char **argv) {
