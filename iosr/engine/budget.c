@@ -11,7 +11,6 @@
 
 #include "common/log.h"
 #include "engine/engine_int.h"
-#include "fault/uffd.h"
 
 uint64_t iosr_budget_room(const iosr_engine_s *e) {
   if (!e->set.budget) return UINT64_MAX;
@@ -54,15 +53,7 @@ int iosr_budget_hold(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t flags
 /* Serves held fault r again (as the retry list does), then frees it. */
 static void serve(iosr_engine_s *e, iosr_retry *r) {
   iosr_app *a = iosr_eng_app(e, r->app);
-  if (a && a->uffd >= 0) {
-    iosr_pte *p = iosr_pt_lookup(&a->pt, r->vpn, NULL);
-    if (p && p->state != IOSR_PTE_PRESENT && p->state != IOSR_PTE_CLEAN) {
-      iosr_fault_handle(e, a, r->vpn << 12, r->flags, 0);
-      a->st.faults--; /* counted once */
-    } else {
-      iosr_uffd_wake(a->uffd, r->vpn << 12, 4096);
-    }
-  }
+  if (a && a->uffd >= 0) iosr_fault_again(e, a, r->vpn, r->flags);
   free(r);
 }
 

@@ -336,6 +336,10 @@ uint16_t iosr_eng_ioprio(const iosr_engine_s *e, int cls);
 void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a);
 void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t flags, uint32_t tid);
 void iosr_fault_run_retries(iosr_engine_s *e);
+/* A fault on page vpn of a served again (a retry, a held fault): re-handled
+ * unless the page is resident by now (then its waiters are woken). Engine
+ * thread only. */
+void iosr_fault_again(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t flags);
 void iosr_fault_add_retry(iosr_engine_s *e, uint32_t app, int op, uint64_t vpn, uint64_t n, uint64_t flags);
 void iosr_fault_lat_start(iosr_engine_s *e, iosr_app *a, uint64_t vpn);
 void iosr_fault_lat_end(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n);

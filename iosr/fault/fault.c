@@ -409,6 +409,14 @@ static void unprotect_later(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_
   }
 }
 
+void iosr_fault_again(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t flags) {
+  iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, NULL);
+  /* re-handle as a fresh fault, unless the page got resolved meanwhile */
+  if (p && p->state != IOSR_PTE_PRESENT && p->state != IOSR_PTE_CLEAN) iosr_fault_handle(e, a, vpn << 12, flags, 0);
+  else iosr_uffd_wake(a->uffd, vpn << 12, 4096);
+  a->st.faults--; /* counted once */
+}
+
 void iosr_fault_run_retries(iosr_engine_s *e) {
   if (e->hold_retries) return;
   iosr_retry *list = e->retries;
@@ -419,11 +427,7 @@ void iosr_fault_run_retries(iosr_engine_s *e) {
     iosr_app *a = iosr_eng_app(e, r->app);
     if (a && a->uffd >= 0) {
       if (r->op == IOSR_RETRY_FAULT) {
-        iosr_pte *p = iosr_pt_lookup(&a->pt, r->vpn, NULL);
-        /* re-handle as a fresh fault, unless the page got resolved meanwhile */
-        if (p && p->state != IOSR_PTE_PRESENT && p->state != IOSR_PTE_CLEAN) iosr_fault_handle(e, a, r->vpn << 12, r->flags, 0);
-        else iosr_uffd_wake(a->uffd, r->vpn << 12, 4096);
-        a->st.faults--; /* counted once */
+        iosr_fault_again(e, a, r->vpn, r->flags);
       } else if (r->op == IOSR_RETRY_UNPROTECT) {
         unprotect_later(e, a, r->vpn, r->n);
       } else if (r->op == IOSR_RETRY_WAKE) {
