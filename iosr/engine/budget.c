@@ -20,11 +20,10 @@ uint64_t iosr_budget_room(const iosr_engine_s *e) {
 
 uint64_t iosr_budget_app_charged(const iosr_app *a) { return a->resident + a->reading; }
 
-static int budget_job_runs(const iosr_engine_s *e) {
-  for (const iosr_job *j = e->jobs; j; j = j->next)
-    if (j->budget) return 1;
-  return 0;
-}
+/* Any reclaim job running makes room when its drops are confirmed: held
+ * faults wait for it (an `iosr reclaim` may have taken the pages a budget
+ * job would have). */
+static int budget_job_runs(const iosr_engine_s *e) { return e->jobs != NULL; }
 
 int iosr_budget_hold(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t flags) {
   if (!e->set.budget || e->budget_force || e->draining || a->forked || iosr_budget_room(e) > 0) return 0;

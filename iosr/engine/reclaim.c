@@ -102,7 +102,9 @@ void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
   while (*pp && *pp != j) pp = &(*pp)->next;
   if (!*pp || !finished(e, j)) return;
   *pp = j->next;
-  if (j->budget && (j->err || (!j->swapped_pages && !j->zero_pages)))
+  /* a budget job that freed nothing backs off, unless another job (which
+   * may have taken its pages) still makes room */
+  if (j->budget && (j->err || (!j->swapped_pages && !j->zero_pages && !e->jobs)))
     e->budget_backoff_ns = iosr_now_ns() + 1000000000ull;
   if (j->waiter) {
     iosr_conn *c = iosr_srv_conn_by_id(e, j->waiter);
