@@ -293,8 +293,8 @@ def generate(out_dir, publish=None):
       "share of the switch, bytes read per byte needed (read-ahead of pages the switch did not need), the swap-in "
       "bandwidth counting only the bytes the switch needed (and its ratio to Linux's), faults, hot "
       "pages still mapped when the switch began, and the most memory the apps held above the limit during a switch "
-      "(Linux: the cgroup's peak usage over its limit, which is hard; IOSR: resident region pages over the budget, "
-      "which its asynchronous reclaim may lag behind):")
+      "(Linux: the cgroup's peak usage over its limit; IOSR: resident region pages over the budget; both limits "
+      "are hard, so both are 0 unless a limit was passed):")
     w("")
     table(w, ["configuration", "MB/s while reading", "disk busy share", "read / needed", "needed MB/s",
               "faults per switch",
@@ -362,9 +362,10 @@ def generate(out_dir, publish=None):
                        "bytes, IOSR's swap-in bandwidth is %.1fx Linux's." % (
                            I["read_amp"], K["read_amp"], I["bw_need_med"] / K["bw_need_med"]))
     if I.get("over_max_mb") is not None and I["over_max_mb"] > 0:
-        caveats.append("Linux's memory cgroup limit is hard; IOSR's budget is kept by asynchronous reclaim and was "
-                       "passed by up to %.0f MB during a switch (budget %.0f MB): IOSR had that much more memory for a "
-                       "moment." % (I["over_max_mb"], I.get("budget_mb") or 0))
+        caveats.append("IOSR's budget, hard like Linux's memory cgroup limit, was passed by up to %.0f MB during a "
+                       "switch (budget %.0f MB; it is passed only when nothing can be reclaimed, "
+                       "docs/design/iosr.md, \"Memory budget\"): IOSR had that much more memory for a moment."
+                       % (I["over_max_mb"], I.get("budget_mb") or 0))
     bullets(w, "### Read the figures with these differences", caveats)
     bullets(w, "### Where IOSR falls short, and why (from this run's figures)",
             shortfalls(S, K, I, seq, r_ms, r_bw, r_seq, g_i, g_k, g_f))

@@ -281,7 +281,7 @@ def switch(a, ctx, sysobj, ap, k, warm):
     if "iosr" in r:
         rec["iosr"] = r["iosr"]
     # the most memory the swap system let the apps hold during the switch, above its
-    # limit (Linux's cgroup limit is hard; IOSR's budget is kept by asynchronous reclaim)
+    # limit (both Linux's cgroup limit and IOSR's budget are hard: 0 unless one was passed)
     rec["peak_over_limit"] = sysobj.peak_over_limit()
     tr = ctx["tracer"]
     if tr:

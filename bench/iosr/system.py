@@ -547,8 +547,8 @@ class IosrSwap:
 
     def peak_over_limit(self):
         """Bytes the region pages resident at once since the app came to the
-        foreground passed the budget (reclaim is asynchronous: a switch can
-        bring pages in faster than writes make room)."""
+        foreground passed the budget (the budget is hard: 0 unless nothing
+        could be reclaimed)."""
         try:
             eng = self.stat_json()["engine"]
         except (RuntimeError, ValueError, KeyError):

@@ -469,6 +469,12 @@ static void do_set(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_se
     iosr_srv_reply(e, c, seq, EINVAL, 0, "max_io above the buffer arena's largest block");
     return;
   }
+  /* a budget below the foreground app's need is refused: the app would
+   * evict its own working set while it runs (design note section 9) */
+  if (!strcmp(m->key, "budget") && iosr_budget_check(e, s.budget, err, sizeof err)) {
+    iosr_srv_reply(e, c, seq, EINVAL, 0, err);
+    return;
+  }
   if (s.ra_init > s.ra_max) s.ra_init = s.ra_max;
   e->set = s;
   iosr_sched_set_policy(&e->sched, s.sched);

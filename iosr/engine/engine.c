@@ -118,7 +118,7 @@ static void io_completions(iosr_engine_s *e) {
 }
 
 int iosr_eng_idle(const iosr_engine_s *e) {
-  return !e->reqs && !e->batches && !e->jobs && !e->retries && !e->install_retry;
+  return !e->reqs && !e->batches && !e->jobs && !e->retries && !e->install_retry && !e->held;
 }
 
 void iosr_eng_notify_fg(iosr_engine_s *e, iosr_app *a, int fg) {
@@ -311,6 +311,7 @@ iosr_engine_s *iosr_eng_create(const char *swap_path, const char *settings, int 
   e->area.fd = -1;
   if (iosr_settings_init(&e->set, err, cap) || iosr_settings_parse(&e->set, settings, err, cap)) goto fail;
   if (e->set.ra_init > e->set.ra_max) e->set.ra_init = e->set.ra_max;
+  if (iosr_budget_check(NULL, e->set.budget, err, cap)) goto fail;
   if (iosr_swap_open(&e->area, swap_path, e->set.direct, err, cap)) goto fail;
   if (iosr_slotmap_init(&e->slots, e->area.hdr.slots)) goto fail_mem;
   if (iosr_bufpool_init(&e->bufs, e->set.buffer_bytes, e->set.max_io)) goto fail_mem;
@@ -444,6 +445,7 @@ int iosr_eng_run(iosr_engine_s *e) {
     iosr_swapin_run_install_retries(e);
     iosr_reclaim_pump(e);
     iosr_reclaim_check_budget(e);
+    iosr_budget_turn(e);
     /* everything queued in this turn (all faults read, all completions
      * handled) goes to the kernel in one submission */
     iosr_eng_pump(e);
@@ -482,6 +484,7 @@ void iosr_eng_destroy(iosr_engine_s *e) {
     free(j->again);
     free(j);
   }
+  iosr_budget_destroy(e);
   while (e->retries) {
     iosr_retry *r = e->retries;
     e->retries = r->next;

@@ -206,6 +206,7 @@ struct iosr_app {
   uint64_t fg_since_ns, bg_since_ns;
   uint64_t resident, swapped;
   uint64_t clean;            /* CLEAN pages: resident, holding their slots */
+  uint64_t reading;          /* READING pages: a read will install them */
   uint64_t swapped_peak;     /* most pages swapped since the app last had none (probe horizon) */
   uint64_t majors;           /* major faults so far (each region keeps its own clock for probe expiry) */
   uint32_t faults_waiting;   /* major faults waiting for a read */
@@ -281,6 +282,15 @@ struct iosr_engine_s {
   iosr_batch *batches;
   uint64_t resident_total;
   uint64_t resident_peak; /* most resident_total since the foreground app last changed */
+  uint64_t reading_total;    /* READING pages of apps charged to the budget: a read will install them */
+  /* the hard budget (engine/budget.c; design note section 9, "Memory budget") */
+  iosr_retry *held, *held_tail;   /* faults held until there is room, oldest first */
+  uint32_t nheld;
+  int budget_force;               /* held faults served past the budget (no reclaim can run) */
+  uint64_t budget_over_peak;      /* most resident_total ever over the budget, pages */
+  uint64_t budget_overrun_pages;  /* pages that entered an app past the budget */
+  uint64_t budget_held_faults;    /* faults held so far */
+  uint64_t budget_ra_cut_pages;   /* read-ahead and zero-window pages left out for lack of room */
   iosr_ra_linux cluster_ra;  /* engine-wide, as Linux's cluster read-ahead */
   iosr_probe *probes;
   uint32_t probe_cap;
@@ -333,6 +343,10 @@ uint16_t iosr_eng_ioprio(const iosr_engine_s *e, int cls);
 void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a);
 void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t flags, uint32_t tid);
 void iosr_fault_run_retries(iosr_engine_s *e);
+/* A fault on page vpn of a served again (a retry, a held fault): re-handled
+ * unless the page is resident by now (then its waiters are woken). Engine
+ * thread only. */
+void iosr_fault_again(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t flags);
 void iosr_fault_add_retry(iosr_engine_s *e, uint32_t app, int op, uint64_t vpn, uint64_t n, uint64_t flags);
 void iosr_fault_lat_start(iosr_engine_s *e, iosr_app *a, uint64_t vpn);
 void iosr_fault_lat_end(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n);
@@ -428,6 +442,28 @@ void iosr_reclaim_pump(iosr_engine_s *e);
 void iosr_reclaim_check_budget(iosr_engine_s *e);
 void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j);
 void iosr_reclaim_forget_app(iosr_engine_s *e, uint32_t app);
+
+/* engine/budget.c (design note section 9, "Memory budget"). All on the
+ * engine thread. */
+#define IOSR_BUDGET_FLOOR_PAGES 256u /* the least budget: faults of many threads in flight, 1 MiB */
+/* Pages that may still enter the apps: the budget minus the charged pages
+ * (resident and being read), 0 when none; UINT64_MAX with no budget. */
+uint64_t iosr_budget_room(const iosr_engine_s *e);
+/* A fault of a (not forked) on page vpn that would add a page: 1 when it is
+ * held (no room, and a budget job runs to make some), 0 when it is served
+ * now (room, no budget, stopping, or nothing can be reclaimed: past the
+ * budget). */
+int iosr_budget_hold(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t flags);
+/* End of an engine turn: starts and pumps the budget job held faults need,
+ * serves held faults, oldest first, while there is room (all of them when no
+ * budget job can run). */
+void iosr_budget_turn(iosr_engine_s *e);
+/* 0 when a budget of `bytes` may be set now (0: none), else -1 with one line
+ * in msg: below the floor, or below the foreground app's charged pages. */
+int iosr_budget_check(iosr_engine_s *e, uint64_t bytes, char *msg, size_t cap);
+/* Charged pages of app a: resident and being read. */
+uint64_t iosr_budget_app_charged(const iosr_app *a);
+void iosr_budget_destroy(iosr_engine_s *e);
 
 /* engine/forkmode.c */
 #define IOSR_FORK_BUF 2048u

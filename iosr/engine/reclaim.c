@@ -102,7 +102,9 @@ void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
   while (*pp && *pp != j) pp = &(*pp)->next;
   if (!*pp || !finished(e, j)) return;
   *pp = j->next;
-  if (j->budget && (j->err || (!j->swapped_pages && !j->zero_pages)))
+  /* a budget job that freed nothing backs off, unless another job (which
+   * may have taken its pages) still makes room */
+  if (j->budget && (j->err || (!j->swapped_pages && !j->zero_pages && !e->jobs)))
     e->budget_backoff_ns = iosr_now_ns() + 1000000000ull;
   if (j->waiter) {
     iosr_conn *c = iosr_srv_conn_by_id(e, j->waiter);
@@ -153,11 +155,17 @@ void iosr_reclaim_check_budget(iosr_engine_s *e) {
   uint64_t now = iosr_now_ns();
   if ((e->grace_until_ns && now < e->grace_until_ns) || now < e->budget_backoff_ns) return;
   uint64_t budget = e->set.budget / 4096;
-  if (e->resident_total <= budget) return;
+  uint64_t low = e->set.budget_low ? e->set.budget_low / 4096 : budget - budget / 16;
+  if (low >= budget) low = budget - budget / 16;
+  /* charged pages (resident and being read) and the faults held for room
+   * against the high watermark, halfway between low and the budget: the
+   * budget is hard, so reclaim starts before it (design note section 9,
+   * "Memory budget") */
+  uint64_t charged = e->resident_total + e->reading_total + e->nheld;
+  if (charged <= budget - (budget - low) / 2) return;
   for (iosr_job *j = e->jobs; j; j = j->next)
     if (j->budget) return; /* one at a time */
-  uint64_t low = e->set.budget_low ? e->set.budget_low / 4096 : budget - budget / 16;
-  uint64_t need = e->resident_total > low ? e->resident_total - low : 0;
+  uint64_t need = charged > low ? charged - low : 0;
   if (!need) return;
   iosr_app *apps[IOSR_MAX_APPS];
   unsigned n = 0;

@@ -117,7 +117,9 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   "\"forced_writes\":%llu,\"zero_fill_pages\":%llu,\"inconsistencies\":%llu,"
                   "\"checksum_errors\":%llu,\"checksum\":\"%s\",\"queued\":%u,\"inflight\":%u,\"reads_inflight_peak\":%u,\"restart_grace\":%s,"
                   "\"admission\":{\"accept_errors\":%llu,\"refused\":%llu,\"hello_timeouts\":%llu,\"listening\":%s},"
-                  "\"loop_turns\":%llu},\"apps\":[",
+                  "\"loop_turns\":%llu,"
+                  "\"budget\":{\"charged_pages\":%llu,\"over_peak_pages\":%llu,\"overrun_pages\":%llu,"
+                  "\"held_faults\":%llu,\"held_now\":%u,\"ra_cut_pages\":%llu}},\"apps\":[",
                   (unsigned long long)e->set.budget, (unsigned long long)e->resident_total,
                   (unsigned long long)e->resident_peak,
                   (unsigned long long)e->reads, (unsigned long long)e->read_bytes, (unsigned long long)e->writes,
@@ -129,7 +131,9 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   e->grace_until_ns && iosr_now_ns() < e->grace_until_ns ? "true" : "false",
                   (unsigned long long)e->accept_errors, (unsigned long long)e->conns_refused,
                   (unsigned long long)e->hello_timeouts, e->listen_off ? "false" : "true",
-                  (unsigned long long)e->loop_turns);
+                  (unsigned long long)e->loop_turns, (unsigned long long)(e->resident_total + e->reading_total),
+                  (unsigned long long)e->budget_over_peak, (unsigned long long)e->budget_overrun_pages,
+                  (unsigned long long)e->budget_held_faults, e->nheld, (unsigned long long)e->budget_ra_cut_pages);
   int first = 1;
   for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
     iosr_app *a = iosr_eng_app(e, i);

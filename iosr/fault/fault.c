@@ -36,6 +36,19 @@ void iosr_app_set_state(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int state) {
   } else if (!was_res && is_res) {
     a->resident++;
     if (!a->forked && ++e->resident_total > e->resident_peak) e->resident_peak = e->resident_total;
+    uint64_t budget = e->set.budget / 4096;
+    if (!a->forked && budget && e->resident_total > budget && !e->draining) {
+      e->budget_overrun_pages++;
+      if (e->resident_total - budget > e->budget_over_peak) e->budget_over_peak = e->resident_total - budget;
+    }
+  }
+  /* a page being read is charged to the budget: the read installs it */
+  if (p->state == IOSR_PTE_READING && state != IOSR_PTE_READING) {
+    a->reading--;
+    if (!a->forked) e->reading_total--;
+  } else if (p->state != IOSR_PTE_READING && state == IOSR_PTE_READING) {
+    a->reading++;
+    if (!a->forked) e->reading_total++;
   }
   if (was_sw && !is_sw) {
     if (--a->swapped == 0) a->swapped_peak = 0;
@@ -130,6 +143,17 @@ static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn
   if (lo < sp->start) lo = sp->start;
   if (hi > sp->start + sp->n) hi = sp->start + sp->n;
   uint64_t a0 = vpn, b0 = vpn + 1;
+  /* cut to the room under the budget, from the faulting page on (which
+   * needs one page whatever the room) */
+  uint64_t room = a->forked ? UINT64_MAX : iosr_budget_room(e);
+  if (room < zw) {
+    uint64_t n0 = room ? room : 1;
+    if (hi - vpn > n0) {
+      e->budget_ra_cut_pages += hi - vpn - n0;
+      hi = vpn + n0;
+    }
+    lo = vpn; /* below the faulting page: none (cut) */
+  }
   while (a0 > lo && iosr_pt_pte(&a->pt, sp, a0 - 1)->state == IOSR_PTE_ZERO) a0--;
   while (b0 < hi && iosr_pt_pte(&a->pt, sp, b0)->state == IOSR_PTE_ZERO) b0++;
   if (write && ensure_zero_buf(e)) write = 0;
@@ -267,6 +291,10 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
     if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, 1, 0);
     return;
   }
+  /* a page that would enter the app waits for room under the budget */
+  if ((p->state == IOSR_PTE_ZERO || p->state == IOSR_PTE_SWAPPED || p->state == IOSR_PTE_CACHED) &&
+      iosr_budget_hold(e, a, vpn, flags))
+    return;
   switch (p->state) {
     case IOSR_PTE_ZERO:
       a->st.zero_faults++;
@@ -381,6 +409,14 @@ static void unprotect_later(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_
   }
 }
 
+void iosr_fault_again(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t flags) {
+  iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, NULL);
+  /* re-handle as a fresh fault, unless the page got resolved meanwhile */
+  if (p && p->state != IOSR_PTE_PRESENT && p->state != IOSR_PTE_CLEAN) iosr_fault_handle(e, a, vpn << 12, flags, 0);
+  else iosr_uffd_wake(a->uffd, vpn << 12, 4096);
+  a->st.faults--; /* counted once */
+}
+
 void iosr_fault_run_retries(iosr_engine_s *e) {
   if (e->hold_retries) return;
   iosr_retry *list = e->retries;
@@ -391,11 +427,7 @@ void iosr_fault_run_retries(iosr_engine_s *e) {
     iosr_app *a = iosr_eng_app(e, r->app);
     if (a && a->uffd >= 0) {
       if (r->op == IOSR_RETRY_FAULT) {
-        iosr_pte *p = iosr_pt_lookup(&a->pt, r->vpn, NULL);
-        /* re-handle as a fresh fault, unless the page got resolved meanwhile */
-        if (p && p->state != IOSR_PTE_PRESENT && p->state != IOSR_PTE_CLEAN) iosr_fault_handle(e, a, r->vpn << 12, r->flags, 0);
-        else iosr_uffd_wake(a->uffd, r->vpn << 12, 4096);
-        a->st.faults--; /* counted once */
+        iosr_fault_again(e, a, r->vpn, r->flags);
       } else if (r->op == IOSR_RETRY_UNPROTECT) {
         unprotect_later(e, a, r->vpn, r->n);
       } else if (r->op == IOSR_RETRY_WAKE) {

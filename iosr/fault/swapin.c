@@ -263,6 +263,27 @@ static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trig
     if (ps->v[i].weight) ps->v[i].win = win;
 }
 
+/* Cuts a read-ahead window (picks sorted by slot) to the room under the
+ * budget: the faulting page (which needs one page whatever the room) and
+ * the picks nearest it in slot order, forward first (design note section 9,
+ * "Memory budget"). Every pick is charged: pages of a forked child's window
+ * are its parent's too. */
+static void cut_to_room(iosr_engine_s *e, picks *ps) {
+  uint64_t room = iosr_budget_room(e);
+  if (room >= ps->n) return;
+  uint32_t keep = room ? (uint32_t)room : 1, fi = 0;
+  while (fi < ps->n && !ps->v[fi].fault) fi++;
+  if (fi == ps->n) fi = 0;
+  uint32_t lo = fi, hi = fi + 1; /* [lo, hi) kept */
+  while (hi - lo < keep) {
+    if (hi < ps->n) hi++;
+    if (hi - lo < keep && lo > 0) lo--;
+  }
+  e->budget_ra_cut_pages += ps->n - keep;
+  memmove(ps->v, ps->v + lo, (hi - lo) * sizeof *ps->v);
+  ps->n = hi - lo;
+}
+
 void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p) {
   a->majors++;
   a->st.major_faults++;
@@ -282,6 +303,7 @@ void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vp
   if (!ps.n) iosr_die("out of memory picking a read-ahead window");
   qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
   region_window(a, rstate, &ps);
+  cut_to_room(e, &ps);
   place_probes(e, a, &ps, e->set.readahead == IOSR_RA_ADAPTIVE, rstate);
   iosr_fault_lat_start(e, a, vpn);
   issue(e, a, &ps, a->id == e->fg_app ? IOSR_CLS_FG_FAULT : IOSR_CLS_BG_FAULT);
@@ -298,6 +320,12 @@ void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t 
   iosr_ra_region *rs = iosr_ra_state(a, rstate);
   picks ps = {0};
   uint32_t got = 0, want = rs ? rs->ra.window : a->ra.window;
+  uint64_t room = a->forked ? UINT64_MAX : iosr_budget_room(e);
+  if (room < want) {
+    e->budget_ra_cut_pages += want - room;
+    want = (uint32_t)room;
+  }
+  if (!want) return;
   collect_run(e, a, next_slot - 1, +1, want, sp->region, iosr_ra_zone(e, vpn), &ps, &got);
   if (ps.n) {
     qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);

@@ -159,8 +159,11 @@ static void mapped(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int r, int clean)
 static void install(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int32_t i, int verdict) {
   iosr_probe *pr = &e->probes[i];
   uint64_t vpn = pr->vpn;
-  int clean;
-  int r = map_probe(e, a, vpn, pr->data, &clean);
+  int clean = 0;
+  /* mapped only if the budget has room for it and for the fault being
+   * served (expiry runs first in a swap-in): else it stays in its slot
+   * (design note section 9, "Memory budget") */
+  int r = !a->forked && iosr_budget_room(e) <= 1 ? -ENOSPC : map_probe(e, a, vpn, pr->data, &clean);
   if (verdict == 0) feed(e, a, vpn, pr->weight, 0);
   window_resolve(e, a, pr->win, verdict);
   unlink_app(e, a, i);

@@ -75,6 +75,24 @@ static void print_header(void) {
          "faults", "major", "window", "rd/need", "reads", "avgKiB", "in-MB/s", "p50-ms", "p99-ms");
 }
 
+/* A number after key in the engine's JSON, 0 when absent. */
+static unsigned long long json_num(const char *js, const char *key) {
+  const char *p = strstr(js, key);
+  return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* The budget line under the table (design note section 9, "Memory budget"):
+ * resident pages now and the most ever over the budget. */
+static void print_budget(const char *js) {
+  unsigned long long budget = json_num(js, "\"budget_bytes\":");
+  if (!budget) return;
+  printf("budget %llu KiB: resident %llu KiB, charged %llu KiB, peak over the budget %llu KiB, "
+         "%llu faults held, %llu KiB served past it\n",
+         budget >> 10, json_num(js, "\"resident_pages\":") * 4, json_num(js, "\"charged_pages\":") * 4,
+         json_num(js, "\"over_peak_pages\":") * 4, json_num(js, "\"held_faults\":"),
+         json_num(js, "\"overrun_pages\":") * 4);
+}
+
 int main(int argc, char **argv) {
   int level = iosr_log_parse(iosr_env("LOG"));
   iosr_log_init("iosr", level >= 0 ? level : IOSR_LOG_WARN);
@@ -238,6 +256,7 @@ int main(int argc, char **argv) {
       name[k] = 0;
       if (iosr_ctl_app_stats(c, name, &st) == 0) print_stats(&st);
     }
+    print_budget(s);
     free(s);
     iosr_ctl_close(c);
     return 0;
