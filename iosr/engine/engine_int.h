@@ -381,11 +381,14 @@ int iosr_swapout_may_be_dropper(iosr_app *a, uint64_t vpn, const iosr_pte *p);
 void iosr_swapout_mark(iosr_app *a, int kind, uint64_t x, uint64_t n);
 /* A REMOVE over [lo, hi): returns the first of its pages to count (hi:
  * none). Where it continues the dropper's madvise over the announced run
- * after a VMA split (it starts after the last REMOVE over the run began and
- * before the pages covered so far end), the kernel repeats pages already
- * counted (design note section 3, "Whose discard"). Records it as the last
- * REMOVE over the run. */
-uint64_t iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi);
+ * after a VMA split (it starts after the last REMOVE over the run began,
+ * before the pages covered so far end, and where a VMA starts: vma_starts,
+ * asked only then), the kernel repeats pages already
+ * counted (design note section 3, "Whose discard"). Records one inside the
+ * run as the last REMOVE over it; one reaching out of the run is the app's
+ * and is counted whole. */
+uint64_t iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi,
+                                    int (*vma_starts)(const iosr_app *, uint64_t));
 /* Resume: the dropper is somewhere in drop id (pages [lo, lo + n)): its
  * window is open over all of them. */
 void iosr_swapout_resume_window(iosr_app *a, uint64_t id, uint64_t lo, uint64_t n);

@@ -123,9 +123,11 @@ void iosr_swapout_mark(iosr_app *a, int kind, uint64_t x, uint64_t n) {
  * starts inside what they covered repeats those pages (one split: the
  * tail of the last; several: one REMOVE per part, each ending where its
  * VMA ends). */
-uint64_t iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi) {
-  if (!a->win_id || hi <= a->win_lo || lo >= a->win_hi) return lo;
-  int repeat = a->rep_hi && lo > a->rep_lo && lo < a->rep_hi;
+uint64_t iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi,
+                                    int (*vma_starts)(const iosr_app *, uint64_t)) {
+  /* the dropper's REMOVEs lie inside the run: one reaching out of it is the app's */
+  if (!a->win_id || lo < a->win_lo || hi > a->win_hi) return lo;
+  int repeat = a->rep_hi && lo > a->rep_lo && lo < a->rep_hi && vma_starts(a, lo);
   uint64_t from = repeat ? (hi < a->rep_hi ? hi : a->rep_hi) : lo;
   a->rep_lo = lo;
   if (hi > a->rep_hi) a->rep_hi = hi;
