@@ -217,9 +217,18 @@ int iosr_ctl_wait_idle(iosr_ctl *ctl);
  * complete with EIO; IOSR_TEST_PAUSE: arg=1 holds every request in the
  * scheduler queues, arg=0 releases them; IOSR_TEST_HOLD_RETRIES: arg=1 makes
  * the un-protect of a page kept resident wait as after EAGAIN and holds every
- * such retry, arg=0 lets them run; IOSR_TEST_DISPATCH_LOG: fills
- * *out (up to *n entries) with the dispatch order since the last call. */
-enum { IOSR_TEST_FAIL_READS = 1, IOSR_TEST_FAIL_WRITES = 2, IOSR_TEST_PAUSE = 3, IOSR_TEST_HOLD_RETRIES = 4 };
+ * such retry, arg=0 lets them run; IOSR_TEST_HOLD_EVENTS: arg=1 stops the
+ * engine reading the apps' userfaultfds (a thread whose madvise, mremap or
+ * fault makes an event waits for it to be read), arg=0 reads them again;
+ * IOSR_TEST_DISPATCH_LOG: fills *out (up to *n entries) with the dispatch
+ * order since the last call. */
+enum {
+  IOSR_TEST_FAIL_READS = 1,
+  IOSR_TEST_FAIL_WRITES = 2,
+  IOSR_TEST_PAUSE = 3,
+  IOSR_TEST_HOLD_RETRIES = 4,
+  IOSR_TEST_HOLD_EVENTS = 5
+};
 int iosr_ctl_test(iosr_ctl *ctl, int op, uint64_t arg);
 
 typedef struct iosr_dispatch_rec {

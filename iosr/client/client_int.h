@@ -106,8 +106,9 @@ void iosr_ctx_drops_hello(iosr_ctx *ctx, iosr_m_hello *h);
  * again, the reported drop's first if it ended meanwhile. */
 void iosr_ctx_drops_resumed(iosr_ctx *ctx);
 /* Test hook: when set, the dropper calls it with a drop's id before it runs
- * the drop (after = 0), once it has read which pages it discards (2), and
- * after, before confirming it (after = 1); tests hold the dropper there. Not
+ * the drop (after = 0), once it has read which pages it discards (2), after
+ * a run's mark and before that run's madvise (3), and after, before
+ * confirming it (after = 1); tests hold the dropper there. Not
  * part of the API. */
 extern void (*iosr_test_drop_gate)(uint64_t id, int after);
 

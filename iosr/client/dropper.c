@@ -119,10 +119,11 @@ static int discard(iosr_ctx *ctx, const iosr_dropreq *d) {
     uint64_t e = k + 1;
     while (e < n && (!known || (ctx->pm[e] & PM_UFFD_WP))) e++;
     iosr_beacon_run_mark(k, e - k, &first, &pages);
-    /* blocks until the daemon has read the REMOVE event this produces */
-    if ((!ctx->beacon || !mark(ctx, first, pages)) &&
-        madvise((void *)(uintptr_t)(d->start + (k << 12)), (e - k) << 12, MADV_DONTNEED) && !err)
-      err = errno;
+    if (!ctx->beacon || !mark(ctx, first, pages)) {
+      if (iosr_test_drop_gate) iosr_test_drop_gate(d->id, 3);
+      /* blocks until the daemon has read the REMOVE event this produces */
+      if (madvise((void *)(uintptr_t)(d->start + (k << 12)), (e - k) << 12, MADV_DONTNEED) && !err) err = errno;
+    }
     k = e;
   }
   /* done: a REMOVE over these pages from now on is the app's */

@@ -539,6 +539,7 @@ static void do_test(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_t
       if (!m->arg) iosr_eng_pump(e);
       break;
     case IOSR_TEST_HOLD_RETRIES: e->hold_retries = m->arg != 0; break;
+    case IOSR_TEST_HOLD_EVENTS: iosr_eng_hold_events(e, m->arg != 0); break;
     default: return malformed(e, c, seq, "unknown test hook");
   }
   iosr_srv_reply(e, c, seq, 0, 0, NULL);

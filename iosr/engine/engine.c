@@ -43,6 +43,15 @@ void iosr_eng_unwatch(iosr_engine_s *e, int fd) {
   if (fd >= 0) epoll_ctl(e->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
+void iosr_eng_hold_events(iosr_engine_s *e, int on) {
+  for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
+    iosr_app *a = iosr_eng_app(e, i);
+    if (!a || a->uffd < 0) continue;
+    if (on) iosr_eng_unwatch(e, a->uffd);
+    else iosr_eng_watch(e, a->uffd, iosr_tag(IOSR_TAG_UFFD, i)); /* EEXIST: watched already */
+  }
+}
+
 iosr_app *iosr_eng_app(iosr_engine_s *e, uint32_t id) {
   if (!id || id >= IOSR_MAX_APPS) return NULL;
   iosr_app *a = e->apps[id];

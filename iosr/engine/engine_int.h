@@ -220,7 +220,8 @@ struct iosr_app {
   uint64_t mark_base, mark_n;/* its pages */
   uint64_t win_id;           /* the drop of the run the dropper announced (0: none): REMOVEs there may be its */
   uint64_t win_lo, win_hi;   /* that run's pages */
-  uint64_t rep_lo, rep_hi;   /* the last REMOVE over them: the kernel may repeat its tail */
+  uint64_t rep_lo, rep_hi;   /* the start of the last REMOVE over them, the end of all of them: the
+                              * kernel may repeat the tail of what they covered */
   uint64_t resume_drop_id, resume_drop_start, resume_drop_n;
   uint32_t inflight;         /* requests and batches referring to this app */
   int trims;                 /* answers trim requests (IOSR_ATTACH_TRIMS; daemon/trim.c) */
@@ -332,6 +333,10 @@ void iosr_eng_maybe_finish_app(iosr_engine_s *e, iosr_app *a);
 uint32_t iosr_eng_new_app_id(iosr_engine_s *e);
 int iosr_eng_watch(iosr_engine_s *e, int fd, uint64_t tag);
 void iosr_eng_unwatch(iosr_engine_s *e, int fd);
+/* Test hook IOSR_TEST_HOLD_EVENTS (include/iosr.h): on, no app's
+ * userfaultfd is read (its events wait in the kernel); off, every one is
+ * read again. Engine thread only. */
+void iosr_eng_hold_events(iosr_engine_s *e, int on);
 void iosr_eng_pump(iosr_engine_s *e);       /* dispatch what the scheduler releases */
 int iosr_eng_idle(const iosr_engine_s *e);
 void iosr_eng_reap_forked(iosr_engine_s *e);
@@ -395,11 +400,16 @@ int iosr_swapout_may_be_dropper(iosr_app *a, uint64_t vpn, const iosr_pte *p);
  * names the drop whose id ends in x; a run mark opens the window over pages
  * [x, x + n) of it. */
 void iosr_swapout_mark(iosr_app *a, int kind, uint64_t x, uint64_t n);
-/* 1 when a REMOVE over [lo, hi) repeats the tail of the last one over the
- * announced run (the kernel repeats it when a VMA was split while the
- * dropper's madvise waited for its event): those pages are not counted
- * again. Else it becomes the last one. */
-int iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi);
+/* A REMOVE over [lo, hi): returns the first of its pages to count (hi:
+ * none). Where it continues the dropper's madvise over the announced run
+ * after a VMA split (it starts after the last REMOVE over the run began,
+ * before the pages covered so far end, and where a VMA starts: vma_starts,
+ * asked only then), the kernel repeats pages already
+ * counted (design note section 3, "Whose discard"). Records one inside the
+ * run as the last REMOVE over it; one reaching out of the run is the app's
+ * and is counted whole. */
+uint64_t iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi,
+                                    int (*vma_starts)(const iosr_app *, uint64_t));
 /* Resume: the dropper is somewhere in drop id (pages [lo, lo + n)): its
  * window is open over all of them. */
 void iosr_swapout_resume_window(iosr_app *a, uint64_t id, uint64_t lo, uint64_t n);

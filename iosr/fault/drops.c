@@ -115,15 +115,23 @@ void iosr_swapout_mark(iosr_app *a, int kind, uint64_t x, uint64_t n) {
   }
 }
 
-int iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi) {
-  if (!a->win_id || hi <= a->win_lo || lo >= a->win_hi) return 0;
-  if (hi == a->rep_hi && lo > a->rep_lo && lo < hi) {
-    a->rep_lo = lo;
-    return 1;
-  }
+/* (engine_int.h) The kernel's madvise walks the run's VMAs in address
+ * order; each REMOVE drops the mmap lock, and when a VMA was split
+ * meanwhile the zap stops at the new VMA end and the walk goes on from
+ * there with a new REMOVE: every REMOVE of the dropper's starts after the
+ * one before began, at or before the end of what they covered. One that
+ * starts inside what they covered repeats those pages (one split: the
+ * tail of the last; several: one REMOVE per part, each ending where its
+ * VMA ends). */
+uint64_t iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi,
+                                    int (*vma_starts)(const iosr_app *, uint64_t)) {
+  /* the dropper's REMOVEs lie inside the run: one reaching out of it is the app's */
+  if (!a->win_id || lo < a->win_lo || hi > a->win_hi) return lo;
+  int repeat = a->rep_hi && lo > a->rep_lo && lo < a->rep_hi && vma_starts(a, lo);
+  uint64_t from = repeat ? (hi < a->rep_hi ? hi : a->rep_hi) : lo;
   a->rep_lo = lo;
-  a->rep_hi = hi;
-  return 0;
+  if (hi > a->rep_hi) a->rep_hi = hi;
+  return from;
 }
 
 void iosr_swapout_resume_window(iosr_app *a, uint64_t id, uint64_t lo, uint64_t n) {

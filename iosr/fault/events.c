@@ -155,14 +155,19 @@ static int beacon_mark(iosr_app *a, uint64_t start, uint64_t end) {
   return 1; /* no mark: nothing of ours is there either */
 }
 
+/* The kernel's continuation of a REMOVE starts where a VMA starts (design
+ * note section 3, "Whose discard"); unknown counts as one. */
+static int vma_boundary(const iosr_app *a, uint64_t vpn) { return iosr_vma_starts_at(a->pid, vpn) != 0; }
+
 void iosr_event_remove(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end) {
   iosr_debug("remove %#llx-%#llx", (unsigned long long)start, (unsigned long long)end);
   if (beacon_mark(a, start, end)) return;
-  /* the kernel repeats the tail of the dropper's REMOVE when a VMA was split
-   * meanwhile: its pages were counted already */
-  if (a->beacon && iosr_swapout_window_repeat(a, start >> 12, (end + 4095) >> 12)) return;
+  uint64_t lo = start >> 12, hi = (end + 4095) >> 12;
+  /* the kernel repeats what is left of the dropper's REMOVE when a VMA was
+   * split meanwhile: those pages were counted already */
+  if (a->beacon) lo = iosr_swapout_window_repeat(a, lo, hi, vma_boundary);
   rm_ctx c = {e, a, 0, 0, 0, 0};
-  for_range(a, start >> 12, (end + 4095) >> 12, remove_cb, &c);
+  for_range(a, lo, hi, remove_cb, &c);
   flush_unprotect(&c);
   if (c.wake_hi) iosr_uffd_wake(a->uffd, c.wake_lo << 12, (c.wake_hi - c.wake_lo) << 12);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 static unsigned parse_flags(const char *s) {
@@ -86,4 +87,27 @@ int iosr_pagemap_present(int fd, uint64_t vpn) {
   uint64_t ent;
   if (fd < 0 || pread(fd, &ent, sizeof ent, (off_t)(vpn * 8)) != (ssize_t)sizeof ent) return -1;
   return (ent >> 63 & 1) || (ent >> 62 & 1); /* present, or swapped by the kernel */
+}
+
+/* The kernel's PROCMAP_QUERY (Linux 6.11, include/uapi/linux/fs.h), declared
+ * here for older headers: the VMA covering an address, one ioctl on
+ * /proc/PID/maps instead of parsing the file. */
+struct iosr_procmap_query {
+  uint64_t size, query_flags, query_addr, vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+  uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+  uint64_t vma_name_addr, build_id_addr;
+};
+#define IOSR_PROCMAP_QUERY _IOWR('f', 17, struct iosr_procmap_query)
+
+int iosr_vma_starts_at(pid_t pid, uint64_t vpn) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  int fd = pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+  if (fd < 0) return -1;
+  struct iosr_procmap_query q = {.size = sizeof q, .query_addr = vpn << 12};
+  int r = ioctl(fd, IOSR_PROCMAP_QUERY, &q);
+  int err = errno;
+  close(fd);
+  if (r) return err == ENOENT ? 0 : -1;
+  return q.vma_start == vpn << 12;
 }

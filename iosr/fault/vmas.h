@@ -35,6 +35,11 @@ long iosr_vmas_flagged(pid_t pid, uint64_t lo, uint64_t hi, unsigned want, iosr_
  * address order cost O(n) in all). */
 unsigned iosr_vmas_at(const iosr_vma *v, long n, uint64_t vpn, long *hint);
 
+/* Whether a VMA of pid starts at page vpn: 1, 0, or -1 when unknown (no
+ * process, or a kernel without PROCMAP_QUERY, before Linux 6.11). One
+ * ioctl on /proc/PID/maps. */
+int iosr_vma_starts_at(pid_t pid, uint64_t vpn);
+
 /* /proc/PID/pagemap, opened for iosr_pagemap_present; -1 when unreadable. */
 int iosr_pagemap_open(pid_t pid);
 /* Whether the kernel holds page vpn (mapped, or in the kernel's own swap):

@@ -24,6 +24,11 @@
  *                  addresses after its dropper chose what to discard there,
  *                  then written by the app: the write waits for the drop
  *                  and lands, nothing reads zero
+ *   split-during-drop  the app splits a run into three VMAs (mprotect of its
+ *                  middle) while the dropper's madvise waits for its REMOVE
+ *                  to be read: the kernel then zaps VMA by VMA and sends a
+ *                  REMOVE for each remaining part, and those are the
+ *                  dropper's, not the app's: every page keeps its data
  *   mlockall       the app locks all it has after connecting (libiosr's own
  *                  mappings too, the dropper's marks among them), then a
  *                  region is made and reclaimed: every page is swapped out
@@ -33,6 +38,8 @@
 #include "gate.h"
 #include "util.h"
 #include "fault/vmas.h"
+
+#include <poll.h>
 
 static iosr_engine *eng;
 static iosr_test_env env;
@@ -222,6 +229,37 @@ static void locked_all(uint8_t *p, uint64_t n) {
   printf("mlockall: libiosr's locked mappings did not stop the reclaim; every page came back\n");
 }
 
+/* The dropper is held after its run mark; the engine stops reading events,
+ * the dropper's madvise sends its REMOVE over the whole run and waits; the
+ * app then splits the run into three VMAs (a middle part read-only) and the
+ * engine reads again. The kernel zaps the first VMA's part, then sends a
+ * REMOVE over the middle part and one over the last (repeating what the
+ * first covered): none of them is the app's discard. */
+static void split_during_drop(uint8_t *p, uint64_t n) {
+  uint64_t s, len;
+  gate_close(3);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
+  gate_wait(60);
+  held_range(&s, &len);
+  CHECKF(len >= 16 * 4096, "the held drop covers %llu bytes", (unsigned long long)len);
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_HOLD_EVENTS, 1) == 0);
+  gate_open();
+  /* the dropper's REMOVE is pending once the userfaultfd is readable */
+  struct pollfd pf = {env.ctx->uffd, POLLIN, 0};
+  CHECKF(poll(&pf, 1, 60000) == 1, "the dropper's madvise made no event within 60 s");
+  uint8_t *mid = (uint8_t *)(uintptr_t)(s + len / 3 / 4096 * 4096);
+  size_t mlen = len / 3 / 4096 * 4096;
+  CHECK(mprotect(mid, mlen, PROT_READ) == 0);
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_HOLD_EVENTS, 0) == 0);
+  pthread_join(t, NULL);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  CHECK(mprotect(mid, mlen, PROT_READ | PROT_WRITE) == 0);
+  CHECKF(held() > 0, "nothing was swapped out");
+  verify(p, n, 0, 0, 61, "split during the drop");
+  printf("split-during-drop: the kernel's REMOVE per split part was the dropper's; every page kept its data\n");
+}
+
 /* A drop runs while part of its range is away; the app moves the part back
  * and discards it before the confirmation is read: the only REMOVE over
  * those pages is the app's, and they must read zero. */
@@ -399,10 +437,10 @@ int main(int argc, char **argv) {
   const char *k = argc == 2 ? argv[1] : "";
   int mf = !strcmp(k, "madv-free"), ml = !strcmp(k, "mlock"), mu = !strcmp(k, "munmap"), mr = !strcmp(k, "mremap-merged");
   int md = !strcmp(k, "mremap-drop"), ma = !strcmp(k, "mlockall"), mx = !strcmp(k, "mremap-discard");
-  int mi = !strcmp(k, "mremap-into"), mw = !strcmp(k, "mremap-writing");
-  if (!mf && !ml && !mu && !mr && !md && !ma && !mx && !mi && !mw) {
+  int mi = !strcmp(k, "mremap-into"), mw = !strcmp(k, "mremap-writing"), sd = !strcmp(k, "split-during-drop");
+  if (!mf && !ml && !mu && !mr && !md && !ma && !mx && !mi && !mw && !sd) {
     fprintf(stderr, "usage: test_discard_cases madv-free|mlock|munmap|mremap-merged|mremap-drop|mremap-discard|"
-                    "mremap-into|mremap-writing|mlockall\n");
+                    "mremap-into|mremap-writing|split-during-drop|mlockall\n");
     return 2;
   }
   iosr_test_require();
@@ -424,6 +462,7 @@ int main(int argc, char **argv) {
     else if (mx) remap_discard(p, n);
     else if (mi) remap_into(p, n);
     else if (mw) remap_writing(p, n);
+    else if (sd) split_during_drop(p, n);
     else unmapped(p, n);
     CHECK(iosr_region_destroy(r) == 0);
   }
