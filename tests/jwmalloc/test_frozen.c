@@ -11,6 +11,12 @@
  * finish within a bound of seconds: a hang bound, not a timing check.
  *
  * Usage: test_frozen KIND   (backend, midend, pool, aging, token, huge)
+ *        test_frozen midend trim
+ *
+ * `midend trim`: malloc_trim, called while the midend class lock is frozen,
+ * must not return before it has emptied that class's cache (a skipped class
+ * keeps partly used slabs pinned): it waits for the holder. The test fails if
+ * the trim returns while the holder is still frozen.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -87,6 +93,37 @@ static void *trigger(void *arg) {
   return NULL;
 }
 
+/* ---- malloc_trim against the frozen midend class ---- */
+
+static atomic_int trim_done;
+
+static void *trimmer(void *arg) {
+  (void)arg;
+  jw_malloc_trim(0);
+  atomic_store(&trim_done, 1);
+  return NULL;
+}
+
+/* Blocks of the frozen class freed into its cache, then a trim: it must wait
+ * for the holder. The bound on the wait before the holder is released only
+ * decides when to look; a trim that waits passes whatever the machine's speed. */
+static int trim_case(void **held, int n) {
+  for (int i = 0; i < n; i++) jw_free(held[i]);
+  pthread_t t;
+  pthread_create(&t, NULL, trimmer, NULL);
+  for (int i = 0; i < 500 && !atomic_load(&trim_done); i++) usleep(1000);
+  int returned_while_frozen = atomic_load(&trim_done);
+  atomic_store(&release_holder, 1);
+  pthread_join(t, NULL);
+  printf("frozen midend holder: malloc_trim %s\n",
+         returned_while_frozen ? "returned while the class was locked" : "waited for the holder");
+  if (returned_while_frozen) {
+    fprintf(stderr, "malloc_trim returned without emptying the locked midend class's cache\n");
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- workers: every tier, cross-thread frees, patterns ---- */
 
 static _Atomic(uintptr_t) mailbox[WORKERS][PER_ROUND];
@@ -143,7 +180,7 @@ int main(int argc, char **argv) {
   for (int k = 0; argc > 1 && k < (int)(sizeof names / sizeof names[0]); k++)
     if (strcmp(argv[1], names[k]) == 0) target = k;
   if (target < 0) {
-    fprintf(stderr, "usage: test_frozen backend|midend|pool|aging|token|huge\n");
+    fprintf(stderr, "usage: test_frozen backend|midend|pool|aging|token|huge, or test_frozen midend trim\n");
     return 2;
   }
   kind_name = names[target];
@@ -151,9 +188,19 @@ int main(int argc, char **argv) {
   jw_test_set_lock_hook(hook);
   signal(SIGALRM, on_alarm);
   alarm(HANG_SECONDS);
+  int trim = argc > 2 && strcmp(argv[2], "trim") == 0 && target == JW_LK_MIDEND;
+  enum { NHELD = 64 };
+  void *held[NHELD];
+  for (int i = 0; trim && i < NHELD; i++) held[i] = jw_malloc(MID_SIZE);
   pthread_t trig, ws[WORKERS];
   pthread_create(&trig, NULL, trigger, NULL);
   while (!atomic_load(&frozen)) usleep(1000);
+  if (trim) {
+    int r = trim_case(held, NHELD);
+    pthread_join(trig, NULL);
+    alarm(0);
+    return r;
+  }
   for (unsigned w = 0; w < WORKERS; w++) pthread_create(&ws[w], NULL, worker, (void *)(uintptr_t)w);
   for (unsigned w = 0; w < WORKERS; w++) pthread_join(ws[w], NULL);
   /* Every worker finished while the holder stayed frozen. */
