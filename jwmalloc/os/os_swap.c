@@ -113,10 +113,17 @@ int jw_os_swap_unmap(void *p, size_t size) {
     madvise(p, n, MADV_DONTNEED);
     return 1;
   }
+  /* The region is read while the slot is still ours: once the CAS below
+   * frees the slot, another thread's map may claim it and store its own
+   * region there, which this unmap would then destroy under that thread's
+   * live block. Relaxed: ordered by find's acquire of the base. */
+  iosr_region *r = (iosr_region *)jw_load(&regions[i], JW_RELAXED);
   uintptr_t want = b;
-  /* Acq_rel: one of two racing unmaps of the same base takes the region. */
-  if (!jw_cas(&bases[i], &want, 0, JW_ACQ_REL, JW_RELAXED)) return 0;
-  if (connected_here()) p_destroy((iosr_region *)jw_load(&regions[i], JW_RELAXED));
+  /* Acq_rel: one of two racing unmaps of the same base takes the region;
+   * the other has nothing to unmap (a munmap of the range could hit a
+   * mapping made there since). */
+  if (!jw_cas(&bases[i], &want, 0, JW_ACQ_REL, JW_RELAXED)) return 1;
+  if (connected_here()) p_destroy(r);
   else munmap((void *)b, s); /* a fork child: its copy is its own memory, unmapped whole */
   return 1;
 }
