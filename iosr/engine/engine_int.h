@@ -201,7 +201,6 @@ struct iosr_app {
   uint32_t *ra_hash, ra_hash_cap; /* (region, zone) -> 1 + index in ra_regions; 0: empty */
   uint32_t next_region;      /* the last region id given (spans name their region by it) */
   uint32_t ra_last_window;
-  uint64_t ra_next_slot;     /* adaptive: the slot after the last window read */
   int fg;
   uint64_t fg_since_ns, bg_since_ns;
   uint64_t resident, swapped;

@@ -178,7 +178,6 @@ iosr_req *iosr_req_find_queued_read(iosr_engine_s *e, uint64_t slot) {
 static void issue(iosr_engine_s *e, iosr_app *a, picks *ps, int fault_cls) {
   uint32_t maxp = (uint32_t)(e->set.max_io / 4096);
   uint64_t window_end = ps->n ? ps->v[ps->n - 1].slot + 1 : 0;
-  a->ra_next_slot = window_end;
   uint64_t now = iosr_now_ns();
   for (uint32_t i = 0; i < ps->n;) {
     uint32_t j = i + 1;
