@@ -55,7 +55,7 @@ static const char *const kind_names[K_COUNT] = {
     [K_JW_LOCK + 0] = "jw.backend", [K_JW_LOCK + 1] = "jw.midend", [K_JW_LOCK + 2] = "jw.pool",
     [K_JW_LOCK + 3] = "jw.aging",   [K_JW_LOCK + 4] = "jw.token",  [K_JW_LOCK + 5] = "jw.huge",
     [K_JW_POINT + 0] = "jw.be_unlock", [K_JW_POINT + 1] = "jw.be_defer",
-    [K_JW_POINT + 2] = "jw.be_checking", [K_JW_POINT + 3] = "jw.rc_batch",
+    [K_JW_POINT + 2] = "jw.be_checking", [K_JW_POINT + 3] = "jw.rc_batch", [K_JW_POINT + 4] = "jw.be_sibling",
     [K_SHIM + 0] = "mutex_lock",    [K_SHIM + 1] = "mutex_trylock",
 };
 

@@ -623,7 +623,9 @@ static int absorb(void *arg, uint32_t pos, uint32_t tag) {
   jw_rid r = jw_meta_rid(m->base, pos);
   unsigned piece;
   if (jw_tag_state(tag) == JW_RS_FREE_FAST) {
-    /* In a bitmap: merge only if we win its slot (section 7a, "claim"). */
+    /* In a bitmap: merge only if we win its slot (section 7a, "claim"), of
+     * the class the leaf test read (tree.h): a range that took its place
+     * since sits in another class's slots. */
     if (!jw_fast_claim(jw_tag_class(tag), r)) return 0;
     tag = jw_load(&jw_bins_rec(r)->tag, JW_RELAXED); /* now ours: its flags as they are */
     piece = jw_tag_zeroed(tag) ? JW_PIECE_RELEASED : JW_PIECE_FRESH;

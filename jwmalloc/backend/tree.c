@@ -2,6 +2,7 @@
 #include "tree.h"
 
 #include "../common/log.h"
+#include "../common/test_hooks.h"
 
 static inline unsigned cls(uint32_t n) { return jw_class_index(n); }
 static inline uint32_t gran(unsigned c) { return jw_class_granules[c]; }
@@ -14,33 +15,40 @@ void jw_tree_init(const jw_tree *t, unsigned state, unsigned zeroed) {
   jw_store(&t->rec[0].tag, jw_tag_head(state, zeroed, rc) | jw_tag_boundary(0, 0, rc), JW_RELAXED);
 }
 
-/* The sibling leaves of the leaf [g, g+n) at depth d >= 1 (see tree.h). */
-static inline uint32_t left_leaf_at(const jw_tree *t, uint32_t g, unsigned d) {
+/* The sibling leaves of the leaf [g, g+n) at depth d >= 1 (see tree.h).
+ * *stag receives the sibling head's tag: the one read that found the sibling
+ * to be a leaf, so that a caller deciding on its state decides on the leaf it
+ * tested (jw_tree_coalesce: a bitmap sibling may be taken and re-split by a
+ * lock-free allocation between two reads). */
+static inline uint32_t left_leaf_at(const jw_tree *t, uint32_t g, unsigned d, uint32_t *stag) {
   uint32_t tag = jw_tree_tag(t, g);
   if (g == 0 || jw_tag_level(tag) != d) return JW_TREE_NONE; /* first child */
   uint32_t ln = gran(jw_tag_spanl(tag));
   uint32_t ls = g - ln;
   /* The record at ls heads the sibling's first leaf; same size: a leaf. */
-  return jw_tree_leaf_granules(t, ls) == ln ? ls : JW_TREE_NONE;
+  *stag = jw_tree_tag(t, ls);
+  return gran(jw_tag_class(*stag)) == ln ? ls : JW_TREE_NONE;
 }
 
-static inline uint32_t right_leaf_at(const jw_tree *t, uint32_t g, uint32_t n, unsigned d) {
+static inline uint32_t right_leaf_at(const jw_tree *t, uint32_t g, uint32_t n, unsigned d, uint32_t *stag) {
   uint32_t e = g + n;
   if (e >= t->granules) return JW_TREE_NONE; /* last child */
-  uint32_t tag = jw_tree_tag(t, e);
+  uint32_t tag = *stag = jw_tree_tag(t, e);
   if (jw_tag_level(tag) != d) return JW_TREE_NONE;
   return gran(jw_tag_class(tag)) == gran(jw_tag_spanr(tag)) ? e : JW_TREE_NONE;
 }
 
 uint32_t jw_tree_left_leaf(const jw_tree *t, uint32_t g, uint32_t n) {
   unsigned d = jw_tree_depth(t, g, n);
+  uint32_t tag;
   /* The root (depth 0) has no sibling: never read a span at position 0. */
-  return d == 0 ? JW_TREE_NONE : left_leaf_at(t, g, d);
+  return d == 0 ? JW_TREE_NONE : left_leaf_at(t, g, d, &tag);
 }
 
 uint32_t jw_tree_right_leaf(const jw_tree *t, uint32_t g, uint32_t n) {
   unsigned d = jw_tree_depth(t, g, n);
-  return d == 0 ? JW_TREE_NONE : right_leaf_at(t, g, n, d); /* the root has no sibling */
+  uint32_t tag;
+  return d == 0 ? JW_TREE_NONE : right_leaf_at(t, g, n, d, &tag); /* the root has no sibling */
 }
 
 uint32_t jw_tree_join(const jw_tree *t, uint32_t a, uint32_t b) {
@@ -72,6 +80,15 @@ uint32_t jw_tree_join(const jw_tree *t, uint32_t a, uint32_t b) {
   return n;
 }
 
+/* A sibling leaf's head, read once, is free in a list or a bitmap. The test
+ * point stands for the merging lock holder preempted between that read and
+ * the claim (tests/backend/test_merge_claim.c). */
+static inline int mergeable_sibling(uint32_t tag) {
+  if (!jw_state_mergeable(jw_tag_state(tag))) return 0;
+  JW_TEST_POINT(JW_TP_BE_SIBLING);
+  return 1;
+}
+
 uint32_t jw_tree_coalesce(const jw_tree *t, uint32_t g, uint32_t *n, jw_tree_absorb_fn absorb, void *ctx,
                           uint64_t *merges) {
   uint32_t sz = *n;
@@ -79,12 +96,16 @@ uint32_t jw_tree_coalesce(const jw_tree *t, uint32_t g, uint32_t *n, jw_tree_abs
     /* Depth once per step for both sides; the root (depth 0) has no sibling. */
     unsigned d = jw_tree_depth(t, g, sz);
     if (d == 0) break;
-    uint32_t s = left_leaf_at(t, g, d), tag;
-    if (s != JW_TREE_NONE && jw_state_mergeable(jw_tag_state(tag = jw_tree_tag(t, s))) && absorb(ctx, s, tag)) {
+    /* One read of the sibling's head decides that it is a leaf of the
+     * sibling's size, that it is free, and which class's bitmap a claim
+     * scans (tree.h): a claim of that class's slot succeeds only for this
+     * very leaf. */
+    uint32_t tag = 0, s = left_leaf_at(t, g, d, &tag);
+    if (s != JW_TREE_NONE && mergeable_sibling(tag) && absorb(ctx, s, tag)) {
       sz = jw_tree_join(t, s, g);
       g = s;
-    } else if ((s = right_leaf_at(t, g, sz, d)) != JW_TREE_NONE &&
-               jw_state_mergeable(jw_tag_state(tag = jw_tree_tag(t, s))) && absorb(ctx, s, tag)) {
+    } else if ((s = right_leaf_at(t, g, sz, d, &tag)) != JW_TREE_NONE && mergeable_sibling(tag) &&
+               absorb(ctx, s, tag)) {
       sz = jw_tree_join(t, g, s);
     } else {
       break;

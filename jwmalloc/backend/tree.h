@@ -89,8 +89,12 @@ uint32_t jw_tree_join(const jw_tree *t, uint32_t a, uint32_t b);
  * absorb(ctx, pos, tag) takes it out of there and, when it returns nonzero,
  * the two merge (jw_tree_join); absorb returns 0 when it could not take the
  * sibling (a bitmap range claimed by an allocation first: backend/fast.h),
- * and that side does not merge. Returns the merged leaf's head; *n receives
- * its size and *merges (if not NULL) is increased per merge. */
+ * and that side does not merge. `tag` is the one read of the sibling's head
+ * that found it a leaf of the sibling's size and free: a bitmap sibling may
+ * be taken and re-split without the lock meanwhile, so absorb claims by that
+ * tag's class, never by a later read (backend.md 7a, "claim"). Returns the
+ * merged leaf's head; *n receives its size and *merges (if not NULL) is
+ * increased per merge. */
 typedef int (*jw_tree_absorb_fn)(void *ctx, uint32_t pos, uint32_t tag);
 uint32_t jw_tree_coalesce(const jw_tree *t, uint32_t g, uint32_t *n, jw_tree_absorb_fn absorb, void *ctx,
                           uint64_t *merges);

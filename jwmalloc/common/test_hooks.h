@@ -43,6 +43,10 @@ typedef enum jw_test_point {
    * jw_release_quiesce callers (jw_backend_check_all, quiet statistics,
    * fork prepare) wait for it. */
   JW_TP_RC_BATCH,
+  /* A backend lock holder merging a free range (backend/tree.c,
+   * jw_tree_coalesce) has read a sibling leaf's head, free in a list or a
+   * bitmap, and not yet claimed it (backend.md section 7a, "claim"). */
+  JW_TP_BE_SIBLING,
   JW_TP_COUNT
 } jw_test_point;
 

@@ -14,11 +14,9 @@
  * Built a second time with the hand-over's second look left out
  * (JW_MUTATE_NO_HANDOFF): that build must fail (CTest WILL_FAIL). */
 #include <pthread.h>
-#include <unistd.h>
 
 #include "backend/backend.h"
-#include "common/atomic.h"
-#include "common/test_hooks.h"
+#include "park.h"
 #include "tb.h"
 
 /* Each case starts from figures a lock holder settled (a loss in an earlier
@@ -33,29 +31,6 @@ static uint64_t live_now(void) {
   jw_backend_stats s;
   jw_backend_get_stats(&s); /* no lock: what a process gone quiet would keep */
   return s.pages.live_bytes;
-}
-
-/* The parked thread's handshake: `armed` names the point that parks (one
- * use), `parked` says it is there, `go` lets it on. */
-static jw_atomic_u32 armed, parked, go;
-#define NO_POINT 0xffu
-
-static void wait_for(jw_atomic_u32 *v) {
-  while (jw_load(v, JW_ACQUIRE) == 0) usleep(100); /* acquire: the other thread's steps before it */
-}
-
-static void point_hook(jw_test_point point) {
-  uint32_t want = (uint32_t)point;
-  /* Relaxed: the hand-shake variables below order the test's steps. */
-  if (!jw_cas(&armed, &want, NO_POINT, JW_RELAXED, JW_RELAXED)) return;
-  jw_store(&parked, 1, JW_RELEASE);
-  wait_for(&go);
-}
-
-static void arm(uint32_t point) {
-  jw_store(&parked, 0, JW_RELAXED);
-  jw_store(&go, 0, JW_RELAXED);
-  jw_store(&armed, (uint32_t)point, JW_RELEASE);
 }
 
 static char *alloc1(void) {
@@ -129,8 +104,8 @@ static void t_after_drain(void) {
 
 int main(void) {
   jw_backend_set_check(1);
-  arm(NO_POINT);
-  jw_test_set_point_hook(point_hook);
+  arm(PARK_NO_POINT);
+  jw_test_set_point_hook(park_hook);
   for (int i = 0; i < 3; i++) {
     t_after_release();
     t_after_drain();
