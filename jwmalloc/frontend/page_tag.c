@@ -14,8 +14,10 @@ void jw_tag_prepare(uintptr_t page) {
   void *fresh = jw_os_map(TABLE_BYTES, 4096);
   if (fresh == NULL) return;
   void *expected = NULL;
-  /* Release: the table's zeroed contents before its pointer (a reader that
-   * sees the pointer reads zeros or words written after it). */
+  /* Release, paired with the acquire loads of jw_tag_slot and jw_tag_cache
+   * (the only ways to the words): the table's mmap (its zeroed words)
+   * happens before every access through the pointer. The early return
+   * above may be relaxed: it reads no word. */
   if (jw_cas(slot, &expected, fresh, JW_RELEASE, JW_RELAXED)) jw_fetch_add(&table_bytes, TABLE_BYTES, JW_RELAXED);
   else jw_os_unmap(fresh, TABLE_BYTES);
 }

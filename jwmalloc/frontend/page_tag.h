@@ -16,7 +16,10 @@
  * Thread-safety: a word is written only by the thread that owns the slab
  * (or is taking it over), relaxed; readers act only on a word equal to their
  * own key, which only they write. The directory entry is published once
- * with a CAS (a loser unmaps its table). Never allocates through malloc.
+ * with a release CAS (a loser unmaps its table, never published), and every
+ * load of it that leads to a word is acquire: the mapping (the zeroed words)
+ * happens before any access through the pointer, whichever thread mapped it.
+ * Never allocates through malloc.
  */
 #ifndef JW_FRONTEND_PAGE_TAG_H
 #define JW_FRONTEND_PAGE_TAG_H
@@ -39,8 +42,11 @@ extern jw_atomic_ptr jw_tag_dir[JW_TAG_DIR_SIZE];
  * ones: only a word equal to the caller's own key is acted on, and such a
  * pointer faults on first use, as it would without the table. */
 static inline jw_atomic_u64 *jw_tag_slot(uintptr_t a) {
-  /* Relaxed: a reader acts only on its own key, written by itself. */
-  jw_atomic_u64 *t = jw_load(&jw_tag_dir[(a >> JW_TAG_GIB_SHIFT) & (JW_TAG_DIR_SIZE - 1)], JW_RELAXED);
+  /* Acquire, pairing with jw_tag_prepare's release CAS: the table's mmap
+   * happens before this thread's accesses to its words, even when nothing
+   * else orders this thread after the one that mapped it. (The words' values
+   * need no order: a thread acts only on its own key, written by itself.) */
+  jw_atomic_u64 *t = jw_load(&jw_tag_dir[(a >> JW_TAG_GIB_SHIFT) & (JW_TAG_DIR_SIZE - 1)], JW_ACQUIRE);
   return t ? &t[(a >> 12) & (JW_TAG_WORDS - 1)] : NULL;
 }
 
@@ -61,7 +67,7 @@ static inline uint64_t jw_tag_word(uint64_t tag, unsigned cls) {
 static inline bool jw_tag_cache(uintptr_t *last, jw_atomic_u64 **words, uintptr_t a) {
   uintptr_t g = (a >> JW_TAG_GIB_SHIFT) & (JW_TAG_DIR_SIZE - 1);
   if (g != a >> JW_TAG_GIB_SHIFT) return false; /* not a user address */
-  jw_atomic_u64 *t = jw_load(&jw_tag_dir[g], JW_RELAXED); /* see jw_tag_slot */
+  jw_atomic_u64 *t = jw_load(&jw_tag_dir[g], JW_ACQUIRE); /* see jw_tag_slot */
   if (t == NULL) return false;
   uintptr_t first = g << (JW_TAG_GIB_SHIFT - 12);
   *words = (jw_atomic_u64 *)((uintptr_t)t - first * sizeof(jw_atomic_u64));
