@@ -5,6 +5,7 @@
  * through a futex. */
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -429,9 +430,25 @@ void thread_join(int id) {
   exec_end_event(t, &f, 0, 1);
 }
 
+/* Keeps every model thread of this execution on the CPU the kernel chose for
+ * the child at fork (the least loaded one then). Model threads run one at a
+ * time, so one CPU loses no parallelism; across CPUs each futex hand-off waits
+ * for the other CPU's running task to reach the end of its time slice, which on
+ * a busy machine made a run four times slower (docs/design/verification.md,
+ * "How one execution runs"). Failure only costs speed, so it is ignored. */
+static void pin_to_this_cpu(void) {
+  int cpu = sched_getcpu();
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  (void)sched_setaffinity(0, sizeof set, &set);
+}
+
 /* One execution, in a freshly forked child. */
 void run_execution(void) {
   rt.in_child = true;
+  pin_to_this_cpu();
   shm_t *s = rt.shm;
   s->nev = 0;
   s->ndecided = 0;
