@@ -14,8 +14,12 @@ all: build
 deps:
 	@scripts/install-deps.sh
 
+# A new build folder uses Ninja: on a fresh build it does the same compilations
+# as CMake's Makefiles in a sixth less time (docs/design/architecture.md,
+# "Build"); a folder configured before keeps its generator.
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	@gen=; [ -f $(BUILD)/CMakeCache.txt ] || gen="-G Ninja"; \
+	 cmake $$gen -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
 # CTest's own summary line is the last thing printed.

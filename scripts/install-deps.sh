@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs=(
-  build-essential cmake pkg-config clang libclang-rt-14-dev   # compilers, sanitizers, libFuzzer
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev  # compilers, sanitizers, libFuzzer
   gcc-multilib g++-multilib                                    # the i386 build (gcc -m32)
   valgrind strace                                              # callgrind counts, syscall counts
   liburing-dev                                                 # IOSR swap I/O
