@@ -2,7 +2,8 @@
 # Backend microbenchmark (issue 3): the reformatting and peak-trough patterns
 # straight against the page source, then backend instructions per operation
 # on the reformatting pattern, counted by callgrind inside jw_pages_alloc and
-# jw_pages_free only (the driver's own work is not counted).
+# jw_pages_free only (the driver's own work is not counted); and the
+# differential test at 3,000,000 operations.
 # Usage: tests/backend/bench_backend.sh [BUILD_DIR]   (make bench-backend)
 set -euo pipefail
 build=${1:-build}
@@ -13,6 +14,12 @@ mkdir -p "$out"
 
 echo "== backend_bench (wall-clock figures are noisy on a shared machine; counts are not)"
 "$bin" all | tee "$out/bench.txt"
+
+# The differential test at its long length (make test's backend.differential
+# runs a third of it): the metadata and split/merge figures of backend.md.
+ops=3000000
+echo "== test_backend_differential, $ops operations, checks on, reclamation off"
+JWMALLOC_CHECK=1 JWMALLOC_RECLAIM=0 "$build/bin/test_backend_differential" "$ops" | tee -a "$out/bench.txt"
 
 if command -v valgrind >/dev/null; then
   ops=300000
