@@ -1,6 +1,9 @@
 # Thin driver over CMake/CTest. Every target installs what it lacks first.
 BUILD   ?= build
 JOBS    ?= $(shell nproc)
+# Compilations: two more than the cores, as Ninja's own default, so that a
+# core whose job waits on the disk or the linker is kept busy.
+BUILD_JOBS ?= $(shell echo $$(( $$(nproc) + 2 )))
 PREFIX  ?= /usr/local
 DESTDIR ?=
 BUILD_TYPE ?= RelWithDebInfo
@@ -20,7 +23,7 @@ deps:
 build: deps
 	@gen=; [ -f $(BUILD)/CMakeCache.txt ] || gen="-G Ninja"; \
 	 cmake $$gen -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
-	@cmake --build $(BUILD) -j$(JOBS)
+	@cmake --build $(BUILD) -j$(BUILD_JOBS)
 
 # CTest's own summary line is the last thing printed.
 test: build
