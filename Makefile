@@ -18,7 +18,7 @@ deps:
 	@scripts/install-deps.sh
 
 # A new build folder uses Ninja: on a fresh build it does the same compilations
-# as CMake's Makefiles in a sixth less time (docs/design/architecture.md,
+# as CMake's Makefiles in about 15% less time (docs/design/architecture.md,
 # "Build"); a folder configured before keeps its generator.
 build: deps
 	@gen=; [ -f $(BUILD)/CMakeCache.txt ] || gen="-G Ninja"; \
