@@ -1,6 +1,8 @@
 # Thin driver over CMake/CTest. Every target installs what it lacks first.
 BUILD   ?= build
-JOBS    ?= $(shell nproc)
+# Tests: one more than the cores, since many wait (on I/O, a daemon, a
+# sleeping lock holder) rather than compute.
+JOBS    ?= $(shell echo $$(( $$(nproc) + 1 )))
 # Compilations: two more than the cores, as Ninja's own default, so that a
 # core whose job waits on the disk or the linker is kept busy.
 BUILD_JOBS ?= $(shell echo $$(( $$(nproc) + 2 )))
