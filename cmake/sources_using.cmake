@@ -3,35 +3,58 @@
 # shared copy's objects of every other one (verify/, tests/backend).
 
 # jw_sources_using(OUT DEFINES SOURCES): those of SOURCES whose text names one
-# of DEFINES (NAME or NAME=VALUE), read at configure time. A define named in a
-# header or an included .inc reaches files that do not name it: then all of
-# SOURCES. A define no file names is a configure error (a stale name).
+# of DEFINES (NAME or NAME=VALUE), or includes, directly or through other
+# headers, a header or .inc that names one (matched by file name, which can
+# only take in more sources than need it), read at configure time. A define no
+# file names is a configure error (a stale name).
 function(jw_sources_using out defines sources)
   set(names)
   foreach(d ${defines})
     string(REGEX REPLACE "=.*" "" d "${d}")
     list(APPEND names ${d})
   endforeach()
+  list(JOIN names "|" named)
   file(GLOB_RECURSE texts ${PROJECT_SOURCE_DIR}/jwmalloc/*.h ${PROJECT_SOURCE_DIR}/jwmalloc/*.inc
        ${PROJECT_SOURCE_DIR}/include/*.h)
   list(APPEND texts ${sources})
+  list(REMOVE_DUPLICATES texts)
   set(using)
   foreach(f ${texts})
     file(READ ${f} text)
-    foreach(d ${names})
-      if(text MATCHES "${d}")
-        if(NOT f MATCHES "\\.c$")
-          set(${out} ${sources} PARENT_SCOPE)
-          return()
-        endif()
-        list(APPEND using ${f})
-      endif()
-    endforeach()
+    if(text MATCHES "${named}")
+      list(APPEND using ${f})
+    endif()
   endforeach()
-  list(REMOVE_DUPLICATES using)
   if(NOT using)
     message(FATAL_ERROR "no source uses ${names}")
   endif()
+  # Headers reach the files that include them, until no more are reached.
+  set(grown TRUE)
+  while(grown)
+    set(grown FALSE)
+    set(headers)
+    foreach(f ${using})
+      if(NOT f MATCHES "\\.c$")
+        get_filename_component(h ${f} NAME)
+        string(REPLACE "." "\\." h "${h}")
+        list(APPEND headers ${h})
+      endif()
+    endforeach()
+    if(NOT headers)
+      break()
+    endif()
+    list(JOIN headers "|" included)
+    foreach(f ${texts})
+      if(NOT f IN_LIST using)
+        file(STRINGS ${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]([^\">]*/)?(${included})[\">]")
+        if(lines)
+          list(APPEND using ${f})
+          set(grown TRUE)
+        endif()
+      endif()
+    endforeach()
+  endwhile()
+  list(FILTER using INCLUDE REGEX "\\.c$")
   set(${out} ${using} PARENT_SCOPE)
 endfunction()
 
