@@ -276,14 +276,17 @@ unsigned iosr_eng_clients(iosr_engine_s *e) {
 }
 
 /* The timer fires at the earliest absolute deadline: a held write's bound,
- * the end of the restart grace period, the next check for exited forked
- * children. Deadlines are absolute so that frequent loop turns never push
+ * the end of the restart grace period or of a budget job's back-off, the
+ * next check for exited forked children. Deadlines are absolute so that frequent loop turns never push
  * them back. */
 static void arm_timer(iosr_engine_s *e, uint64_t admit_due) {
   uint64_t now = iosr_now_ns(), due = admit_due;
   int t = iosr_sched_timeout_ms(&e->sched, now);
   if (t >= 0 && (!due || now + (uint64_t)(t ? t : 1) * 1000000u < due)) due = now + (uint64_t)(t ? t : 1) * 1000000u;
   if (e->grace_until_ns > now && (!due || e->grace_until_ns < due)) due = e->grace_until_ns;
+  /* the budget is looked at again when a failed budget job's back-off ends,
+   * whether or not anything else happens by then */
+  if (e->set.budget && e->budget_backoff_ns > now && (!due || e->budget_backoff_ns < due)) due = e->budget_backoff_ns;
   if (e->nforked) {
     if (!e->next_reap_ns) e->next_reap_ns = now + 1000000000ull;
     if (!due || e->next_reap_ns < due) due = e->next_reap_ns;
@@ -452,8 +455,10 @@ int iosr_eng_run(iosr_engine_s *e) {
     }
     iosr_fault_run_retries(e);
     iosr_swapin_run_install_retries(e);
-    iosr_reclaim_pump(e);
+    /* a budget job starts in the turn that makes it: the turn may be the
+     * last before a wait with no deadline (the apps done faulting) */
     iosr_reclaim_check_budget(e);
+    iosr_reclaim_pump(e);
     iosr_budget_turn(e);
     /* everything queued in this turn (all faults read, all completions
      * handled) goes to the kernel in one submission */
