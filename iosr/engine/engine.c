@@ -277,8 +277,8 @@ unsigned iosr_eng_clients(iosr_engine_s *e) {
 
 /* The timer fires at the earliest absolute deadline: a held write's bound,
  * the end of the restart grace period or of a budget job's back-off, the
- * next check for exited forked children. Deadlines are absolute so that frequent loop turns never push
- * them back. */
+ * next check for exited forked children. Deadlines are absolute so that
+ * frequent loop turns never push them back. */
 static void arm_timer(iosr_engine_s *e, uint64_t admit_due) {
   uint64_t now = iosr_now_ns(), due = admit_due;
   int t = iosr_sched_timeout_ms(&e->sched, now);
