@@ -26,11 +26,11 @@
  * 24), that repeat one operation, THINK_US apart (an application's threads
  * allocate between other work: the CPU is not saturated by allocations
  * alone, so time burnt waiting shows), until the pauser has reached its point
- * pauses times, PAUSE_GAP_MS apart: the baseline, where the hook returns at
+ * `pauses` times (120; 60 in fork mode), PAUSE_GAP_MS apart: the baseline, where the hook returns at
  * once, then the paused phase, where it sleeps PAUSE_MS each time. Each
  * worker reads its own CPU time (getrusage RUSAGE_THREAD, user + system)
  * over its loop. Asserted, all counts or CPU times, never a wall duration:
- *   - the pauser reached its point pauses times in each phase (a hang bound
+ *   - the pauser reached its point `pauses` times in each phase (a hang bound
  *     of HANG seconds without reaching it otherwise);
  *   - at the end of the pauses, workers were in the middle of an operation
  *     (at least one per pause on average): the pauses were waited for;
@@ -40,7 +40,7 @@
  *     of a bounded spin, a few yields, a sleep and its wake-up is far below
  *     it) or SPIN_SHARE of the pauses' CPU-seconds, whichever is more. A
  *     waiter spinning for the pauser spends its share of every pause on the
- *     CPU instead: up to pauses x PAUSE_MS x CPUs in all, several times
+ *     CPU instead: up to `pauses` x PAUSE_MS x CPUs in all, several times
  *     that allowance.
  * The figures are printed (one line per phase).
  */
