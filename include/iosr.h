@@ -132,7 +132,14 @@ int iosr_region_discard(iosr_region *r, size_t off, size_t len);
  *   bytes, whether or not the kernel reclaimed them.
  * - Every other change an app makes (discard, munmap, mremap, fork) reaches
  *   IOSR as a userfaultfd event; libiosr keeps an internal PROT_NONE area of
- *   6 MiB (the dropper's marks) that the app must leave alone. */
+ *   6 MiB (the dropper's marks) and a read-write one of 4 MiB after it (the
+ *   graveyard, where written pages are moved out of the region) that the app
+ *   must leave alone (an mlockall after connecting fills the graveyard until
+ *   the next reclaim empties it).
+ * - A page the kernel will not move out of the region (one shared with a fork
+ *   child, or shared once and not written since; a locked or read-only part)
+ *   is discarded by address instead: a page the app mremaps to such an
+ *   address at that very moment is lost, and gives SIGBUS, never zero. */
 
 /* Unmaps the region and frees its slots. 0 or -1. Thread-safe for distinct
  * regions. */

@@ -9,8 +9,10 @@ export IOSR_TOOL=$bin/iosr IOSRD=$bin/iosrd
 fail=0
 for s in $(seq 1 "$seeds"); do
   for slot in global process; do
-    out=$(timeout 900 "$bin/test_stress" "$slot" "$s" "$ops" $((s % 2)) 2>&1); rc=$? # odd seeds: clean pages
-    echo "$slot seed $s: rc $rc: $(echo "$out" | tail -n 1)"
+    # odd seeds: clean pages; every third seed: no move-out (every page through the dropper)
+    mo=$(( s % 3 == 0 ? 0 : 1 ))
+    out=$(timeout 900 "$bin/test_stress" "$slot" "$s" "$ops" $((s % 2)) "$mo" 2>&1); rc=$?
+    echo "$slot seed $s (moveout $mo): rc $rc: $(echo "$out" | tail -n 1)"
     [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail=1
   done
 done

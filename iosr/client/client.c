@@ -160,7 +160,7 @@ static int try_resume(iosr_ctx *ctx) {
   h.role = IOSR_ROLE_RESUME;
   snprintf(h.name, sizeof h.name, "%s", ctx->name);
   h.token = ctx->token;
-  h.features = ctx->features | (ctx->on_trim ? IOSR_HELLO_TRIMS : 0);
+  h.features = ctx->features | (ctx->on_trim ? IOSR_HELLO_TRIMS : 0) | (ctx->grave ? IOSR_HELLO_GRAVEYARD : 0);
   h.beacon = ctx->beacon;
   iosr_ctx_drops_hello(ctx, &h);
   /* our userfaultfd, our page table, and the forked children's descriptors
@@ -406,8 +406,9 @@ iosr_ctx *iosr_connect(const iosr_connect_opts *opts) {
     iosr_warn("userfaultfd limited to user-mode faults (vm.unprivileged_userfaultfd=0 and no access to "
               "/dev/userfaultfd): system calls writing into swapped-out region pages fail with EFAULT");
   if (!o.engine) prctl(PR_SET_PTRACER, (unsigned long)ctx->daemon_pid, 0, 0, 0);
-  ctx->beacon = iosr_ctx_beacon_open(ufd);
-  iosr_m_attach at = {ctx->features, (uint32_t)ctx->user_mode_only, o.on_trim ? IOSR_ATTACH_TRIMS : 0, ctx->beacon};
+  ctx->beacon = iosr_ctx_beacon_open(ufd, &ctx->grave);
+  uint32_t aflags = (o.on_trim ? IOSR_ATTACH_TRIMS : 0) | (ctx->grave ? IOSR_ATTACH_GRAVEYARD : 0);
+  iosr_m_attach at = {ctx->features, (uint32_t)ctx->user_mode_only, aflags, ctx->beacon};
   memset(&r, 0, sizeof r);
   if (direct_rpc(ctx->sock, ++ctx->seq, IOSR_M_ATTACH, &at, sizeof at, &ufd, 1, &r, sizeof r, &rt, &ctx->ptfd)) {
     err = EPROTO;
@@ -460,6 +461,7 @@ int iosr_disconnect(iosr_ctx *ctx) {
     if (!r) break;
     iosr_region_destroy(r);
   }
+  iosr_ctx_drain_drops(ctx); /* graveyard discards (design note section 3, "Moved out") */
   iosr_m_reply rep;
   iosr_ctx_rpc(ctx, IOSR_M_GOODBYE, NULL, 0, NULL, 0, &rep, sizeof rep, NULL);
   pthread_mutex_lock(&ctx->mu);

@@ -33,6 +33,7 @@ struct iosr_ctx {
   int user_mode_only;
   uint64_t token;
   uint64_t beacon;         /* the dropper's beacon area (common/beacon.h); 0: none */
+  int grave;               /* a graveyard follows it (common/beacon.h) */
   uint32_t app_id;
   pid_t daemon_pid;
   pid_t pid;
@@ -92,10 +93,17 @@ void iosr_ctx_queue_drop(iosr_ctx *ctx, const iosr_m_drop *d);
 /* Waits until no drop queued or running touches [start, start+len): queued
  * ones are cancelled (reported with ENOENT), a running one is waited for. */
 void iosr_ctx_fence_drops(iosr_ctx *ctx, uint64_t start, uint64_t len);
-/* Maps the dropper's beacon area and registers it with uffd: its address,
- * or 0 when it cannot (the daemon then cannot tell the dropper's REMOVE
- * events from the app's as precisely: design note section 9). */
-uint64_t iosr_ctx_beacon_open(int uffd);
+/* Waits until the dropper has run every drop queued (the graveyard's, once
+ * the regions are gone) while the daemon still reads the app's events: a
+ * discard after the goodbye would wait for a REMOVE nobody reads. Returns at
+ * once when the daemon is gone. */
+void iosr_ctx_drain_drops(iosr_ctx *ctx);
+/* Maps the dropper's beacon area, and the graveyard after it, and registers
+ * them with uffd: the area's address, or 0 when it cannot (the daemon then
+ * cannot tell the dropper's REMOVE events from the app's as precisely:
+ * design note section 9). *grave: 1 when the graveyard is there (section 3,
+ * "Moved out"). Not thread-safe: called once, at connect. */
+uint64_t iosr_ctx_beacon_open(int uffd, int *grave);
 /* Unregisters and unmaps it (no event: nothing waits for a reader). */
 void iosr_ctx_beacon_close(iosr_ctx *ctx);
 /* The connection is lost: queued drops are undone, nothing more is sent. */

@@ -38,25 +38,36 @@ static void confirm_locked(iosr_ctx *ctx, uint64_t id, int err) {
   pthread_mutex_unlock(&ctx->send_mu);
 }
 
-uint64_t iosr_ctx_beacon_open(int uffd) {
-  size_t len = (size_t)IOSR_BEACON_PAGES * 4096;
-  void *b = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+uint64_t iosr_ctx_beacon_open(int uffd, int *grave) {
+  size_t blen = (size_t)IOSR_BEACON_PAGES * 4096, glen = (size_t)IOSR_GRAVE_PAGES * 4096;
+  *grave = 0;
+  /* PROT_NONE first: under mlockall(MCL_FUTURE) the area is locked, and a
+   * locked read-write mapping would be populated */
+  void *b = mmap(NULL, blen + glen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (b == MAP_FAILED) return 0;
+  void *g = (char *)b + blen;
+  /* the graveyard: read-write (a page moves only between VMAs of the same
+   * access) and unlocked, so that pages of unlocked regions move into it */
+  int have_grave = !munlock(g, glen) && !mprotect(g, glen, PROT_READ | PROT_WRITE);
+  if (!have_grave) munmap(g, glen);
+  size_t len = blen + (have_grave ? glen : 0);
   /* not inherited: a fork child has no dropper, and its copy would only
    * split the child's events */
   if (madvise(b, len, MADV_DONTFORK) || iosr_uffd_register(uffd, (uint64_t)(uintptr_t)b, len)) {
     munmap(b, len);
     return 0;
   }
+  *grave = have_grave;
   return (uint64_t)(uintptr_t)b;
 }
 
 void iosr_ctx_beacon_close(iosr_ctx *ctx) {
   if (!ctx->beacon) return;
-  size_t len = (size_t)IOSR_BEACON_PAGES * 4096;
+  size_t len = (size_t)(IOSR_BEACON_PAGES + (ctx->grave ? IOSR_GRAVE_PAGES : 0)) * 4096;
   if (ctx->uffd >= 0) iosr_uffd_unregister(ctx->uffd, ctx->beacon, len);
   munmap((void *)(uintptr_t)ctx->beacon, len);
   ctx->beacon = 0;
+  ctx->grave = 0;
 }
 
 #ifndef MADV_DONTNEED_LOCKED
@@ -85,6 +96,23 @@ static int protected_pages(iosr_ctx *ctx, uint64_t start, uint64_t n) {
   return pread(ctx->pagemap_fd, ctx->pm, want, (off_t)(start >> 12) * 8) == (ssize_t)want ? 0 : -1;
 }
 
+/* 1 when drop d is of the graveyard (common/beacon.h). */
+static int in_graveyard(const iosr_ctx *ctx, const iosr_dropreq *d) {
+  uint64_t g = ctx->beacon + (uint64_t)IOSR_BEACON_PAGES * 4096, end = g + (uint64_t)IOSR_GRAVE_PAGES * 4096;
+  return ctx->grave && d->start >= g && d->start < end && d->len <= end - d->start;
+}
+
+/* Discards pages the daemon moved out of the app (design note section 3,
+ * "Moved out"): they are nobody's but the daemon's, so no check and no
+ * marks; a REMOVE there is never the app's. The graveyard is locked only if
+ * the app locked it (mlockall(MCL_CURRENT)). */
+static int discard_graveyard(const iosr_dropreq *d) {
+  void *p = (void *)(uintptr_t)d->start;
+  if (iosr_test_drop_gate) iosr_test_drop_gate(d->id, 3);
+  if (!madvise(p, d->len, MADV_DONTNEED_LOCKED) || !madvise(p, d->len, MADV_DONTNEED)) return 0;
+  return errno;
+}
+
 /* Discards the pages of the drop that are still the daemon's to discard
  * (design note section 3, "Whose discard", "What the dropper discards"). It
  * discards by address, and since the drop was asked for, the app may have
@@ -100,6 +128,7 @@ static int protected_pages(iosr_ctx *ctx, uint64_t start, uint64_t n) {
  * (EINVAL: a locked VMA; ENOMEM: a VMA went away) after the other runs; the
  * daemon settles each page from what the kernel holds. */
 static int discard(iosr_ctx *ctx, const iosr_dropreq *d) {
+  if (in_graveyard(ctx, d)) return discard_graveyard(d);
   uint64_t n = d->len >> 12;
   if (n > IOSR_DROP_MAX_PAGES) n = IOSR_DROP_MAX_PAGES; /* the daemon never asks for more */
   int known = protected_pages(ctx, d->start, n) == 0;
@@ -141,7 +170,10 @@ void *iosr_ctx_dropper_main(void *arg) {
     iosr_dropreq d = ctx->dq[ctx->dq_head];
     ctx->dq_head = (ctx->dq_head + 1) % IOSR_DROPQ;
     ctx->dq_n--;
-    if (!d.id) continue; /* cancelled by a region destroy */
+    if (!d.id) { /* cancelled by a region destroy */
+      pthread_cond_broadcast(&ctx->cv); /* iosr_ctx_drain_drops may wait for the queue to empty */
+      continue;
+    }
     ctx->cur = d;
     ctx->started_drop = d.id;
     pthread_mutex_unlock(&ctx->mu);
@@ -166,6 +198,12 @@ void iosr_ctx_queue_drop(iosr_ctx *ctx, const iosr_m_drop *d) {
   } else {
     confirm_locked(ctx, d->id, EAGAIN); /* the daemon keeps those pages resident */
   }
+  pthread_mutex_unlock(&ctx->mu);
+}
+
+void iosr_ctx_drain_drops(iosr_ctx *ctx) {
+  pthread_mutex_lock(&ctx->mu);
+  while (ctx->connected && !ctx->stopping && (ctx->dq_n || ctx->cur.id)) pthread_cond_wait(&ctx->cv, &ctx->mu);
   pthread_mutex_unlock(&ctx->mu);
 }
 

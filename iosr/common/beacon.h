@@ -66,10 +66,19 @@ static inline int iosr_beacon_read(uint64_t first, uint64_t pages, uint64_t *a, 
   return IOSR_MARK_DROP;
 }
 
+/* The graveyard (design note section 3, "Moved out"): IOSR_GRAVE_PAGES
+ * pages of read-write address space right after the beacon area, where the
+ * daemon moves written pages out of the app (UFFDIO_MOVE) for the dropper
+ * to discard. A client that maps it says so (IOSR_ATTACH_GRAVEYARD). */
+#define IOSR_GRAVE_PAGES 1024u
+
 /* The first page of a beacon area an app names (a byte address), or 0
- * when it names none or one that cannot be (unaligned, out of range). */
+ * when it names none or one that cannot be (unaligned, out of range; room is
+ * left for the graveyard after it). */
 static inline uint64_t iosr_beacon_page(uint64_t addr) {
-  if (!addr || (addr & 4095u) || addr >= (1ull << 57) - (uint64_t)IOSR_BEACON_PAGES * 4096) return 0;
+  if (!addr || (addr & 4095u) ||
+      addr >= (1ull << 57) - (uint64_t)(IOSR_BEACON_PAGES + IOSR_GRAVE_PAGES) * 4096)
+    return 0;
   return addr >> 12;
 }
 

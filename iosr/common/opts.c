@@ -79,6 +79,7 @@ static const struct key keys[] = {
     {"budget_low", K_SIZE, OFF(budget_low), 0, UINT64_MAX, NULL},
     {"zero_window", K_U32, OFF(zero_window), 1, 512, NULL},
     {"clean_pages", K_BOOL, OFF(clean_pages), 0, 1, NULL},
+    {"moveout", K_BOOL, OFF(moveout), 0, 1, NULL},
     {"reclaim_batch", K_U32, OFF(reclaim_batch), 1, 4096, NULL},
     {"reclaim_inflight", K_U32, OFF(reclaim_inflight), 1, 256, NULL},
     {"io", K_ENUM, OFF(io), 0, 0, io_names},
@@ -201,6 +202,7 @@ int iosr_settings_init(iosr_settings *s, char *err, size_t cap) {
   s->write_hold_ms = 50;
   s->zero_window = 16;
   s->reclaim_batch = 256;
+  s->moveout = 1;
   s->reclaim_inflight = 8;
   s->io = IOSR_IO_URING;
   s->direct = 1;

@@ -40,6 +40,7 @@ typedef struct iosr_settings {
   uint64_t budget_low;   /* reclaim down to this; 0 = 15/16 of budget */
   uint32_t zero_window;  /* pages mapped per first-touch fault (16) */
   int clean_pages;       /* a page read back keeps its slot until written (0; design note section 3) */
+  int moveout;           /* written pages leave the app by UFFDIO_MOVE where the kernel can (1; section 3) */
   uint32_t reclaim_batch;   /* pages per swap-out batch (256) */
   uint32_t reclaim_inflight; /* swap-out batches in flight (8) */
   int io;                /* io=uring|sync */

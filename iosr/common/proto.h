@@ -85,6 +85,10 @@ typedef struct iosr_m_attach {
  * uses. */
 #define IOSR_ATTACH_TRIMS 1u
 #define IOSR_HELLO_TRIMS (1ull << 63)
+/* The client mapped a graveyard after its beacon area (common/beacon.h);
+ * a RESUME hello carries it as IOSR_HELLO_GRAVEYARD in `features`. */
+#define IOSR_ATTACH_GRAVEYARD 2u
+#define IOSR_HELLO_GRAVEYARD (1ull << 62)
 
 typedef struct iosr_m_trim {
   uint64_t id; /* the daemon's request; echoed in the answer */

@@ -86,6 +86,11 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
   iosr_extmap_init(&a->ext);
   a->uffd_features = (h->features & ~IOSR_HELLO_TRIMS) | IOSR_UFFD_REQUIRED;
   a->trims = (h->features & IOSR_HELLO_TRIMS) != 0;
+  a->uffd_features &= ~IOSR_HELLO_GRAVEYARD;
+  if ((h->features & IOSR_HELLO_GRAVEYARD) && a->beacon && (a->uffd_features & UFFD_FEATURE_MOVE)) {
+    a->grave = a->beacon + IOSR_BEACON_PAGES;
+    a->grave_dirty = 1; /* the old daemon's moved pages may be there */
+  }
   e->apps[id] = a;
   c->app = id;
   a->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
@@ -146,7 +151,17 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
     }
   }
   if (pm >= 0) close(pm);
-  if (h->drop_id) {
+  int grave_drop = h->drop_id && a->grave && dlo >= a->grave && dhi <= a->grave + IOSR_GRAVE_PAGES && dhi > dlo;
+  if (grave_drop) {
+    /* a discard of moved-out pages (fault/moveout.c): nothing of the app's;
+     * that range is not used again before it is confirmed */
+    iosr_drop *d = iosr_drop_new(a, h->drop_id, dlo, dhi - dlo);
+    if (d) {
+      d->grave = 1;
+      iosr_moveout_hold(a, dlo, dhi - dlo);
+    }
+    if (h->drop_id > a->drop_seq) a->drop_seq = h->drop_id;
+  } else if (h->drop_id) {
     /* its pages are at the run's addresses: a DROPPING page moved away
      * before the old daemon died was settled above from what the kernel holds */
     if (iosr_drop_new(a, h->drop_id, dlo, dhi - dlo) && h->drop_id > a->drop_seq) a->drop_seq = h->drop_id;

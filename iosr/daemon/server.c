@@ -327,6 +327,9 @@ static void do_attach(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m
   a->uffd_features = m->features;
   a->user_mode_only = (int)m->user_mode_only;
   a->trims = (m->flags & IOSR_ATTACH_TRIMS) != 0;
+  /* the graveyard follows the beacon area (design note section 3, "Moved out") */
+  if ((m->flags & IOSR_ATTACH_GRAVEYARD) && a->beacon && (a->uffd_features & UFFD_FEATURE_MOVE))
+    a->grave = a->beacon + IOSR_BEACON_PAGES;
   iosr_eng_watch(e, a->uffd, iosr_tag(IOSR_TAG_UFFD, a->id));
   iosr_m_reply r;
   memset(&r, 0, sizeof r);

@@ -14,7 +14,7 @@
 
 uint64_t iosr_budget_room(const iosr_engine_s *e) {
   if (!e->set.budget) return UINT64_MAX;
-  uint64_t budget = e->set.budget / 4096, charged = e->resident_total + e->reading_total;
+  uint64_t budget = e->set.budget / 4096, charged = e->resident_total + e->reading_total + e->grave_total;
   return charged < budget ? budget - charged : 0;
 }
 

@@ -128,6 +128,8 @@ typedef struct iosr_drop {
   uint64_t id;
   uint64_t start_vpn, n;    /* the run the dropper discards: where its pages were when asked */
   struct iosr_batch *batch;
+  int grave;                /* a discard of graveyard pages (fault/moveout.c), not of the app's */
+  uint64_t charged;         /* those of them charged to the budget until discarded */
   uint64_t *adopted;        /* where the pages handed over to it are now (moved into its run) */
   uint32_t nadopted, capadopted;
   uint64_t vpn[];           /* where page k of the run is now (mremap moves it) */
@@ -222,6 +224,10 @@ struct iosr_app {
   uint64_t rep_lo, rep_hi;   /* the start of the last REMOVE over them, the end of all of them: the
                               * kernel may repeat the tail of what they covered */
   uint64_t resume_drop_id, resume_drop_start, resume_drop_n;
+  uint64_t grave;            /* first page of the graveyard (common/beacon.h); 0: none, no move-out */
+  uint64_t grave_used[IOSR_GRAVE_PAGES / 64]; /* its pages holding a page or awaiting a discard */
+  uint64_t grave_pages;      /* pages moved out and not yet discarded: charged to the budget */
+  int grave_dirty;           /* pages may be left there (a resumed app, an undone discard) */
   uint32_t inflight;         /* requests and batches referring to this app */
   int trims;                 /* answers trim requests (IOSR_ATTACH_TRIMS; daemon/trim.c) */
   uint64_t trim_id;          /* the trim request awaiting its answer (0: none) */
@@ -283,6 +289,10 @@ struct iosr_engine_s {
   uint64_t resident_total;
   uint64_t resident_peak; /* most resident_total since the foreground app last changed */
   uint64_t reading_total;    /* READING pages of apps charged to the budget: a read will install them */
+  uint64_t grave_total;      /* pages in apps' graveyards, charged to the budget until discarded */
+  uint64_t moveout_pages;    /* pages moved out of apps (fault/moveout.c) */
+  uint64_t moveout_refused;  /* runs, or their rests, the kernel would not move: the dropper discards them */
+  uint64_t moveout_no_room;  /* runs, or their rests, with no graveyard room: the same */
   /* the hard budget (engine/budget.c; design note section 9, "Memory budget") */
   iosr_retry *held, *held_tail;   /* faults held until there is room, oldest first */
   uint32_t nheld;
@@ -413,6 +423,27 @@ uint64_t iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi,
  * window is open over all of them. */
 void iosr_swapout_resume_window(iosr_app *a, uint64_t id, uint64_t lo, uint64_t n);
 void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a);
+/* Sends drop d's request to a's dropper (none while a is detached). */
+void iosr_swapout_send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d);
+/* Counts page p, just settled out of the app (SWAPPED, or ZERO where
+ * `zero`: all-zero), in a's and job j's statistics; clears its flags. */
+void iosr_swapout_count_out(iosr_app *a, iosr_job *j, iosr_pte *p, int zero);
+
+/* fault/moveout.c (design note section 3, "Moved out") */
+/* Moves the DROPPING pages [vpn, vpn + n) of a, batch b's, out of the app
+ * into its graveyard, from vpn on: each page moved is SWAPPED (ZERO if all
+ * zero) at once, and a discard of its graveyard range joins b's drops.
+ * Returns how many pages, from vpn, were moved (0 .. n); the caller sends
+ * the rest to the dropper. Engine thread only. */
+uint64_t iosr_moveout_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n);
+/* Graveyard drop d of a was confirmed (err: as the dropper's): its pages
+ * are free again and no longer charged. */
+void iosr_moveout_discarded(iosr_engine_s *e, iosr_app *a, const iosr_drop *d, int err);
+/* Graveyard pages [vpn, vpn + n) of a await a discard (a resumed dropper's):
+ * not used before it is confirmed. */
+void iosr_moveout_hold(iosr_app *a, uint64_t vpn, uint64_t n);
+/* Forgets a's graveyard charge (the app is gone). */
+void iosr_moveout_forget(iosr_engine_s *e, iosr_app *a);
 
 /* fault/events.c */
 void iosr_event_remove(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end);

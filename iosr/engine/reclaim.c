@@ -161,7 +161,7 @@ void iosr_reclaim_check_budget(iosr_engine_s *e) {
    * against the high watermark, halfway between low and the budget: the
    * budget is hard, so reclaim starts before it (design note section 9,
    * "Memory budget") */
-  uint64_t charged = e->resident_total + e->reading_total + e->nheld;
+  uint64_t charged = e->resident_total + e->reading_total + e->grave_total + e->nheld;
   if (charged <= budget - (budget - low) / 2) return;
   for (iosr_job *j = e->jobs; j; j = j->next)
     if (j->budget) return; /* one at a time */

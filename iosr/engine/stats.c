@@ -118,6 +118,7 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   "\"checksum_errors\":%llu,\"checksum\":\"%s\",\"queued\":%u,\"inflight\":%u,\"reads_inflight_peak\":%u,\"restart_grace\":%s,"
                   "\"admission\":{\"accept_errors\":%llu,\"refused\":%llu,\"hello_timeouts\":%llu,\"listening\":%s},"
                   "\"loop_turns\":%llu,"
+                  "\"moveout\":{\"pages\":%llu,\"refused_runs\":%llu,\"no_room_runs\":%llu,\"graveyard_pages\":%llu},"
                   "\"budget\":{\"charged_pages\":%llu,\"over_peak_pages\":%llu,\"overrun_pages\":%llu,"
                   "\"held_faults\":%llu,\"held_now\":%u,\"ra_cut_pages\":%llu}},\"apps\":[",
                   (unsigned long long)e->set.budget, (unsigned long long)e->resident_total,
@@ -131,7 +132,10 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   e->grace_until_ns && iosr_now_ns() < e->grace_until_ns ? "true" : "false",
                   (unsigned long long)e->accept_errors, (unsigned long long)e->conns_refused,
                   (unsigned long long)e->hello_timeouts, e->listen_off ? "false" : "true",
-                  (unsigned long long)e->loop_turns, (unsigned long long)(e->resident_total + e->reading_total),
+                  (unsigned long long)e->loop_turns, (unsigned long long)e->moveout_pages,
+                  (unsigned long long)e->moveout_refused, (unsigned long long)e->moveout_no_room,
+                  (unsigned long long)e->grave_total,
+                  (unsigned long long)(e->resident_total + e->reading_total + e->grave_total),
                   (unsigned long long)e->budget_over_peak, (unsigned long long)e->budget_overrun_pages,
                   (unsigned long long)e->budget_held_faults, e->nheld, (unsigned long long)e->budget_ra_cut_pages);
   int first = 1;

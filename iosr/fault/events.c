@@ -36,6 +36,7 @@ typedef struct rm_ctx {
   iosr_app *a;
   uint64_t wake_lo, wake_hi; /* READING pages whose waiters must retry */
   uint64_t wp_lo, wp_hi;     /* a run of WRITING pages to un-protect */
+  uint64_t lost, lost_first; /* pages the dropper took (lost_to_dropper) */
 } rm_ctx;
 
 /* Un-protects the pending run of formerly WRITING pages. */
@@ -64,8 +65,30 @@ static void note_wake(rm_ctx *c, uint64_t vpn) {
   }
 }
 
+/* A page the dropper's madvise took: the REMOVE fell in its window (the
+ * run it announced) over a page that is not one of its drops', so the app
+ * moved it there after the dropper chose what to discard (design note
+ * section 3, "What the dropper discards"). Its bytes are gone (a swapped
+ * one's slot may still hold them, but the app's own discard in that window
+ * would look the same): SIGBUS from now on, never zero or older bytes. */
+static void lost_to_dropper(rm_ctx *c, uint64_t vpn, iosr_pte *p) {
+  if (p->state == IOSR_PTE_READING) {
+    note_wake(c, vpn);
+    iosr_fault_lat_end(c->e, c->a, vpn, 1);
+  }
+  iosr_pte_release(c->e, c->a, vpn, p);
+  iosr_app_set_state(c->e, c->a, p, IOSR_PTE_POISONED);
+  c->e->inconsistencies++;
+  if (!c->lost++) c->lost_first = vpn;
+}
+
 static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
   rm_ctx *c = arg;
+  if (p->state != IOSR_PTE_ZERO && p->state != IOSR_PTE_DROPPING && p->state != IOSR_PTE_WRITING &&
+      c->a->beacon && iosr_swapout_may_be_dropper(c->a, vpn, p)) {
+    lost_to_dropper(c, vpn, p);
+    return;
+  }
   switch (p->state) {
     case IOSR_PTE_ZERO: break;
     case IOSR_PTE_DROPPING:
@@ -145,10 +168,12 @@ static void for_range(iosr_app *a, uint64_t lo, uint64_t hi, void (*cb)(void *, 
 }
 
 /* A REMOVE inside the beacon area is one of the dropper's marks
- * (common/beacon.h). */
+ * (common/beacon.h); one in the graveyard after it is the dropper's discard
+ * of pages moved out (or the kernel's, of pages an mlockall put there). */
 static int beacon_mark(iosr_app *a, uint64_t start, uint64_t end) {
   uint64_t lo = start >> 12, hi = (end + 4095) >> 12;
-  if (!a->beacon || lo < a->beacon || hi > a->beacon + IOSR_BEACON_PAGES) return 0;
+  uint64_t area = IOSR_BEACON_PAGES + (a->grave ? IOSR_GRAVE_PAGES : 0);
+  if (!a->beacon || lo < a->beacon || hi > a->beacon + area) return 0;
   uint64_t x = 0, n = 0;
   int kind = iosr_beacon_read(lo - a->beacon, hi - lo, &x, &n);
   if (kind) iosr_swapout_mark(a, kind, x, n);
@@ -166,8 +191,11 @@ void iosr_event_remove(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t e
   /* the kernel repeats what is left of the dropper's REMOVE when a VMA was
    * split meanwhile: those pages were counted already */
   if (a->beacon) lo = iosr_swapout_window_repeat(a, lo, hi, vma_boundary);
-  rm_ctx c = {e, a, 0, 0, 0, 0};
+  rm_ctx c = {.e = e, .a = a};
   for_range(a, lo, hi, remove_cb, &c);
+  if (c.lost)
+    iosr_warn("app %s: %llu pages from %#llx, moved into a drop's pages after its dropper chose them, were discarded "
+              "with them; poisoned (SIGBUS)", a->name, (unsigned long long)c.lost, (unsigned long long)(c.lost_first << 12));
   flush_unprotect(&c);
   if (c.wake_hi) iosr_uffd_wake(a->uffd, c.wake_lo << 12, (c.wake_hi - c.wake_lo) << 12);
 }
@@ -179,7 +207,7 @@ static void unmap_cb(void *arg, uint64_t vpn, iosr_pte *p) {
 }
 
 void iosr_event_unmap(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end) {
-  rm_ctx c = {e, a, 0, 0, 0, 0};
+  rm_ctx c = {.e = e, .a = a};
   uint64_t lo = start >> 12, hi = (end + 4095) >> 12;
   if (iosr_pt_cut(&a->pt, lo, hi - lo, unmap_cb, &c))
     iosr_warn("app %s: page table directory full after munmap", a->name);
@@ -190,7 +218,7 @@ void iosr_event_unmap(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t en
 /* mremap moved [from, from+len) to [to, to+len). */
 void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t len) {
   uint64_t f = from >> 12, t = to >> 12, n = (len + 4095) >> 12;
-  rm_ctx c = {e, a, 0, 0, 0, 0};
+  rm_ctx c = {.e = e, .a = a};
   if (iosr_pt_move(&a->pt, f, t, n, unmap_cb, &c)) {
     iosr_warn("app %s: page table directory full after mremap", a->name);
     return;

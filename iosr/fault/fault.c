@@ -117,18 +117,47 @@ static int ensure_zero_buf(iosr_engine_s *e) {
   return 0;
 }
 
+static void poison_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t tid) {
+  if (a->uffd_features & UFFD_FEATURE_POISON) {
+    int r = iosr_uffd_poison(a->uffd, vpn << 12, 4096);
+    if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, 0);
+    else if (r && r != -EEXIST) iosr_warn("app %s: cannot poison %#llx: %s", a->name,
+                                          (unsigned long long)(vpn << 12), strerror(-r));
+  } else if (a->pid > 0) {
+    /* no UFFDIO_POISON (Linux < 6.6): signal the faulting thread itself */
+    if (tid) syscall(SYS_tgkill, a->pid, tid, SIGBUS);
+    else kill(a->pid, SIGBUS);
+  }
+}
+
 /* MISSING fault on a page we believe present: either the fault message is
- * older than our copy (the page is there: wake the waiter) or our table is
- * wrong; ZEROPAGE tells which (EEXIST = present). */
-static void present_missing(iosr_engine_s *e, iosr_app *a, uint64_t vpn) {
-  uint64_t done;
-  int r = iosr_uffd_zeropage(a->uffd, vpn << 12, 4096, &done);
+ * older than our copy (the page is there: wake the waiter) or the kernel
+ * lost the page without an event telling us (the dropper's madvise took it,
+ * moved there after its check: design note section 3, "Moved out"). Its
+ * bytes are nowhere else: the page is poisoned (SIGBUS), never zero.
+ * UFFDIO_POISON itself tells which (EEXIST = present); without it, pagemap
+ * does. */
+/* 1 when the kernel's pagemap shows no page at vpn (0: there, or unknown). */
+static int kernel_lost(const iosr_app *a, uint64_t vpn) {
+  int pm = a->pid > 0 ? iosr_pagemap_open(a->pid) : -1;
+  int lost = pm >= 0 && iosr_pagemap_present(pm, vpn) == 0;
+  if (pm >= 0) close(pm);
+  return lost;
+}
+
+static void present_missing(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, uint32_t tid) {
+  int r = a->uffd_features & UFFD_FEATURE_POISON ? iosr_uffd_poison(a->uffd, vpn << 12, 4096)
+          : kernel_lost(a, vpn)                  ? 0
+                                                 : -EEXIST;
   if (r == -EEXIST) {
     iosr_uffd_wake(a->uffd, vpn << 12, 4096);
   } else if (r == 0) {
     e->inconsistencies++;
-    iosr_warn("app %s: page %#llx was missing although resident in the table; mapped zero", a->name,
-              (unsigned long long)(vpn << 12));
+    iosr_app_set_state(e, a, p, IOSR_PTE_POISONED);
+    p->flags = 0;
+    iosr_warn("app %s: page %#llx was lost by the kernel although resident in the table; poisoned (SIGBUS)",
+              a->name, (unsigned long long)(vpn << 12));
+    if (!(a->uffd_features & UFFD_FEATURE_POISON)) poison_page(e, a, vpn, tid);
   } else if (r == -EAGAIN) {
     iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, 0);
   }
@@ -197,19 +226,6 @@ static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn
   if (!mapped) iosr_uffd_wake(a->uffd, vpn << 12, 4096);
 }
 
-static void poison_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t tid) {
-  if (a->uffd_features & UFFD_FEATURE_POISON) {
-    int r = iosr_uffd_poison(a->uffd, vpn << 12, 4096);
-    if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, 0);
-    else if (r && r != -EEXIST) iosr_warn("app %s: cannot poison %#llx: %s", a->name,
-                                          (unsigned long long)(vpn << 12), strerror(-r));
-  } else if (a->pid > 0) {
-    /* no UFFDIO_POISON (Linux < 6.6): signal the faulting thread itself */
-    if (tid) syscall(SYS_tgkill, a->pid, tid, SIGBUS);
-    else kill(a->pid, SIGBUS);
-  }
-}
-
 /* A write to a WRITING page that mremap moved where another drop's pages
  * were: that drop's dropper may discard it (it is write-protected), so its
  * protection stays until that drop is confirmed, which settles it (design
@@ -238,10 +254,7 @@ static void clean_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t v
     if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, 1, 0);
     return;
   }
-  int pm = a->pid > 0 ? iosr_pagemap_open(a->pid) : -1;
-  int pres = pm >= 0 ? iosr_pagemap_present(pm, vpn) : 1;
-  if (pm >= 0) close(pm);
-  if (pres != 0) {
+  if (!kernel_lost(a, vpn)) {
     iosr_uffd_wake(a->uffd, vpn << 12, 4096);
     return;
   }
@@ -301,7 +314,7 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
       zero_fill(e, a, sp, vpn, write);
       break;
     case IOSR_PTE_PRESENT:
-      present_missing(e, a, vpn);
+      present_missing(e, a, vpn, p, tid);
       break;
     case IOSR_PTE_WRITING:
       if (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) {
@@ -313,8 +326,13 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
       } else if (wp) {
         a->st.wp_faults++;
         iosr_swapout_cancel_page(e, a, vpn, p);
+      } else if (kernel_lost(a, vpn)) {
+        /* lost unseen while its bytes go to its slot (they have been
+         * write-protected since they were copied): read back from there
+         * once written, as a page the dropper discarded */
+        p->flags |= IOSR_PTE_F_RM1;
       } else {
-        present_missing(e, a, vpn);
+        iosr_uffd_wake(a->uffd, vpn << 12, 4096); /* an older message: it is there */
       }
       break;
     case IOSR_PTE_DROPPING:

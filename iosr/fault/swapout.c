@@ -84,7 +84,7 @@ typedef struct iosr_batch_drops {
   uint32_t pending;
 } iosr_batch_drops;
 
-static void send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
+void iosr_swapout_send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
   iosr_debug("drop %llu: %#llx +%llu pages", (unsigned long long)d->id, (unsigned long long)(d->start_vpn << 12),
              (unsigned long long)d->n);
   if (!a->conn) return; /* detached: sent again when the client resumes */
@@ -98,15 +98,10 @@ static void send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
  * when it was all zero, or when a second REMOVE was the app's); threads
  * that faulted on it meanwhile retry now. */
 static void written_discarded(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, iosr_job *j) {
-  int zero = (p->flags & (IOSR_PTE_F_ZEROPG | IOSR_PTE_F_RMX)) != 0;
+  int allz = (p->flags & IOSR_PTE_F_ZEROPG) != 0, zero = allz || (p->flags & IOSR_PTE_F_RMX);
   if (zero) iosr_pte_put_slot(e, p);
-  if (!zero && (p->flags & IOSR_PTE_F_CLEAN)) a->st.clean_drops++;
   iosr_app_set_state(e, a, p, zero ? IOSR_PTE_ZERO : IOSR_PTE_SWAPPED);
-  p->flags = 0;
-  if (!zero) {
-    a->st.swapout_pages++;
-    if (j) j->swapped_pages++;
-  }
+  iosr_swapout_count_out(a, j, p, allz);
   iosr_uffd_wake(a->uffd, vpn << 12, 4096);
 }
 
@@ -139,20 +134,37 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
     v[nv++] = b->vpn[i];
   }
   qsort(v, nv, sizeof *v, cmp_u64);
-  uint32_t ndrops = 0;
+  /* each run is moved out, or what of it cannot be is discarded by the
+   * dropper (design note section 3, "Moved out"); the batch ends when every
+   * discard, of the graveyard or of the app, is confirmed */
+  b->drops_pending = 0;
   for (uint32_t i = 0; i < nv;) {
     uint32_t k = i + 1;
     while (k < nv && v[k] == v[k - 1] + 1) k++;
-    iosr_drop *d = iosr_drop_new(a, ++a->drop_seq, v[i], k - i);
-    if (!d) iosr_die("out of memory dropping a batch");
-    d->batch = b;
-    ndrops++;
-    send_drop(e, a, d);
+    uint64_t moved = iosr_moveout_run(e, a, b, v[i], k - i);
+    if (moved < k - i) {
+      iosr_drop *d = iosr_drop_new(a, ++a->drop_seq, v[i] + moved, k - i - moved);
+      if (!d) iosr_die("out of memory dropping a batch");
+      d->batch = b;
+      b->drops_pending++;
+      iosr_swapout_send_drop(e, a, d);
+    }
     i = k;
   }
   free(v);
-  b->drops_pending = ndrops;
-  if (!ndrops) batch_done(e, b);
+  if (!b->drops_pending) batch_done(e, b);
+}
+
+void iosr_swapout_count_out(iosr_app *a, iosr_job *j, iosr_pte *p, int zero) {
+  if (p->state == IOSR_PTE_SWAPPED) {
+    if (p->flags & IOSR_PTE_F_CLEAN) a->st.clean_drops++;
+    a->st.swapout_pages++;
+    if (j) j->swapped_pages++;
+  } else if (zero) {
+    a->st.zero_pages++;
+    if (j) j->zero_pages++;
+  }
+  p->flags = 0;
 }
 
 /* A page of drop d that is still in the app (the kernel's pagemap) is
@@ -221,6 +233,12 @@ static int settle(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_
  * "nothing dropped" would map zero over the pages it did discard. */
 static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
   iosr_batch *b = d->batch;
+  if (d->grave) {
+    iosr_moveout_discarded(e, a, d, err);
+    iosr_drop_free(d);
+    if (b && --b->drops_pending == 0) batch_done(e, b);
+    return;
+  }
   iosr_job *j = b ? b->job : NULL;
   int pm = -1;
   uint64_t kept = 0;
@@ -236,15 +254,8 @@ static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
     if (r == 1) {
       kept++;
       if (j) j->kept_pages++;
-    } else if (r == 0 && p->state == IOSR_PTE_SWAPPED) {
-      if (p->flags & IOSR_PTE_F_CLEAN) a->st.clean_drops++;
-      p->flags = 0;
-      a->st.swapout_pages++;
-      if (j) j->swapped_pages++;
     } else if (r == 0) {
-      p->flags = 0;
-      if (zero) a->st.zero_pages++;
-      if (zero && j) j->zero_pages++;
+      iosr_swapout_count_out(a, j, p, zero);
     }
   }
   if (pm >= 0) close(pm);
@@ -712,6 +723,7 @@ int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
 
 /* The app is gone: its pending drops will never be confirmed. */
 void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a) {
+  iosr_moveout_forget(e, a);
   while (a->drops) {
     iosr_drop *d = a->drops;
     a->drops = d->next;

@@ -156,3 +156,18 @@ int iosr_uffd_poison(int uffd, uint64_t addr, uint64_t len) {
   struct uffdio_poison p = {.range = {addr, len}, .mode = 0};
   return xioctl(uffd, UFFDIO_POISON, &p);
 }
+
+int iosr_uffd_move(int uffd, uint64_t dst, uint64_t src, uint64_t len, uint64_t *done) {
+  *done = 0;
+  while (*done < len) {
+    struct uffdio_move m = {.dst = dst + *done, .src = src + *done, .len = len - *done, .mode = 0, .move = 0};
+    if (ioctl(uffd, UFFDIO_MOVE, &m) == 0) {
+      *done = len;
+      break;
+    }
+    int err = errno;
+    if (m.move > 0) *done += (uint64_t)m.move;
+    if (err != EINTR) return -err;
+  }
+  return 0;
+}

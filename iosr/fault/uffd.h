@@ -32,11 +32,29 @@ struct uffdio_poison {
 #define UFFDIO_POISON _IOWR(UFFDIO, _UFFDIO_POISON, struct uffdio_poison)
 #endif
 
+#ifndef UFFD_FEATURE_MOVE
+#define UFFD_FEATURE_MOVE (1 << 16)
+#endif
+#ifndef UFFDIO_MOVE
+#define _UFFDIO_MOVE (0x05)
+struct uffdio_move {
+  __u64 dst;
+  __u64 src;
+  __u64 len;
+#define UFFDIO_MOVE_MODE_DONTWAKE ((__u64)1 << 0)
+#define UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES ((__u64)1 << 1)
+  __u64 mode;
+  __s64 move;
+};
+#define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
+#endif
+
 /* Features the engine needs / uses when present. */
 #define IOSR_UFFD_REQUIRED \
   (UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP | \
    UFFD_FEATURE_EVENT_REMAP)
-#define IOSR_UFFD_OPTIONAL (UFFD_FEATURE_EVENT_FORK | UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_POISON)
+#define IOSR_UFFD_OPTIONAL \
+  (UFFD_FEATURE_EVENT_FORK | UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_POISON | UFFD_FEATURE_MOVE)
 
 /* Creates a userfaultfd (O_CLOEXEC | O_NONBLOCK): the system call, then
  * /dev/userfaultfd, then the system call with UFFD_USER_MODE_ONLY (sets
@@ -67,5 +85,14 @@ int iosr_uffd_wp(int uffd, uint64_t addr, uint64_t len, int protect);
 int iosr_uffd_wake(int uffd, uint64_t addr, uint64_t len);
 /* Marks a missing page poisoned: access then raises SIGBUS. */
 int iosr_uffd_poison(int uffd, uint64_t addr, uint64_t len);
+/* Moves the pages of [src, src+len) of the uffd's process to [dst, ...)
+ * of it (UFFDIO_MOVE, Linux 6.8; both page-aligned, len a multiple of
+ * 4096, each range inside one VMA; dst registered with this uffd and
+ * empty). *done gets the bytes moved even on error; the error concerns the
+ * page at src + *done: -EAGAIN an event is pending, -EBUSY the page is
+ * shared (a fork), -EINVAL the two VMAs differ (access, lock) or a range
+ * spans VMAs, -EEXIST dst is occupied, -ENOENT no page at src, -ESRCH the
+ * process is gone. Design note section 3, "Moved out". */
+int iosr_uffd_move(int uffd, uint64_t dst, uint64_t src, uint64_t len, uint64_t *done);
 
 #endif

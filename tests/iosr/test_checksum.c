@@ -47,26 +47,6 @@ static int crc_unit(void) {
   return 0;
 }
 
-static sigjmp_buf jb;
-static volatile uintptr_t bus_addr;
-static void on_bus(int sig, siginfo_t *si, void *uc) {
-  (void)sig;
-  (void)uc;
-  bus_addr = (uintptr_t)si->si_addr;
-  siglongjmp(jb, 1);
-}
-
-/* 1 when touching the page raised SIGBUS at that page, 0 when it read. */
-static int touch_bus(volatile const uint8_t *q) {
-  bus_addr = 0;
-  if (sigsetjmp(jb, 1) == 0) {
-    (void)q[0];
-    return 0;
-  }
-  CHECKF(bus_addr == (uintptr_t)q, "SIGBUS at %#lx touching %p", (unsigned long)bus_addr, (void *)q);
-  return 1;
-}
-
 static void copy_slot(int fd, uint64_t from, uint64_t to) {
   static uint8_t pg[4096];
   CHECK(pread(fd, pg, 4096, (off_t)iosr_slot_offset(from)) == 4096);
@@ -111,21 +91,20 @@ int main(int argc, char **argv) {
   CHECK(pwrite(fd, z, 4096, (off_t)iosr_slot_offset(slot[447])) == 4096);
   CHECK(fsync(fd) == 0);
   close(fd);
-  struct sigaction sa = {.sa_sigaction = on_bus, .sa_flags = SA_SIGINFO};
-  sigaction(SIGBUS, &sa, NULL);
+  iosr_catch_bus(1);
   uint64_t buses = 0;
   for (uint64_t i = 0; i < n; i++) {
     int damaged = i < 128 || i >= 384;
-    int bus = touch_bus(p + i * 4096);
+    int bus = iosr_touch_bus(p + i * 4096);
     CHECKF(bus == damaged, "page %llu: %s", (unsigned long long)i,
            bus ? "SIGBUS on an intact page" : "a damaged page was read without SIGBUS");
     if (!bus) CHECKF(iosr_check(p + i * 4096, 82, i, 0), "page %llu holds other bytes", (unsigned long long)i);
     buses += bus;
   }
   /* it stays so until discarded; then the page reads zero */
-  CHECK(touch_bus(p));
+  CHECK(iosr_touch_bus(p));
   CHECK(iosr_region_discard(r, 0, 4096) == 0 && iosr_is_zero(p));
-  signal(SIGBUS, SIG_DFL);
+  iosr_catch_bus(0);
   iosr_app_stats st;
   CHECK(iosr_ctl_app_stats(ctl, "damaged", &st) == 0);
   CHECKF(st.checksum_errors >= 128 + 64, "checksum errors %llu", (unsigned long long)st.checksum_errors);

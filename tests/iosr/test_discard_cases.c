@@ -20,6 +20,9 @@
  *   mremap-into    a drop's pages moved away before the dropper runs it, and
  *                  other (resident) pages moved to their addresses: the
  *                  dropper discards by address, and must leave those alone
+ *   mremap-into-after-check  the same after the dropper chose what to
+ *                  discard: its madvise takes the pages moved in, and each
+ *                  gives SIGBUS, never zero
  *   mremap-writing pages being written out moved into a waiting drop's
  *                  addresses after its dropper chose what to discard there,
  *                  then written by the app: the write waits for the drop
@@ -34,7 +37,10 @@
  *                  region is made and reclaimed: every page is swapped out
  *                  and reads back its data
  *
- * In-process engine; the dropper is held where a case needs it (gate.h). */
+ * In-process engine; the dropper is held where a case needs it (gate.h).
+ * Those cases run with IOSR_MOVEOUT=0: a page moved out never reaches the
+ * dropper, and these are the dropper's path, taken by every page the kernel
+ * will not move (a fork's shared page, a locked VMA). */
 #include "gate.h"
 #include "util.h"
 #include "fault/vmas.h"
@@ -315,16 +321,29 @@ static void check_moved_in(uint8_t *p, uint64_t n, iosr_region *other, uint8_t *
 /* The addresses of a drop held before it runs get other pages: its own are
  * moved away, pages of a region made after the reclaim began (resident, not
  * being swapped out) are moved in. */
+/* A drop held before it runs (its first pages at *at, *len bytes, at most
+ * 64 pages), a scratch range for them (*away), and a new region *other of as
+ * many resident pages, filled with seed. */
+static pthread_t held_drop_other(uint8_t **at, uint8_t **away, uint64_t *len, iosr_region **other, unsigned seed) {
+  *away = mmap(NULL, 64 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(*away != MAP_FAILED);
+  uint64_t s;
+  pthread_t t = held_drop(&s, len);
+  if (*len > 64 * 4096) *len = 64 * 4096;
+  *other = iosr_region_create(env.ctx, *len);
+  CHECK(*other);
+  uint8_t *o = iosr_region_base(*other);
+  for (uint64_t i = 0; i < *len / 4096; i++) iosr_fill(o + i * 4096, seed, i, 0);
+  *at = (uint8_t *)(uintptr_t)s;
+  return t;
+}
+
 static void remap_into(uint8_t *p, uint64_t n) {
-  uint8_t *away = mmap(NULL, 64 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  CHECK(away != MAP_FAILED);
-  uint64_t s, len;
-  pthread_t t = held_drop(&s, &len);
-  if (len > 64 * 4096) len = 64 * 4096;
-  iosr_region *other = iosr_region_create(env.ctx, len);
-  CHECK(other);
-  uint8_t *o = iosr_region_base(other), *at = (uint8_t *)(uintptr_t)s;
-  for (uint64_t i = 0; i < len / 4096; i++) iosr_fill(o + i * 4096, 63, i, 0);
+  uint8_t *at, *away;
+  uint64_t len;
+  iosr_region *other;
+  pthread_t t = held_drop_other(&at, &away, &len, &other, 63);
+  uint8_t *o = iosr_region_base(other);
   CHECK(mremap(at, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, away) == away);
   CHECK(mremap(o, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
   gate_open();
@@ -378,6 +397,48 @@ static void remap_writing(uint8_t *p, uint64_t n) {
   CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
   check_moved_in(p, n, other, at, away, third, 64, 1);
   printf("mremap-writing: a write to a page being written out, moved into a waiting drop's addresses, landed\n");
+}
+
+/* Resident pages of a second region moved where a held drop's pages were
+ * after the dropper chose what to discard there (its pagemap check saw the
+ * drop's own pages, protected): its madvise discards by address and takes
+ * them, and their bytes are nowhere else. Each gives SIGBUS, never zero or
+ * other bytes; the drop's own pages, moved away, keep theirs. */
+static void remap_into_after_check(uint8_t *p, uint64_t n) {
+  uint8_t *at, *away;
+  uint64_t len;
+  iosr_region *other;
+  pthread_t t = held_drop_other(&at, &away, &len, &other, 65);
+  uint8_t *o = iosr_region_base(other);
+  gate_move(2); /* the dropper reads which pages to discard: the drop's own, protected */
+  gate_wait(60);
+  CHECK(mremap(at, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, away) == away);
+  CHECK(mremap(o, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
+  gate_open();
+  pthread_join(t, NULL);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  uint64_t lo = (uint64_t)(at - p) / 4096, bus = 0;
+  iosr_catch_bus(1);
+  for (uint64_t i = 0; i < len / 4096; i++) {
+    int b = iosr_touch_bus(at + i * 4096);
+    CHECKF(b || iosr_check(at + i * 4096, 65, i, 0), "page %llu moved in after the check holds %s", (unsigned long long)i,
+           iosr_is_zero(at + i * 4096) ? "zero" : "other bytes");
+    bus += b;
+  }
+  iosr_catch_bus(0);
+  CHECKF(bus == len / 4096, "%llu of %llu pages moved in after the check gave SIGBUS: the dropper discarded them all",
+         (unsigned long long)bus, (unsigned long long)len / 4096);
+  for (uint64_t i = 0; i < len / 4096; i++)
+    CHECKF(iosr_check(away + i * 4096, 61, lo + i, 0), "page %llu of the drop, moved away, holds other bytes",
+           (unsigned long long)(lo + i));
+  /* the lost pages are discarded (the poison goes), the drop's moved back */
+  CHECK(madvise(at, len, MADV_DONTNEED) == 0);
+  CHECK(mremap(at, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, o) == o);
+  CHECK(mremap(away, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
+  verify(p, n, 0, 0, 61, "moved back");
+  CHECK(iosr_region_destroy(other) == 0);
+  printf("mremap-into-after-check: %llu resident pages the dropper discarded gave SIGBUS, none read zero\n",
+         (unsigned long long)bus);
 }
 
 #define NREG 100u
@@ -438,13 +499,18 @@ int main(int argc, char **argv) {
   int mf = !strcmp(k, "madv-free"), ml = !strcmp(k, "mlock"), mu = !strcmp(k, "munmap"), mr = !strcmp(k, "mremap-merged");
   int md = !strcmp(k, "mremap-drop"), ma = !strcmp(k, "mlockall"), mx = !strcmp(k, "mremap-discard");
   int mi = !strcmp(k, "mremap-into"), mw = !strcmp(k, "mremap-writing"), sd = !strcmp(k, "split-during-drop");
-  if (!mf && !ml && !mu && !mr && !md && !ma && !mx && !mi && !mw && !sd) {
+  int mc = !strcmp(k, "mremap-into-after-check");
+  if (!mf && !ml && !mu && !mr && !md && !ma && !mx && !mi && !mw && !sd && !mc) {
     fprintf(stderr, "usage: test_discard_cases madv-free|mlock|munmap|mremap-merged|mremap-drop|mremap-discard|"
-                    "mremap-into|mremap-writing|split-during-drop|mlockall\n");
+                    "mremap-into|mremap-into-after-check|mremap-writing|split-during-drop|mlockall\n");
     return 2;
   }
   iosr_test_require();
-  iosr_test_inproc(&env, 32u << 20, "test_hooks=1,reclaim_batch=128", "disc");
+  /* the cases that hold a drop of the app's pages: the dropper's path, which
+   * pages the kernel will not move out take (design note section 3) */
+  int dropper = ml || mu || md || mx || mi || mw || sd || mc;
+  iosr_test_inproc(&env, 32u << 20, dropper ? "test_hooks=1,reclaim_batch=128,moveout=0" : "test_hooks=1,reclaim_batch=128",
+                   "disc");
   eng = env.eng;
   if (mr) {
     merged_remap();
@@ -461,6 +527,7 @@ int main(int argc, char **argv) {
     else if (ma) locked_all(p, n);
     else if (mx) remap_discard(p, n);
     else if (mi) remap_into(p, n);
+    else if (mc) remap_into_after_check(p, n);
     else if (mw) remap_writing(p, n);
     else if (sd) split_during_drop(p, n);
     else unmapped(p, n);

@@ -15,6 +15,10 @@
  *                all back (the child alone holds the slots), the child exits:
  *                once a wait for idle returns, no slot is in use
  *
+ * SETTINGS (k=v,...) are added to the engine's: `discard` needs
+ * moveout=0, since only the dropper's path has a drop whose pages are still
+ * in the app; `reclaim` runs both ways (pages moved out, or dropped).
+ *
  * Needs the userfaultfd FORK event (CAP_SYS_PTRACE: root here). In-process
  * engine; the child exits with the number of wrong pages. */
 #include "gate.h"
@@ -76,9 +80,10 @@ static void discard_then_fork(iosr_test_env *env, uint8_t *p, uint64_t *zlo, uin
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2 || (strcmp(argv[1], "reclaim") && strcmp(argv[1], "wipeonfork") && strcmp(argv[1], "exit-idle") &&
-                    strcmp(argv[1], "discard"))) {
-    fprintf(stderr, "usage: test_fork_cases reclaim|wipeonfork|exit-idle|discard\n");
+  if (argc < 2 || argc > 3 ||
+      (strcmp(argv[1], "reclaim") && strcmp(argv[1], "wipeonfork") && strcmp(argv[1], "exit-idle") &&
+       strcmp(argv[1], "discard"))) {
+    fprintf(stderr, "usage: test_fork_cases reclaim|wipeonfork|exit-idle|discard [SETTINGS]\n");
     return 2;
   }
   iosr_test_require();
@@ -87,7 +92,9 @@ int main(int argc, char **argv) {
     return 77;
   }
   iosr_test_env env;
-  iosr_test_inproc(&env, 32u << 20, "reclaim_batch=128", "forker");
+  char set[160];
+  snprintf(set, sizeof set, "reclaim_batch=128%s%s", argc == 3 ? "," : "", argc == 3 ? argv[2] : "");
+  iosr_test_inproc(&env, 32u << 20, set, "forker");
   eng = env.eng;
   iosr_region *r = iosr_region_create(env.ctx, N * 4096);
   CHECK(r);

@@ -8,6 +8,10 @@
  *   confirm    the daemon dies with one drop done but not yet confirmed and
  *              more queued
  *
+ * SETTINGS (k=v,...) are added to iosrd's: with moveout=0 the drops are of
+ * the app's pages (the dropper's path), else of its graveyard (pages moved
+ * out: a new daemon discards what the old one left there).
+ *
  * The app is a child process (its dropper held by the test hook, gate.h);
  * the test kills and restarts iosrd and has the app check every page. */
 #include "gate.h"
@@ -93,8 +97,8 @@ static void reclaim_all(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2 || (strcmp(argv[1], "running") && strcmp(argv[1], "confirm"))) {
-    fprintf(stderr, "usage: test_restart running|confirm\n");
+  if (argc < 2 || argc > 3 || (strcmp(argv[1], "running") && strcmp(argv[1], "confirm"))) {
+    fprintf(stderr, "usage: test_restart running|confirm [SETTINGS]\n");
     return 2;
   }
   iosr_test_require();
@@ -104,7 +108,8 @@ int main(int argc, char **argv) {
   char log[300], dlog[300];
   snprintf(log, sizeof log, "%s/app.log", iosr_test_dir);
   snprintf(dlog, sizeof dlog, "%s/iosrd.log", iosr_test_dir);
-  const char *set = "restart_grace_ms=300,reclaim_batch=64";
+  char set[160];
+  snprintf(set, sizeof set, "restart_grace_ms=300,reclaim_batch=64%s%s", argc == 3 ? "," : "", argc == 3 ? argv[2] : "");
   pid_t d = iosr_test_daemon(swap, sock, set, dlog);
   int to, from;
   pid_t a = iosr_test_fork(&to, &from);

@@ -8,11 +8,14 @@
  * use must equal the pages swapped plus the clean ones (read back, not
  * written since: they keep their slots).
  *
- *   test_stress global|process SEED [OPS [CLEAN]]
+ *   test_stress global|process SEED [OPS [CLEAN [MOVEOUT]]]
  *
  * OPS (default 300) is the operations per app per phase; CLEAN 1 runs with
  * clean pages keeping their slots (IOSR_CLEAN_PAGES=1; default 0, as the
- * daemon's default). make test runs the defaults; scripts/iosr-stress.sh
+ * daemon's default); MOVEOUT 0 has every page dropped by the dropper's
+ * madvise (IOSR_MOVEOUT=0; default 1: moved out where the kernel can, which
+ * a fork's shared pages and locked ranges cannot). make test runs the defaults
+ * and two seeds with MOVEOUT 0; scripts/iosr-stress.sh
  * runs many seeds, longer phases, and odd seeds with CLEAN 1.
  *
  * Deterministic per seed in what each app does; how the operations
@@ -364,9 +367,10 @@ static void kill_during_reclaim(driver *d) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3 || argc > 5 || (strcmp(argv[1], "global") && strcmp(argv[1], "process")) ||
-      (argc >= 4 && (ops = atoi(argv[3])) <= 0) || (argc == 5 && strcmp(argv[4], "0") && strcmp(argv[4], "1"))) {
-    fprintf(stderr, "usage: test_stress global|process SEED [OPS [CLEAN]]\n");
+  if (argc < 3 || argc > 6 || (strcmp(argv[1], "global") && strcmp(argv[1], "process")) ||
+      (argc >= 4 && (ops = atoi(argv[3])) <= 0) || (argc >= 5 && strcmp(argv[4], "0") && strcmp(argv[4], "1")) ||
+      (argc == 6 && strcmp(argv[5], "0") && strcmp(argv[5], "1"))) {
+    fprintf(stderr, "usage: test_stress global|process SEED [OPS [CLEAN [MOVEOUT]]]\n");
     return 2;
   }
   iosr_test_require();
@@ -381,8 +385,11 @@ int main(int argc, char **argv) {
   static driver d;
   char set[160];
   /* CLEAN 1: clean pages keep their slot (IOSR_CLEAN_PAGES, off by default) */
-  int clean = argc == 5 && argv[4][0] == '1';
-  snprintf(set, sizeof set, "slot=%s,reclaim_batch=64,restart_grace_ms=200,clean_pages=%d", argv[1], clean);
+  int clean = argc >= 5 && argv[4][0] == '1';
+  /* MOVEOUT 0: every page leaves through the dropper's madvise (IOSR_MOVEOUT) */
+  int moveout = argc < 6 || argv[5][0] == '1';
+  snprintf(set, sizeof set, "slot=%s,reclaim_batch=64,restart_grace_ms=200,clean_pages=%d,moveout=%d", argv[1], clean,
+           moveout);
   d.set = set;
   d.rng = seed;
   snprintf(d.dlog, sizeof d.dlog, "%s/iosrd.log", iosr_test_dir);

@@ -5,6 +5,8 @@
 
 #define _GNU_SOURCE
 #include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <stdint.h>
@@ -290,6 +292,33 @@ static inline unsigned iosr_test_wait_queued(iosr_ctl *ctl, unsigned n) {
   for (int i = 0; i < 5000 && (q = (unsigned)iosr_test_stat(ctl, "\"queued\":")) < n; i++) usleep(1000);
   CHECKF(q >= n, "only %u requests queued", q);
   return q;
+}
+
+/* Touching pages that may give SIGBUS (a page IOSR poisoned): install the
+ * handler with iosr_catch_bus(1), probe each page with iosr_touch_bus (1 when
+ * touching it raised SIGBUS at that page, 0 when it read), restore with
+ * iosr_catch_bus(0). Single-threaded use only. */
+static sigjmp_buf iosr_bus_jb;
+static volatile uintptr_t iosr_bus_addr;
+static inline void iosr_on_bus(int sig, siginfo_t *si, void *uc) {
+  (void)sig;
+  (void)uc;
+  iosr_bus_addr = (uintptr_t)si->si_addr;
+  siglongjmp(iosr_bus_jb, 1);
+}
+static inline void iosr_catch_bus(int on) {
+  struct sigaction sa = {.sa_sigaction = iosr_on_bus, .sa_flags = SA_SIGINFO};
+  if (on) sigaction(SIGBUS, &sa, NULL);
+  else signal(SIGBUS, SIG_DFL);
+}
+static inline int iosr_touch_bus(volatile const uint8_t *q) {
+  iosr_bus_addr = 0;
+  if (sigsetjmp(iosr_bus_jb, 1) == 0) {
+    (void)q[0];
+    return 0;
+  }
+  CHECKF(iosr_bus_addr == (uintptr_t)q, "SIGBUS at %#lx touching %p", (unsigned long)iosr_bus_addr, (void *)q);
+  return 1;
 }
 
 #endif

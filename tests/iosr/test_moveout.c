@@ -1,0 +1,213 @@
+/* Move-out (design note section 3, "Moved out"): written pages leave the app
+ * by UFFDIO_MOVE into its graveyard, and the kernel's refusals send them to
+ * the dropper's madvise instead; either way every page comes back as it was.
+ *
+ *   reclaim        a region reclaimed whole: every page is moved out (none
+ *                  through the dropper), none is left resident in the region,
+ *                  the graveyard is emptied and uncharged once the reclaim
+ *                  is done, and every page reads back its bytes
+ *   fork-shared    the app is reclaimed while a fork child shares its pages,
+ *                  then, read back clean (IOSR_CLEAN_PAGES=1: no copy, no
+ *                  write), while a second child shares them: each page leaves
+ *                  the app, moved out or (where the kernel refuses a shared
+ *                  page) dropped; parent and children read their bytes
+ *   event-pending  the app's discard of another region is waiting to be read
+ *                  when the writes complete: the kernel refuses the move
+ *                  (EAGAIN, the daemon's view may be stale) and moves none,
+ *                  the dropper takes the pages, every page reads back its
+ *                  bytes
+ *
+ * In-process engine. Skips where the kernel has no UFFDIO_MOVE (Linux < 6.8). */
+#include "util.h"
+#include "client/client_int.h"
+#include "fault/uffd.h"
+
+#include <poll.h>
+#include <sys/wait.h>
+
+#define N 512u
+
+static iosr_test_env env;
+
+static uint64_t stat_of(const char *key) { return iosr_test_stat(env.ctl, key); }
+static uint64_t moved(void) { return stat_of("\"moveout\":{\"pages\":"); }
+static uint64_t refused(void) { return stat_of("\"refused_runs\":"); }
+
+static void fill(uint8_t *p, uint64_t n, uint64_t seed, uint32_t ver) {
+  for (uint64_t i = 0; i < n; i++) iosr_fill(p + i * 4096, seed, i, ver);
+}
+
+static void verify(const uint8_t *p, uint64_t n, uint64_t seed, uint32_t ver, const char *what) {
+  for (uint64_t i = 0; i < n; i++)
+    CHECKF(iosr_check(p + i * 4096, seed, i, ver), "%s: page %llu holds %s", what, (unsigned long long)i,
+           iosr_is_zero(p + i * 4096) ? "zero" : "other bytes");
+}
+
+static uint64_t resident(const uint8_t *p, uint64_t n) {
+  unsigned char v[N];
+  CHECK(n <= N && mincore((void *)p, n * 4096, v) == 0);
+  uint64_t r = 0;
+  for (uint64_t i = 0; i < n; i++) r += v[i] & 1;
+  return r;
+}
+
+static void reclaim_all(void) {
+  uint64_t got;
+  CHECK(iosr_ctl_reclaim(env.ctl, "mover", 0, &got) == 0);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+}
+
+static void whole_region(uint8_t *p) {
+  uint64_t m0 = moved();
+  reclaim_all();
+  uint64_t m = moved() - m0;
+  CHECKF(m == N, "%llu of %u pages moved out", (unsigned long long)m, N);
+  CHECKF(refused() == 0, "the kernel refused %llu moves", (unsigned long long)refused());
+  CHECKF(resident(p, N) == 0, "%llu pages still resident in the region", (unsigned long long)resident(p, N));
+  uint64_t g = stat_of("\"graveyard_pages\":");
+  CHECKF(g == 0, "%llu graveyard pages still charged after the reclaim", (unsigned long long)g);
+  verify(p, N, 71, 0, "moved out and read back");
+  printf("reclaim: %llu pages moved out, none left in the region or the graveyard, all read back\n",
+         (unsigned long long)m);
+}
+
+/* A fork child alive (pipe `go` holds it) that checks every page it
+ * inherited once told to; returns its pid. */
+static pid_t checking_child(const uint8_t *p, int go[2]) {
+  CHECK(pipe(go) == 0);
+  pid_t c = fork();
+  CHECK(c >= 0);
+  if (c == 0) {
+    char b;
+    close(go[1]);
+    if (read(go[0], &b, 1) != 1) _exit(3);
+    for (uint64_t i = 0; i < N; i++)
+      if (!iosr_check(p + i * 4096, 71, i, 0)) _exit(1);
+    _exit(0);
+  }
+  close(go[0]);
+  return c;
+}
+
+static void child_checks(pid_t c, int go[2]) {
+  CHECK(write(go[1], "g", 1) == 1);
+  int st = 0;
+  CHECK(waitpid(c, &st, 0) == c);
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the fork child read other bytes (status %d)", st);
+  close(go[1]);
+}
+
+/* Every page of the region left it (moved out or dropped): none resident. */
+static void all_out(const uint8_t *p, const char *what) {
+  CHECKF(resident(p, N) == 0, "%s: %llu pages left resident", what, (unsigned long long)resident(p, N));
+}
+
+static void fork_shared(uint8_t *p) {
+  int go[2];
+  pid_t c = checking_child(p, go);
+  uint64_t m0 = moved(), r0 = refused();
+  reclaim_all();
+  all_out(p, "shared with a fork child");
+  uint64_t m1 = moved() - m0, r1 = refused() - r0;
+  child_checks(c, go);
+  verify(p, N, 71, 0, "reclaimed while shared");
+  /* read back clean (slots kept: IOSR_CLEAN_PAGES=1), shared with a second
+   * child: reclaimed with no copy and no write */
+  c = checking_child(p, go);
+  m0 = moved();
+  r0 = refused();
+  uint64_t w0 = stat_of("\"writes\":");
+  reclaim_all();
+  all_out(p, "clean, shared with a fork child");
+  CHECKF(stat_of("\"writes\":") == w0, "clean pages were written again");
+  child_checks(c, go);
+  verify(p, N, 71, 0, "reclaimed clean while shared");
+  printf("fork-shared: shared pages reclaimed (%llu moved out, %llu runs refused); clean and shared again "
+         "(%llu moved, %llu runs refused), none written; parent and children read every page\n",
+         (unsigned long long)m1, (unsigned long long)r1, (unsigned long long)(moved() - m0),
+         (unsigned long long)(refused() - r0));
+}
+
+static void *discarder(void *arg) {
+  CHECK(madvise(arg, 4096, MADV_DONTNEED) == 0); /* waits until the engine reads its REMOVE */
+  return NULL;
+}
+
+static void *reclaimer(void *arg) {
+  (void)arg;
+  iosr_ctl *c = iosr_ctl_open_engine(env.eng);
+  uint64_t got;
+  CHECK(c && iosr_ctl_reclaim(c, "mover", 0, &got) == 0);
+  iosr_ctl_close(c);
+  return NULL;
+}
+
+static void event_pending(uint8_t *p) {
+  iosr_region *other = iosr_region_create(env.ctx, 4096);
+  CHECK(other);
+  uint8_t *o = iosr_region_base(other);
+  o[0] = 1;
+  uint64_t m0 = moved(), r0 = refused();
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_PAUSE, 1) == 0); /* writes queued, not sent */
+  pthread_t t, d;
+  CHECK(pthread_create(&t, NULL, reclaimer, NULL) == 0);
+  iosr_test_wait_queued(env.ctl, 1);
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_HOLD_EVENTS, 1) == 0);
+  CHECK(pthread_create(&d, NULL, discarder, o) == 0);
+  struct pollfd pf = {env.ctx->uffd, POLLIN, 0};
+  CHECKF(poll(&pf, 1, 60000) == 1, "the discard made no event within 60 s");
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_PAUSE, 0) == 0); /* the writes complete: the moves meet the event */
+  for (int i = 0; i < 6000 && refused() == r0; i++) usleep(10000);
+  CHECKF(refused() > r0, "no move was refused while an event was pending");
+  CHECKF(moved() == m0, "%llu pages moved while an event was pending", (unsigned long long)(moved() - m0));
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_HOLD_EVENTS, 0) == 0);
+  pthread_join(d, NULL);
+  pthread_join(t, NULL);
+  CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
+  CHECKF(resident(p, N) < N, "nothing was swapped out");
+  verify(p, N, 71, 0, "dropped after a refused move");
+  CHECK(o[0] == 0);
+  CHECK(iosr_region_destroy(other) == 0);
+  printf("event-pending: %llu moves refused while an event waited, none moved; all read back\n",
+         (unsigned long long)(refused() - r0));
+}
+
+int main(int argc, char **argv) {
+  const char *k = argc == 2 ? argv[1] : "";
+  if (strcmp(k, "reclaim") && strcmp(k, "fork-shared") && strcmp(k, "event-pending")) {
+    fprintf(stderr, "usage: test_moveout reclaim|fork-shared|event-pending\n");
+    return 2;
+  }
+  iosr_test_require();
+  iosr_test_inproc(&env, 32u << 20,
+                   !strcmp(k, "fork-shared") ? "test_hooks=1,reclaim_batch=128,clean_pages=1" : "test_hooks=1,reclaim_batch=128",
+                   "mover");
+  if (!(env.ctx->features & UFFD_FEATURE_MOVE) || !env.ctx->grave) {
+    printf("SKIP: no UFFDIO_MOVE (Linux 6.8) or no graveyard: every page goes through the dropper\n");
+    iosr_test_inproc_end(&env);
+    iosr_test_cleanup();
+    return 77;
+  }
+  iosr_region *r = iosr_region_create(env.ctx, N * 4096);
+  CHECK(r);
+  uint8_t *p = iosr_region_base(r);
+  fill(p, N, 71, 0);
+  if (!strcmp(k, "reclaim")) {
+    whole_region(p);
+  } else if (!strcmp(k, "fork-shared")) {
+    if (!(env.ctx->features & UFFD_FEATURE_EVENT_FORK)) {
+      printf("SKIP: the userfaultfd FORK event needs CAP_SYS_PTRACE (run as root)\n");
+      CHECK(iosr_region_destroy(r) == 0);
+      iosr_test_inproc_end(&env);
+      iosr_test_cleanup();
+      return 77;
+    }
+    fork_shared(p);
+  } else {
+    event_pending(p);
+  }
+  CHECK(iosr_region_destroy(r) == 0);
+  iosr_test_inproc_end(&env);
+  iosr_test_cleanup();
+  return 0;
+}
