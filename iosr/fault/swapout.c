@@ -2,8 +2,9 @@
  * batch of least recently used pages: write-protect, copy out with
  * process_vm_readv, leave all-zero pages unwritten, allocate slots (global:
  * in reclaim order; process: by virtual address into the app's extents),
- * write contiguous slot runs, then have the client's dropper discard the
- * pages. A write fault on a page being written cancels that page; faults on a
+ * write contiguous slot runs, then move the pages out of the app
+ * (fault/moveout.c) or, where the kernel refuses, have the client's dropper
+ * discard them. A write fault on a page being written cancels that page; faults on a
  * page being dropped wait for the drop and then read it back from its slot.
  */
 #define _GNU_SOURCE
@@ -106,7 +107,8 @@ static void written_discarded(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_
 }
 
 /* After every write of the batch completed: pages still WRITING become
- * DROPPING and the dropper discards them in runs of consecutive pages. */
+ * DROPPING; each run of consecutive ones is moved out, and what of it the
+ * kernel will not move the dropper discards. */
 static void batch_written(iosr_engine_s *e, iosr_batch *b) {
   iosr_app *a = iosr_eng_app(e, b->app);
   if (b->buf) {
