@@ -409,7 +409,7 @@ int iosr_eng_run(iosr_engine_s *e) {
     int again = 0;
     for (iosr_job *j = e->jobs; j && !again; j = j->next) again = j->again_pos < j->nagain;
     /* EAGAIN retries wait for the thread that caused the event to finish it */
-    int timeout = forked ? 0 : (e->retries || e->install_retry || again) ? 1 : -1;
+    int timeout = forked ? 0 : (e->retries || e->install_retry || e->moveout_waiting || again) ? 1 : -1;
     int n = epoll_wait(e->epfd, evs, 64, timeout);
     if (n < 0 && errno != EINTR) iosr_die("epoll_wait: %s", strerror(errno));
     e->loop_turns++;
@@ -455,6 +455,7 @@ int iosr_eng_run(iosr_engine_s *e) {
     }
     iosr_fault_run_retries(e);
     iosr_swapin_run_install_retries(e);
+    iosr_swapout_run_move_retries(e);
     /* a budget job starts in the turn that makes it: the turn may be the
      * last before a wait with no deadline (the apps done faulting) */
     iosr_reclaim_check_budget(e);

@@ -96,6 +96,9 @@ struct iosr_batch {
   uint32_t writes_pending;
   uint32_t drops_pending;
   int write_err;
+  uint16_t seq;              /* its WRITING pages' aux: a page cancelled and picked again is another batch's */
+  uint16_t move_tries;       /* move-outs tried after a refusal that passes (EAGAIN, no graveyard room) */
+  uint8_t move_wait;         /* written; some pages wait, WRITING, for their move-out to be tried again */
 };
 
 typedef struct iosr_cand {
@@ -291,8 +294,10 @@ struct iosr_engine_s {
   uint64_t reading_total;    /* READING pages of apps charged to the budget: a read will install them */
   uint64_t grave_total;      /* pages in apps' graveyards, charged to the budget until discarded */
   uint64_t moveout_pages;    /* pages moved out of apps (fault/moveout.c) */
-  uint64_t moveout_refused;  /* runs, or their rests, the kernel would not move: the dropper discards them */
-  uint64_t moveout_no_room;  /* runs, or their rests, with no graveyard room: the same */
+  uint64_t moveout_refused;  /* moves of runs, or their rests, the kernel refused (tried again on EAGAIN) */
+  uint64_t moveout_no_room;  /* moves of runs, or their rests, that found no graveyard room (tried again) */
+  uint32_t moveout_waiting;  /* batches whose move-out is tried again in a later turn */
+  uint16_t batch_seq;
   /* the hard budget (engine/budget.c; design note section 9, "Memory budget") */
   iosr_retry *held, *held_tail;   /* faults held until there is room, oldest first */
   uint32_t nheld;
@@ -430,12 +435,22 @@ void iosr_swapout_send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d);
 void iosr_swapout_count_out(iosr_app *a, iosr_job *j, iosr_pte *p, int zero);
 
 /* fault/moveout.c (design note section 3, "Moved out") */
-/* Moves the DROPPING pages [vpn, vpn + n) of a, batch b's, out of the app
+/* Whether a's written pages leave it by move-out (the option on, a
+ * graveyard, UFFDIO_MOVE): then the dropper never discards the app's own
+ * memory. */
+int iosr_moveout_usable(const iosr_engine_s *e, const iosr_app *a);
+/* Moves the written pages [vpn, vpn + n) of a, batch b's, out of the app
  * into its graveyard, from vpn on: each page moved is SWAPPED (ZERO if all
  * zero) at once, and a discard of its graveyard range joins b's drops.
- * Returns how many pages, from vpn, were moved (0 .. n); the caller sends
- * the rest to the dropper. Engine thread only. */
-uint64_t iosr_moveout_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n);
+ * Returns how many pages, from vpn, were moved (0 .. n); *why says why the
+ * rest was not: -EAGAIN (an event unread: try again once it is read),
+ * -ENOSPC (no graveyard room yet: the same), or the kernel's refusal
+ * (-EBUSY a page shared with a fork child, -EINVAL a locked or read-only
+ * VMA, ...). Engine thread only. */
+uint64_t iosr_moveout_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n, int *why);
+/* Tries again the move-out of every batch waiting for it (engine loop, after
+ * the turn's events are read). */
+void iosr_swapout_run_move_retries(iosr_engine_s *e);
 /* Graveyard drop d of a was confirmed (err: as the dropper's): its pages
  * are free again and no longer charged. */
 void iosr_moveout_discarded(iosr_engine_s *e, iosr_app *a, const iosr_drop *d, int err);

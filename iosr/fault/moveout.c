@@ -6,12 +6,15 @@
  * then discards the graveyard range; until it confirms, those pages are
  * charged to the budget and their range is not used again. A run the kernel
  * will not move (a page shared with a fork child, a locked or read-only VMA,
- * an event pending) goes to the dropper's madvise instead (swapout.c).
+ * an event pending) is tried again once the events are read, or stays
+ * resident (swapout.c); the dropper's madvise never touches the app's memory
+ * while move-out is usable.
  *
  * Graveyard pages are allocated first fit in a bitmap of IOSR_GRAVE_PAGES
  * bits. Owned by the engine thread (no locks).
  */
 #include <errno.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "engine/engine_int.h"
@@ -69,12 +72,21 @@ static void moved_out(iosr_engine_s *e, iosr_app *a, iosr_job *j, uint64_t vpn, 
   iosr_uffd_wake(a->uffd, vpn << 12, n << 12);
 }
 
-uint64_t iosr_moveout_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n) {
-  if (!e->set.moveout || !a->grave || a->uffd < 0 || !(a->uffd_features & UFFD_FEATURE_MOVE)) return 0;
+int iosr_moveout_usable(const iosr_engine_s *e, const iosr_app *a) {
+  /* the kernel moves only within the caller's own address space
+   * (UFFDIO_MOVE: EINVAL across processes): an engine inside the app's
+   * process, never iosrd */
+  return e->set.moveout && a->grave && a->uffd >= 0 && (a->uffd_features & UFFD_FEATURE_MOVE) && a->pid == getpid();
+}
+
+uint64_t iosr_moveout_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n, int *why) {
+  *why = -EOPNOTSUPP;
+  if (!iosr_moveout_usable(e, a)) return 0;
+  *why = -ENOSPC;
   if (a->grave_dirty) {
     /* pages may be left in it (a daemon that died, a discard undone): the
-     * whole graveyard is discarded before it is used; this run goes to the
-     * dropper */
+     * whole graveyard is discarded before it is used; this run waits for
+     * it */
     int64_t k = grave_alloc(a, IOSR_GRAVE_PAGES);
     if (k < 0) return 0; /* ranges still awaiting their discard: later */
     a->grave_dirty = 0;
@@ -84,11 +96,13 @@ uint64_t iosr_moveout_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t
   }
   iosr_job *j = b ? b->job : NULL;
   uint64_t out = 0;
+  *why = 0;
   while (out < n) {
     uint64_t want = n - out < CHUNK ? n - out : CHUNK;
     int64_t k = grave_alloc(a, want);
     if (k < 0) {
       e->moveout_no_room++;
+      *why = -ENOSPC;
       break;
     }
     uint64_t done = 0;
@@ -107,6 +121,7 @@ uint64_t iosr_moveout_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t
       iosr_debug("app %s: move-out of %#llx+%llu stopped after %llu pages: %d", a->name,
                  (unsigned long long)((vpn + out - m) << 12), (unsigned long long)want, (unsigned long long)m, r);
       e->moveout_refused++;
+      *why = r;
       break;
     }
   }

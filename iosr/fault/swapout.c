@@ -106,55 +106,106 @@ static void written_discarded(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_
   iosr_uffd_wake(a->uffd, vpn << 12, 4096);
 }
 
-/* After every write of the batch completed: pages still WRITING become
- * DROPPING; each run of consecutive ones is moved out, and what of it the
- * kernel will not move the dropper discards. */
-static void batch_written(iosr_engine_s *e, iosr_batch *b) {
-  iosr_app *a = iosr_eng_app(e, b->app);
-  if (b->buf) {
-    iosr_bufpool_free(&e->bufs, b->buf, b->n * 4096);
-    b->buf = NULL;
+/* A batch ends when its writes are done, its move-outs tried and every
+ * discard it asked for (of the graveyard or of the app) confirmed. */
+static void batch_release(iosr_engine_s *e, iosr_batch *b) {
+  if (!b->writes_pending && !b->move_wait && !b->drops_pending) batch_done(e, b);
+}
+
+static void move_wait(iosr_engine_s *e, iosr_batch *b, int wait) {
+  if (wait == b->move_wait) return;
+  b->move_wait = (uint8_t)wait;
+  if (wait) e->moveout_waiting++;
+  else e->moveout_waiting--;
+}
+
+/* The dropper discards run [vpn, vpn + n), DROPPING from now on (the app
+ * has no usable move-out: design note section 3, "Whose discard"). */
+static void drop_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n) {
+  for (uint64_t v = vpn; v < vpn + n; v++) {
+    iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
+    iosr_app_set_state(e, a, p, IOSR_PTE_DROPPING);
+    p->flags &= (uint8_t)~(IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP);
   }
-  if (!a || a->uffd < 0) {
-    batch_done(e, b);
+  iosr_drop *d = iosr_drop_new(a, ++a->drop_seq, vpn, n);
+  if (!d) iosr_die("out of memory dropping a batch");
+  d->batch = b;
+  b->drops_pending++;
+  iosr_swapout_send_drop(e, a, d);
+}
+
+/* Most tries of a batch's move-out after refusals that pass: each waits for
+ * one engine turn (the events read, the graveyard's discards confirmed),
+ * at least a millisecond; past it the dropper discards the pages. */
+#define MOVE_TRIES 5000
+
+/* Once every write of the batch completed: each run of its pages still
+ * WRITING (and still this batch's) is moved out of the app. What the kernel
+ * refuses for now (an event unread, no graveyard room) waits, WRITING, for
+ * a later turn: the dropper's discard, with its limits, takes only what the
+ * kernel will not move (a page shared with a fork child, a locked or
+ * read-only VMA), and every run where move-out is not usable (design note
+ * section 3, "Moved out"). */
+static void move_out(iosr_engine_s *e, iosr_batch *b) {
+  iosr_app *a = iosr_eng_app(e, b->app);
+  if (!a || a->uffd < 0 || a->state == IOSR_APP_DEAD) {
+    move_wait(e, b, 0);
+    batch_release(e, b);
     return;
   }
   uint64_t *v = malloc(sizeof(uint64_t) * b->n);
   if (!v) iosr_die("out of memory dropping a batch");
   uint32_t nv = 0;
+  int usable = iosr_moveout_usable(e, a), wait = 0;
   for (uint32_t i = 0; i < b->n; i++) {
     iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[i], NULL);
     if (!p || p->state != IOSR_PTE_WRITING) continue;
+    /* tried again: a page a write took back meanwhile and a later batch
+     * picked again (it may hold this batch's freed slot) is that batch's */
+    if (b->move_tries && p->aux != b->seq && !(p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX))) continue;
     if (b->zero[i] == IOSR_BATCH_ZERO ? !(p->flags & IOSR_PTE_F_ZEROPG) : p->slot != b->slot[i]) continue;
     if (!b->zero[i] && b->slot[i] == IOSR_NO_SLOT) continue;
     if (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) {
       written_discarded(e, a, b->vpn[i], p, b->job);
       continue;
     }
-    iosr_app_set_state(e, a, p, IOSR_PTE_DROPPING);
-    p->flags &= (uint8_t)~(IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP);
     v[nv++] = b->vpn[i];
   }
   qsort(v, nv, sizeof *v, cmp_u64);
-  /* each run is moved out, or what of it cannot be is discarded by the
-   * dropper (design note section 3, "Moved out"); the batch ends when every
-   * discard, of the graveyard or of the app, is confirmed */
-  b->drops_pending = 0;
   for (uint32_t i = 0; i < nv;) {
     uint32_t k = i + 1;
     while (k < nv && v[k] == v[k - 1] + 1) k++;
-    uint64_t moved = iosr_moveout_run(e, a, b, v[i], k - i);
-    if (moved < k - i) {
-      iosr_drop *d = iosr_drop_new(a, ++a->drop_seq, v[i] + moved, k - i - moved);
-      if (!d) iosr_die("out of memory dropping a batch");
-      d->batch = b;
-      b->drops_pending++;
-      iosr_swapout_send_drop(e, a, d);
-    }
+    int why = 0;
+    uint64_t moved = iosr_moveout_run(e, a, b, v[i], k - i, &why);
+    uint64_t rest = v[i] + moved, nrest = k - i - moved;
     i = k;
+    if (!nrest) continue;
+    if (usable && (why == -EAGAIN || why == -ENOSPC || why == -EEXIST) && b->move_tries < MOVE_TRIES)
+      wait = 1; /* WRITING still: a write cancels it, a discard of the app's releases it */
+    else
+      drop_run(e, a, b, rest, nrest);
   }
   free(v);
-  if (!b->drops_pending) batch_done(e, b);
+  if (wait) b->move_tries++;
+  move_wait(e, b, wait);
+  batch_release(e, b);
+}
+
+static void batch_written(iosr_engine_s *e, iosr_batch *b) {
+  if (b->buf) {
+    iosr_bufpool_free(&e->bufs, b->buf, b->n * 4096);
+    b->buf = NULL;
+  }
+  move_out(e, b);
+}
+
+void iosr_swapout_run_move_retries(iosr_engine_s *e) {
+  if (!e->moveout_waiting) return;
+  /* a batch may end (and be freed) in move_out: the next is taken first */
+  for (iosr_batch *b = e->batches, *nx; b; b = nx) {
+    nx = b->next;
+    if (b->move_wait) move_out(e, b);
+  }
 }
 
 void iosr_swapout_count_out(iosr_app *a, iosr_job *j, iosr_pte *p, int zero) {
@@ -238,7 +289,7 @@ static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
   if (d->grave) {
     iosr_moveout_discarded(e, a, d, err);
     iosr_drop_free(d);
-    if (b && --b->drops_pending == 0) batch_done(e, b);
+    if (b && --b->drops_pending == 0) batch_release(e, b);
     return;
   }
   iosr_job *j = b ? b->job : NULL;
@@ -276,7 +327,7 @@ static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
     }
   }
   iosr_drop_free(d);
-  if (b && --b->drops_pending == 0) batch_done(e, b);
+  if (b && --b->drops_pending == 0) batch_release(e, b);
 }
 
 void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err) {
@@ -396,6 +447,7 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
   if (!b) iosr_die("out of memory starting a swap-out batch");
   b->job = j;
   b->app = a->id;
+  b->seq = ++e->batch_seq;
   memcpy(b->vpn, vpns, n * sizeof *vpns);
   b->n = n;
   if (e->set.slot == IOSR_SLOT_PROCESS) {
@@ -456,12 +508,14 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
       /* its slot holds its bytes and checksum: it keeps it, nothing is written */
       iosr_app_set_state(e, a, p, IOSR_PTE_WRITING);
       p->flags = IOSR_PTE_F_CLEAN;
+      p->aux = b->seq;
       b->slot[i] = p->slot;
       b->zero[i] = IOSR_BATCH_CLEAN;
       continue;
     }
     iosr_app_set_state(e, a, p, IOSR_PTE_WRITING);
     p->flags = 0;
+    p->aux = b->seq;
     p->slot = IOSR_PTE_NO_SLOT; /* a PRESENT entry owns no slot: it gets one below, or none */
     b->slot[i] = IOSR_NO_SLOT;
   }
@@ -731,6 +785,6 @@ void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a) {
     a->drops = d->next;
     iosr_batch *b = d->batch;
     iosr_drop_free(d);
-    if (b && --b->drops_pending == 0) batch_done(e, b);
+    if (b && --b->drops_pending == 0) batch_release(e, b);
   }
 }
