@@ -227,6 +227,9 @@ int iosr_ctl_wait_idle(iosr_ctl *ctl);
  * such retry, arg=0 lets them run; IOSR_TEST_HOLD_EVENTS: arg=1 stops the
  * engine reading the apps' userfaultfds (a thread whose madvise, mremap or
  * fault makes an event waits for it to be read), arg=0 reads them again;
+ * IOSR_TEST_DROPPER_MOVES: arg=1 has the apps' droppers move written pages
+ * out, as under iosrd, even where the engine could move them itself (the
+ * in-process engine), arg=0 lets the engine move them again;
  * IOSR_TEST_DISPATCH_LOG: fills *out (up to *n entries) with the dispatch
  * order since the last call. */
 enum {
@@ -234,7 +237,8 @@ enum {
   IOSR_TEST_FAIL_WRITES = 2,
   IOSR_TEST_PAUSE = 3,
   IOSR_TEST_HOLD_RETRIES = 4,
-  IOSR_TEST_HOLD_EVENTS = 5
+  IOSR_TEST_HOLD_EVENTS = 5,
+  IOSR_TEST_DROPPER_MOVES = 6
 };
 int iosr_ctl_test(iosr_ctl *ctl, int op, uint64_t arg);
 

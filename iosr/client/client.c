@@ -280,6 +280,13 @@ static void *agent_main(void *arg) {
         iosr_ctx_queue_drop(ctx, &d);
         break;
       }
+      case IOSR_M_DROP_GO: {
+        if (h->len != sizeof(iosr_m_drop_go)) break;
+        iosr_m_drop_go g;
+        memcpy(&g, p, sizeof g);
+        iosr_ctx_drop_go(ctx, &g);
+        break;
+      }
       case IOSR_M_FG_NOTIFY:
         if (h->len == sizeof(iosr_m_fg) && ctx->on_fg) {
           iosr_m_fg f;

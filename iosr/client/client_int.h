@@ -23,6 +23,7 @@ struct iosr_region {
 
 typedef struct iosr_dropreq {
   uint64_t id, start, len;
+  uint64_t grave; /* nonzero: moved there, not discarded (iosr_m_drop) */
 } iosr_dropreq;
 
 struct iosr_ctx {
@@ -70,6 +71,10 @@ struct iosr_ctx {
   uint64_t started_drop;   /* the last drop id the dropper began (ids rise) */
   uint64_t reported_drop;  /* the drop named in the RESUME hello in flight (0: none) */
   iosr_m_dropped held;     /* its confirmation, kept until the resume completes (id 0: none) */
+  iosr_m_drop_go go;       /* the daemon's answer to the running drop's mark (id 0: none yet) */
+  iosr_m_drop_moved moved; /* what the dropper moved of it (the dropper's own) */
+  int moving;              /* the dropper is moving pages: a resume hello waits (no daemon reads events
+                            * before the moves named by the one that died are done) */
 
   int children[IOSR_MAX_CHILDREN]; /* forked children's userfaultfds, kept alive */
   unsigned nchildren;
@@ -90,6 +95,11 @@ int iosr_ctx_rpc(iosr_ctx *ctx, uint16_t type, const void *p, uint32_t len, cons
 void *iosr_ctx_dropper_main(void *arg);
 /* The agent received a DROP request. */
 void iosr_ctx_queue_drop(iosr_ctx *ctx, const iosr_m_drop *d);
+/* Unlocks the graveyard (an mlockall(MCL_CURRENT) after connecting locked
+ * it): pages of unlocked regions move only into unlocked memory. 0 or -1. */
+int iosr_ctx_grave_unlock(iosr_ctx *ctx);
+/* The agent received the daemon's answer to a drop mark (IOSR_M_DROP_GO). */
+void iosr_ctx_drop_go(iosr_ctx *ctx, const iosr_m_drop_go *g);
 /* Waits until no drop queued or running touches [start, start+len): queued
  * ones are cancelled (reported with ENOENT), a running one is waited for. */
 void iosr_ctx_fence_drops(iosr_ctx *ctx, uint64_t start, uint64_t len);
@@ -115,7 +125,8 @@ void iosr_ctx_drops_hello(iosr_ctx *ctx, iosr_m_hello *h);
 void iosr_ctx_drops_resumed(iosr_ctx *ctx);
 /* Test hook: when set, the dropper calls it with a drop's id before it runs
  * the drop (after = 0), once it has read which pages it discards (2), after
- * a run's mark and before that run's madvise (3), and after, before
+ * a run's mark and before that run's madvise (3), once the daemon has
+ * named the pages of a drop the dropper moves, before the moves (4), and after, before
  * confirming it (after = 1); tests hold the dropper there. Not
  * part of the API. */
 extern void (*iosr_test_drop_gate)(uint64_t id, int after);

@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -59,6 +60,12 @@ uint64_t iosr_ctx_beacon_open(int uffd, int *grave) {
   }
   *grave = have_grave;
   return (uint64_t)(uintptr_t)b;
+}
+
+int iosr_ctx_grave_unlock(iosr_ctx *ctx) {
+  if (!ctx->grave) return -1;
+  void *g = (void *)(uintptr_t)(ctx->beacon + (uint64_t)IOSR_BEACON_PAGES * 4096);
+  return munlock(g, (size_t)IOSR_GRAVE_PAGES * 4096);
 }
 
 void iosr_ctx_beacon_close(iosr_ctx *ctx) {
@@ -161,6 +168,100 @@ static int discard(iosr_ctx *ctx, const iosr_dropreq *d) {
   return err;
 }
 
+/* 1 when ctx->go answers the mark of drop id. Caller holds ctx->mu. */
+static int go_for(const iosr_ctx *ctx, uint64_t id) {
+  return ctx->go.id && (ctx->go.id == id || (!ctx->go.npages && (uint16_t)ctx->go.id == (uint16_t)id));
+}
+
+static int bit(const uint64_t *bits, uint64_t k) { return (int)((bits[k / 64] >> (k % 64)) & 1); }
+
+/* Moves the pages of drop d that the daemon names into the graveyard at
+ * d->grave (design note section 3, "Moved by the dropper"). The drop mark
+ * tells the daemon the dropper begins; it answers which pages of the run are
+ * still the drop's, at their addresses, and reads no more of the app's
+ * events until it has the confirmation. The kernel refuses a move while an
+ * event is unread (EAGAIN), so a move that succeeds takes exactly the page
+ * the daemon named, and no REMOVE over the app's memory is ever made. A page
+ * the kernel will not move (shared with a fork child, a locked or read-only
+ * VMA) stays; the rest of its run is tried. Fills ctx->moved; returns 0 or
+ * the first error (EAGAIN: the rest was not tried; ENOTCONN: the daemon went
+ * away before it answered, nothing moved). Touches no memory of the app's
+ * regions: the daemon serves no fault of the app until the confirmation. */
+static int move_drop(iosr_ctx *ctx, const iosr_dropreq *d) {
+  iosr_m_drop_moved *out = &ctx->moved;
+  memset(out, 0, sizeof *out);
+  out->id = d->id;
+  uint64_t n = d->len >> 12, first, pages;
+  if (n > IOSR_DROP_MAX_PAGES) n = IOSR_DROP_MAX_PAGES;
+  out->npages = (uint32_t)n;
+  if (iosr_test_drop_gate) iosr_test_drop_gate(d->id, 2);
+  iosr_beacon_drop_mark(d->id, &first, &pages);
+  if (!ctx->beacon || mark(ctx, first, pages)) return EAGAIN;
+  pthread_mutex_lock(&ctx->mu);
+  while (!go_for(ctx, d->id) && ctx->connected && !ctx->stopping) pthread_cond_wait(&ctx->cv, &ctx->mu);
+  int have = go_for(ctx, d->id);
+  iosr_m_drop_go g = ctx->go;
+  memset(&ctx->go, 0, sizeof ctx->go);
+  pthread_mutex_unlock(&ctx->mu);
+  if (!have) return ENOTCONN;
+  if (iosr_test_drop_gate) iosr_test_drop_gate(d->id, 4);
+  pthread_mutex_lock(&ctx->mu);
+  ctx->moving = 1;
+  pthread_mutex_unlock(&ctx->mu);
+  uint64_t gn = g.npages < n ? g.npages : n;
+  int err = 0, unlocked = 0;
+  for (uint64_t k = 0; k < gn;) {
+    if (!bit(g.bits, k)) {
+      k++;
+      continue;
+    }
+    uint64_t e = k + 1;
+    while (e < gn && bit(g.bits, e)) e++;
+    uint64_t done = 0;
+    int r = iosr_uffd_move(ctx->uffd, d->grave + (k << 12), d->start + (k << 12), (e - k) << 12, &done);
+    uint64_t m = done >> 12;
+    for (uint64_t q = k; q < k + m; q++) out->bits[q / 64] |= 1ull << (q % 64);
+    if (!r) {
+      k = e;
+      continue;
+    }
+    if (r == -EINVAL && !unlocked++ && !iosr_ctx_grave_unlock(ctx)) {
+      k += m; /* a page moves only between VMAs both locked or both not */
+      continue;
+    }
+    if (!err) err = -r;
+    if (r == -EAGAIN) break;
+    k += m + 1; /* the page refused stays resident */
+  }
+  pthread_mutex_lock(&ctx->mu);
+  ctx->moving = 0;
+  pthread_cond_broadcast(&ctx->cv);
+  pthread_mutex_unlock(&ctx->mu);
+  return err;
+}
+
+/* Confirms a drop the dropper moved: to the daemon that answered its mark,
+ * or (the daemon gone) as a drop that failed, which the next daemon settles
+ * from what the kernel holds. Caller holds ctx->mu. */
+static void confirm_moved_locked(iosr_ctx *ctx, int err) {
+  if (!ctx->connected) {
+    confirm_locked(ctx, ctx->moved.id, ENOTCONN);
+    return;
+  }
+  ctx->moved.err = err;
+  pthread_mutex_lock(&ctx->send_mu);
+  iosr_msg_send(ctx->sock, IOSR_M_DROP_MOVED, 0, 0, &ctx->moved, sizeof ctx->moved, NULL, 0);
+  pthread_mutex_unlock(&ctx->send_mu);
+}
+
+void iosr_ctx_drop_go(iosr_ctx *ctx, const iosr_m_drop_go *g) {
+  pthread_mutex_lock(&ctx->mu);
+  ctx->go = *g;
+  if (!ctx->go.id) ctx->go.id = 1ull << 63; /* an answer for id 0 (no drop has it): never matches */
+  pthread_cond_broadcast(&ctx->cv);
+  pthread_mutex_unlock(&ctx->mu);
+}
+
 void *iosr_ctx_dropper_main(void *arg) {
   iosr_ctx *ctx = arg;
   pthread_mutex_lock(&ctx->mu);
@@ -178,12 +279,13 @@ void *iosr_ctx_dropper_main(void *arg) {
     ctx->started_drop = d.id;
     pthread_mutex_unlock(&ctx->mu);
     if (iosr_test_drop_gate) iosr_test_drop_gate(d.id, 0);
-    int err = discard(ctx, &d);
+    int err = d.grave ? move_drop(ctx, &d) : discard(ctx, &d);
     if (iosr_test_drop_gate) iosr_test_drop_gate(d.id, 1);
     pthread_mutex_lock(&ctx->mu);
     ctx->cur.id = 0;
     pthread_cond_broadcast(&ctx->cv);
-    confirm_locked(ctx, d.id, err);
+    if (d.grave && err != ENOTCONN) confirm_moved_locked(ctx, err);
+    else confirm_locked(ctx, d.id, err);
   }
   pthread_mutex_unlock(&ctx->mu);
   return NULL;
@@ -192,7 +294,7 @@ void *iosr_ctx_dropper_main(void *arg) {
 void iosr_ctx_queue_drop(iosr_ctx *ctx, const iosr_m_drop *d) {
   pthread_mutex_lock(&ctx->mu);
   if (ctx->dq_n < IOSR_DROPQ) {
-    ctx->dq[(ctx->dq_head + ctx->dq_n) % IOSR_DROPQ] = (iosr_dropreq){d->id, d->start, d->len};
+    ctx->dq[(ctx->dq_head + ctx->dq_n) % IOSR_DROPQ] = (iosr_dropreq){d->id, d->start, d->len, d->grave};
     ctx->dq_n++;
     pthread_cond_broadcast(&ctx->cv);
   } else {
@@ -231,11 +333,13 @@ void iosr_ctx_drops_lost(iosr_ctx *ctx) {
 
 void iosr_ctx_drops_hello(iosr_ctx *ctx, iosr_m_hello *h) {
   pthread_mutex_lock(&ctx->mu);
+  while (ctx->moving) pthread_cond_wait(&ctx->cv, &ctx->mu);
   h->drop_started = ctx->started_drop;
   h->drop_id = ctx->cur.id;
   if (ctx->cur.id) {
     h->drop_start = ctx->cur.start;
     h->drop_len = ctx->cur.len;
+    h->drop_grave = ctx->cur.grave;
   }
   ctx->reported_drop = ctx->cur.id;
   ctx->held.id = 0; /* a drop that ended before this hello: settled by the daemon */

@@ -91,6 +91,7 @@ long iosr_msg_expected_len(uint16_t type) {
     case IOSR_M_REGION_ADD:
     case IOSR_M_REGION_DEL: return sizeof(iosr_m_range);
     case IOSR_M_DROPPED: return sizeof(iosr_m_dropped);
+    case IOSR_M_DROP_MOVED: return sizeof(iosr_m_drop_moved);
     case IOSR_M_TRIMMED: return sizeof(iosr_m_trim);
     case IOSR_M_GOODBYE:
     case IOSR_M_CTL_STAT_JSON:

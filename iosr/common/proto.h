@@ -39,6 +39,7 @@ enum iosr_msg_type {
   IOSR_M_DROPPED = 5,    /* iosr_m_dropped */
   IOSR_M_GOODBYE = 6,    /* empty */
   IOSR_M_TRIMMED = 7,    /* iosr_m_trim: the app gave back its free memory (answers IOSR_M_TRIM) */
+  IOSR_M_DROP_MOVED = 8, /* iosr_m_drop_moved: what the dropper moved of a drop with a graveyard (answers IOSR_M_DROP_GO) */
   IOSR_M_CTL_FG = 10,    /* iosr_m_app ("" = none, or self on an app connection) */
   IOSR_M_CTL_RECLAIM = 11, /* iosr_m_reclaim */
   IOSR_M_CTL_SET = 12,     /* iosr_m_set */
@@ -56,7 +57,8 @@ enum iosr_msg_type {
   IOSR_M_CHILD_UFFD = 36, /* iosr_m_child + [uffd of a forked child] */
   IOSR_M_APP_STATS = 37,  /* iosr_m_app_stats */
   IOSR_M_TRIM = 38,       /* iosr_m_trim: a swap-out of the app is about to start */
-  IOSR_M_TYPE_MAX = 39
+  IOSR_M_DROP_GO = 39,    /* iosr_m_drop_go: which pages of a drop to move, after its drop mark */
+  IOSR_M_TYPE_MAX = 40
 };
 
 enum { IOSR_ROLE_APP = 1, IOSR_ROLE_CONTROL = 2, IOSR_ROLE_RESUME = 3 };
@@ -71,6 +73,7 @@ typedef struct iosr_m_hello {
   uint64_t drop_started; /* RESUME: the last drop id the dropper began (ids rise) */
   uint64_t features;     /* RESUME: the userfaultfd features granted */
   uint64_t beacon;       /* RESUME: the dropper's beacon area (common/beacon.h; 0: none) */
+  uint64_t drop_grave;   /* RESUME: the running drop moves its pages there (0: it discards them) */
 } iosr_m_hello;
 
 typedef struct iosr_m_attach {
@@ -100,7 +103,25 @@ typedef struct iosr_m_range {
 
 typedef struct iosr_m_drop {
   uint64_t id, start, len;
+  uint64_t grave; /* nonzero: the dropper moves the run's pages there (UFFDIO_MOVE) instead of discarding them,
+                     once IOSR_M_DROP_GO names which (design note section 3, "Moved by the dropper") */
 } iosr_m_drop;
+
+#define IOSR_DROP_BITS_WORDS 16u /* a drop's pages as a bitmap (at most 1024: IOSR_BEACON_RUNS) */
+
+typedef struct iosr_m_drop_go {
+  uint64_t id;     /* the drop's id; an unknown drop's: the low 16 bits its mark carried, npages 0 */
+  uint32_t npages; /* pages of the drop (bits past it are 0) */
+  uint32_t pad;
+  uint64_t bits[IOSR_DROP_BITS_WORDS]; /* page k of the run is the drop's still, at its address: move it */
+} iosr_m_drop_go;
+
+typedef struct iosr_m_drop_moved {
+  uint64_t id;
+  int32_t err;     /* 0, or the first errno of UFFDIO_MOVE (EAGAIN: an event came first; the rest not tried) */
+  uint32_t npages;
+  uint64_t bits[IOSR_DROP_BITS_WORDS]; /* page k was moved */
+} iosr_m_drop_moved;
 
 typedef struct iosr_m_dropped {
   uint64_t id;

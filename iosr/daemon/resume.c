@@ -164,9 +164,15 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
   } else if (h->drop_id) {
     /* its pages are at the run's addresses: a DROPPING page moved away
      * before the old daemon died was settled above from what the kernel holds */
-    if (iosr_drop_new(a, h->drop_id, dlo, dhi - dlo) && h->drop_id > a->drop_seq) a->drop_seq = h->drop_id;
-    /* the dropper is in it, maybe past its marks: its window is open */
-    iosr_swapout_resume_window(a, h->drop_id, dlo, dhi - dlo);
+    iosr_drop *d = iosr_drop_new(a, h->drop_id, dlo, dhi - dlo);
+    if (d && h->drop_id > a->drop_seq) a->drop_seq = h->drop_id;
+    /* a dropper that moves has moved all it will (the hello waited for it)
+     * and makes no REMOVE; one that discards is in it, maybe past its
+     * marks: its window is open */
+    uint64_t g = h->drop_grave >> 12;
+    if (d && h->drop_grave && a->grave && g >= a->grave && g + (dhi - dlo) <= a->grave + IOSR_GRAVE_PAGES)
+      d->move_to = g;
+    else iosr_swapout_resume_window(a, h->drop_id, dlo, dhi - dlo);
   }
   /* lift write protection (except where the dropper still works) and wake
    * every waiter: faults read by the dead daemon are issued again */

@@ -543,6 +543,7 @@ static void do_test(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_t
       break;
     case IOSR_TEST_HOLD_RETRIES: e->hold_retries = m->arg != 0; break;
     case IOSR_TEST_HOLD_EVENTS: iosr_eng_hold_events(e, m->arg != 0); break;
+    case IOSR_TEST_DROPPER_MOVES: e->dropper_moves = m->arg != 0; break;
     default: return malformed(e, c, seq, "unknown test hook");
   }
   iosr_srv_reply(e, c, seq, 0, 0, NULL);
@@ -594,6 +595,14 @@ static void dispatch(iosr_engine_s *e, iosr_conn *c, const iosr_msg_hdr *h, cons
       if (c->role != IOSR_ROLE_APP || !a) return malformed(e, c, h->seq, "drop confirmation without an app");
       if (d->err < 0 || d->err > 4095) return malformed(e, c, h->seq, "bad errno");
       iosr_swapout_dropped(e, a, d->id, d->err);
+      return;
+    }
+    case IOSR_M_DROP_MOVED: {
+      const iosr_m_drop_moved *d = p;
+      iosr_app *a = iosr_eng_app(e, c->app);
+      if (c->role != IOSR_ROLE_APP || !a) return malformed(e, c, h->seq, "move confirmation without an app");
+      if (d->err < 0 || d->err > 4095) return malformed(e, c, h->seq, "bad errno");
+      iosr_swapout_moved(e, a, d);
       return;
     }
     case IOSR_M_TRIMMED: {

@@ -44,9 +44,10 @@ void iosr_eng_unwatch(iosr_engine_s *e, int fd) {
 }
 
 void iosr_eng_hold_events(iosr_engine_s *e, int on) {
+  e->events_held = on;
   for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
     iosr_app *a = iosr_eng_app(e, i);
-    if (!a || a->uffd < 0) continue;
+    if (!a || a->uffd < 0 || (!on && a->hold_drop)) continue;
     if (on) iosr_eng_unwatch(e, a->uffd);
     else iosr_eng_watch(e, a->uffd, iosr_tag(IOSR_TAG_UFFD, i)); /* EEXIST: watched already */
   }
@@ -184,6 +185,7 @@ void iosr_eng_app_gone(iosr_engine_s *e, iosr_app *a, const char *why) {
   iosr_info("app %s (pid %d) %s: freeing its %llu swapped pages", a->name, (int)a->pid, why,
             (unsigned long long)a->swapped);
   iosr_swapout_forget_app(e, a);
+  a->hold_drop = 0;
   release_all(e, a);
   if (e->fg_app == a->id) e->fg_app = 0;
   a->state = IOSR_APP_DEAD;

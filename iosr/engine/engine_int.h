@@ -132,6 +132,8 @@ typedef struct iosr_drop {
   uint64_t start_vpn, n;    /* the run the dropper discards: where its pages were when asked */
   struct iosr_batch *batch;
   int grave;                /* a discard of graveyard pages (fault/moveout.c), not of the app's */
+  uint64_t move_to;         /* the graveyard page the dropper moves the run to (0: it discards the run) */
+  uint64_t go[IOSR_DROP_BITS_WORDS]; /* the pages the daemon named to be moved (IOSR_M_DROP_GO) */
   uint64_t charged;         /* those of them charged to the budget until discarded */
   uint64_t *adopted;        /* where the pages handed over to it are now (moved into its run) */
   uint32_t nadopted, capadopted;
@@ -231,6 +233,11 @@ struct iosr_app {
   uint64_t grave_used[IOSR_GRAVE_PAGES / 64]; /* its pages holding a page or awaiting a discard */
   uint64_t grave_pages;      /* pages moved out and not yet discarded: charged to the budget */
   int grave_dirty;           /* pages may be left there (a resumed app, an undone discard) */
+  uint64_t go_drop;          /* a drop mark was read: answer it once the events read with it are applied */
+  uint64_t go_id16;          /* the id bits that mark carried (its drop unknown: go_drop is 0) */
+  int go_pending;
+  uint64_t hold_drop;        /* the dropper moves this drop's pages: none of the app's events is read
+                              * until it confirms (design note section 3, "Moved by the dropper") */
   uint32_t inflight;         /* requests and batches referring to this app */
   int trims;                 /* answers trim requests (IOSR_ATTACH_TRIMS; daemon/trim.c) */
   uint64_t trim_id;          /* the trim request awaiting its answer (0: none) */
@@ -314,6 +321,8 @@ struct iosr_engine_s {
   int32_t probe_free;
   uint64_t fail_reads, fail_writes; /* test hooks */
   int draining;              /* stopping, swapping every page back in: none is mapped CLEAN */
+  int events_held;           /* test hook: no app's events are read */
+  int dropper_moves;         /* test hook: droppers move pages out even for an engine in the app's process */
   int hold_retries;          /* test hook: un-protects of kept pages wait, as after EAGAIN, and retries are held */
   int has_rt_ioprio;
   uint64_t full_warned;
@@ -385,6 +394,9 @@ iosr_req *iosr_req_find_queued_read(iosr_engine_s *e, uint64_t slot);
 int iosr_swapout_step(iosr_engine_s *e, iosr_job *j);
 void iosr_swapout_write_done(iosr_engine_s *e, iosr_req *r);
 void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err);
+/* Ends batch b once its writes are done, its move-outs tried and every
+ * discard it asked for confirmed. */
+void iosr_swapout_batch_release(iosr_engine_s *e, iosr_batch *b);
 /* A client came back on a new connection: every drop of a except `running`
  * (the one its dropper is in, 0: none) ends by what the kernel holds; those
  * above `started` (the last id its dropper began) never ran. */
@@ -392,6 +404,9 @@ void iosr_swapout_settle_drops(iosr_engine_s *e, iosr_app *a, uint64_t running, 
 void iosr_swapout_cancel_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p);
 iosr_drop *iosr_drop_new(iosr_app *a, uint64_t id, uint64_t start_vpn, uint64_t n);
 void iosr_drop_free(iosr_drop *d);
+/* Drop d of a is settled: its marks are forgotten, threads that faulted on
+ * its pages retry, d is freed and its batch ends if nothing else holds it. */
+void iosr_drop_end(iosr_engine_s *e, iosr_app *a, iosr_drop *d);
 /* A pending drop of a, other than `except`, whose run covers page vpn (its
  * dropper may discard what is there), or NULL. */
 iosr_drop *iosr_drop_covering(iosr_app *a, uint64_t vpn, const iosr_drop *except);
@@ -435,10 +450,20 @@ void iosr_swapout_send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d);
 void iosr_swapout_count_out(iosr_app *a, iosr_job *j, iosr_pte *p, int zero);
 
 /* fault/moveout.c (design note section 3, "Moved out") */
-/* Whether a's written pages leave it by move-out (the option on, a
- * graveyard, UFFDIO_MOVE): then the dropper never discards the app's own
- * memory. */
+/* Whether the engine moves a's written pages out itself (the option on, a
+ * graveyard, UFFDIO_MOVE, the engine in a's own process). */
 int iosr_moveout_usable(const iosr_engine_s *e, const iosr_app *a);
+/* Whether a's dropper moves its written pages out (the same, the engine in
+ * another process: iosrd). */
+int iosr_moveout_by_dropper(const iosr_engine_s *e, const iosr_app *a);
+/* Reserves n graveyard pages of a for a dropper's move: the first's index,
+ * or -1 (no room yet; a graveyard that may hold pages is discarded first). */
+int64_t iosr_moveout_reserve(iosr_engine_s *e, iosr_app *a, uint64_t n);
+/* The dropper moved the pages of bits (page k to graveyard page first + k,
+ * k < n) out of a: their graveyard range joins batch b's drops, the rest of
+ * the reservation is free again. */
+void iosr_moveout_dropper_moved(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t first, const uint64_t *bits,
+                                uint64_t n, int err);
 /* Moves the written pages [vpn, vpn + n) of a, batch b's, out of the app
  * into its graveyard, from vpn on: each page moved is SWAPPED (ZERO if all
  * zero) at once, and a discard of its graveyard range joins b's drops.
@@ -457,6 +482,23 @@ void iosr_moveout_discarded(iosr_engine_s *e, iosr_app *a, const iosr_drop *d, i
 /* Graveyard pages [vpn, vpn + n) of a await a discard (a resumed dropper's):
  * not used before it is confirmed. */
 void iosr_moveout_hold(iosr_app *a, uint64_t vpn, uint64_t n);
+/* a's dropper answered the daemon's IOSR_M_DROP_GO: the pages it moved are
+ * SWAPPED, the rest resident again, and the app's events are read again
+ * (design note section 3, "Moved by the dropper"). */
+void iosr_swapout_moved(iosr_engine_s *e, iosr_app *a, const iosr_m_drop_moved *m);
+/* Answers the drop mark read last (a->go_pending) once the events read with
+ * it are applied: names the pages of the drop still at their addresses and,
+ * when there are any, stops reading a's events until the dropper confirms. */
+void iosr_swapout_send_go(iosr_engine_s *e, iosr_app *a);
+/* Settles what a dropper's move d left (none of it moved): resident again,
+ * or zero where the app discarded it; frees d. */
+void iosr_moveout_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d);
+/* The app's events are read again (its dropper's move answered). */
+void iosr_moveout_hold_end(iosr_engine_s *e, iosr_app *a);
+/* Graveyard pages [vpn, vpn + n) reserved for a dropper's move whose answer
+ * said nothing of what it moved: free again; where it may have moved some
+ * (maybe_moved), the graveyard is discarded whole before it is used again. */
+void iosr_moveout_release(iosr_app *a, uint64_t vpn, uint64_t n, int maybe_moved);
 /* Forgets a's graveyard charge (the app is gone). */
 void iosr_moveout_forget(iosr_engine_s *e, iosr_app *a);
 

@@ -1,16 +1,23 @@
 /* The drops (design note sections 3 and 9): the records of what the client's
  * dropper is asked to discard, where each of their pages is now (mremap moves
  * them), and what the dropper's marks (common/beacon.h) say it discards, so
- * that each REMOVE is told to be the dropper's or the app's. A page moved to
- * the addresses of another drop still pending is handed over to it: that
- * drop's dropper may discard it there.
+ * that each REMOVE is told to be the dropper's or the app's; and how each
+ * page of a drop is settled when the dropper answers. A page moved to the
+ * addresses of another drop still pending is handed over to it: that drop's
+ * dropper may discard it there.
  *
  * Owned by the engine thread (no locks).
  */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "engine/engine_int.h"
+#include "fault/uffd.h"
+#include "fault/vmas.h"
 
 /* A drop of the n pages at start_vpn, linked into the app's drops; its
  * pages' entries carry the low bits of its id (aux), so a page that mremap
@@ -104,12 +111,22 @@ void iosr_swapout_mark(iosr_app *a, int kind, uint64_t x, uint64_t n) {
   a->win_id = 0; /* a mark ends the run before (one left open: a daemon died in it) */
   if (kind == IOSR_MARK_DROP) {
     a->mark_drop = 0;
+    const iosr_drop *m = NULL;
     for (iosr_drop *d = a->drops; d; d = d->next)
       if ((uint16_t)d->id == (uint16_t)x && (!a->mark_drop || d->id < a->mark_drop)) {
         a->mark_drop = d->id;
         a->mark_base = d->start_vpn;
         a->mark_n = d->n;
+        m = d;
       }
+    /* a dropper that moves waits for the answer; one that discards, for
+     * nothing (an unknown drop is answered: its dropper may wait) */
+    if (!m || m->move_to) {
+      a->go_pending = 1;
+      a->go_drop = m ? m->id : 0;
+      a->go_id16 = (uint16_t)x;
+      if (m) a->mark_drop = 0; /* no run marks follow: no REMOVE of it is the dropper's */
+    }
   } else if (kind == IOSR_MARK_RUN && a->mark_drop && x + n <= a->mark_n) {
     window_open(a, a->mark_drop, a->mark_base + x, n);
   }
@@ -141,3 +158,157 @@ void iosr_swapout_resume_window(iosr_app *a, uint64_t id, uint64_t lo, uint64_t 
   window_open(a, id, lo, n);
 }
 
+/* ---- settling a drop the dropper answered (design note section 3) ---- */
+
+void iosr_drop_end(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
+  iosr_batch *b = d->batch;
+  if (a->win_id == d->id) a->win_id = 0;
+  if (a->mark_drop == d->id) a->mark_drop = 0;
+  /* threads that faulted on these pages meanwhile retry now */
+  if (a->uffd >= 0) {
+    iosr_uffd_wake(a->uffd, d->start_vpn << 12, d->n << 12);
+    for (uint64_t k = 0; k < d->n + d->nadopted; k++) {
+      uint64_t v = k < d->n ? d->vpn[k] : d->adopted[k - d->n];
+      if (k >= d->n || v != d->start_vpn + k) iosr_uffd_wake(a->uffd, v << 12, 4096);
+    }
+  }
+  iosr_drop_free(d);
+  if (b && --b->drops_pending == 0) iosr_swapout_batch_release(e, b);
+}
+
+/* A page of drop d that is still in the app (the kernel's pagemap) is
+ * resident again, unless the run of another pending drop covers where it is
+ * now: that drop's dropper may have taken it for one of its own pages (it
+ * is write-protected) and discard it, so it is handed over, protected and
+ * in its slot, and that drop's confirmation settles it. Returns 1 when
+ * kept resident. */
+static int still_there(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p) {
+  /* only a moved page can be where another drop's pages were */
+  iosr_drop *o = p->flags & IOSR_PTE_F_MOVED ? iosr_drop_covering(a, v, d) : NULL;
+  if (o && iosr_drop_adopt(o, v) == 0) {
+    p->aux = (uint16_t)o->id;
+    p->flags = (uint8_t)((p->flags & ~(IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) | IOSR_PTE_F_MOVED);
+    return 0;
+  }
+  iosr_swapout_cancel_page(e, a, v, p);
+  return 1;
+}
+
+/* Settles page p (at v) of drop d: 0 swapped or zero, 1 resident, -1 handed
+ * over or not d's. */
+static int settle(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p, int err, int *pm) {
+  int window = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
+  if (p->state == IOSR_PTE_WRITING) {
+    /* handed over when a write wanted it back: it stays out if a run of
+     * this drop discarded it (its write makes it SWAPPED), else it is
+     * resident again */
+    if (window) return -1;
+    return still_there(e, a, d, v, p) ? 1 : -1;
+  }
+  if (err || (p->flags & IOSR_PTE_F_MOVED) || !window) {
+    if (*pm < 0) *pm = iosr_pagemap_open(a->pid);
+    int pres = iosr_pagemap_present(*pm, v);
+    if (pres == 1 || (pres < 0 && !window && !(p->flags & IOSR_PTE_F_RMAPP)))
+      return still_there(e, a, d, v, p) ? 1 : -1;
+    if (!err && !window && !(p->flags & IOSR_PTE_F_MOVED)) e->inconsistencies++;
+  }
+  /* a drop that never ran made no REMOVE: without the dropper's marks, any
+   * that came was the app's (with them, one in a window is another drop's,
+   * whose run the page was moved into) */
+  if (!a->beacon && (err == ECANCELED || err == ENOENT) && window) p->flags |= IOSR_PTE_F_RMAPP;
+  if (p->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP | IOSR_PTE_F_ZEROPG)) {
+    /* discarded by the app as well, or all-zero: reads zero from now on */
+    iosr_pte_put_slot(e, p);
+    iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
+  } else {
+    iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+  }
+  return 0;
+}
+
+/* Ends drop d (design note sections 3 and 9). err 0: the dropper
+ * discarded the run; err != 0: its madvise stopped part-way (a locked VMA:
+ * EINVAL), skipped holes (a munmap or mremap: ENOMEM), found nothing of the
+ * run to discard (ENOENT: it did not run), was refused (EAGAIN: the
+ * client's queue was full, or no mark could be made), or never ran
+ * (ECANCELED: the client came back after a lost connection without having
+ * started it).
+ *
+ * Each page: still there (the kernel's pagemap; asked after an error, for a
+ * page mremap moved since the drop was asked for, and for one no REMOVE of
+ * the dropper's window covered) -> resident again (or handed over); else
+ * discarded: only in its slot, or zero where the app discarded it (a REMOVE
+ * of the app's, two in the window) or it was all zero. Taking an error as
+ * "nothing dropped" would map zero over the pages it did discard. */
+static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
+  iosr_batch *b = d->batch;
+  if (d->grave) {
+    iosr_moveout_discarded(e, a, d, err);
+    iosr_drop_free(d);
+    if (b && --b->drops_pending == 0) iosr_swapout_batch_release(e, b);
+    return;
+  }
+  iosr_job *j = b ? b->job : NULL;
+  int pm = -1;
+  uint64_t kept = 0;
+  for (uint64_t k = 0; k < d->n + d->nadopted; k++) {
+    uint64_t v = k < d->n ? d->vpn[k] : d->adopted[k - d->n];
+    iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
+    if (!p) continue;
+    if (k < d->n ? p->state != IOSR_PTE_DROPPING || p->aux != (uint16_t)d->id
+                 : !(p->state == IOSR_PTE_WRITING || (p->state == IOSR_PTE_DROPPING && p->aux == (uint16_t)d->id)))
+      continue;
+    int zero = (p->flags & IOSR_PTE_F_ZEROPG) != 0;
+    int r = settle(e, a, d, v, p, err, &pm);
+    if (r == 1) {
+      kept++;
+      if (j) j->kept_pages++;
+    } else if (r == 0) {
+      iosr_swapout_count_out(a, j, p, zero);
+    }
+  }
+  if (pm >= 0) close(pm);
+  if (err && err != ECANCELED && err != ENOTCONN)
+    iosr_warn("app %s: drop of %llu pages at %#llx failed (%s): %llu pages stay resident", a->name,
+              (unsigned long long)d->n, (unsigned long long)(d->start_vpn << 12), strerror(err),
+              (unsigned long long)kept);
+  iosr_drop_end(e, a, d);
+}
+
+void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err) {
+  iosr_debug("dropped %llu err %d", (unsigned long long)id, err);
+  iosr_drop **pp = &a->drops;
+  while (*pp && (*pp)->id != id) pp = &(*pp)->next;
+  if (!*pp) {
+    iosr_warn("app %s: confirmation of unknown drop %llu ignored", a->name, (unsigned long long)id);
+    return;
+  }
+  iosr_drop *d = *pp;
+  *pp = d->next;
+  /* a drop that moves, answered as one that failed (the dropper stopped, or
+   * the daemon before went away) */
+  if (d->move_to) iosr_moveout_release(a, d->move_to, d->n, err == ENOTCONN);
+  if (a->hold_drop == id) {
+    /* answered without the move it was named (the dropper stopped): nothing
+     * moved, and the kernel's pagemap is not to be asked before the app's
+     * events are read */
+    iosr_moveout_finish(e, a, d);
+    iosr_moveout_hold_end(e, a);
+    return;
+  }
+  drop_finish(e, a, d, err);
+}
+
+void iosr_swapout_settle_drops(iosr_engine_s *e, iosr_app *a, uint64_t running, uint64_t started) {
+  iosr_drop **pp = &a->drops;
+  while (*pp) {
+    iosr_drop *d = *pp;
+    if (d->id == running) {
+      pp = &d->next;
+      continue;
+    }
+    *pp = d->next;
+    /* the client starts drops in id order: above `started`, it never ran */
+    drop_finish(e, a, d, d->id > started ? ECANCELED : ENOTCONN); /* ran; its confirmation was lost */
+  }
+}

@@ -365,6 +365,12 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
 
 void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a) {
   struct uffd_msg msg[64];
+  /* the dropper moves pages now: nothing the app does may be read before its
+   * answer (design note section 3, "Moved by the dropper") */
+  if (a->hold_drop) {
+    iosr_eng_unwatch(e, a->uffd);
+    return;
+  }
   for (int rounds = 0; rounds < 64 && a->state != IOSR_APP_FREE && a->uffd >= 0; rounds++) {
     ssize_t n = read(a->uffd, msg, sizeof msg);
     if (n < 0) {
@@ -396,6 +402,10 @@ void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a) {
       }
       if (a->state == IOSR_APP_FREE) return;
     }
+    /* a drop mark was among them: answered once all read with it are
+     * applied (they all came before the dropper's move) */
+    if (a->go_pending) iosr_swapout_send_go(e, a);
+    if (a->hold_drop) return;
   }
 }
 

@@ -78,6 +78,7 @@ static void batch_done(iosr_engine_s *e, iosr_batch *b) {
   if (a) iosr_eng_maybe_finish_app(e, a);
 }
 
+
 /* ---- drops (the records, the dropper's marks: fault/drops.c) ---- */
 
 typedef struct iosr_batch_drops {
@@ -89,7 +90,7 @@ void iosr_swapout_send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
   iosr_debug("drop %llu: %#llx +%llu pages", (unsigned long long)d->id, (unsigned long long)(d->start_vpn << 12),
              (unsigned long long)d->n);
   if (!a->conn) return; /* detached: sent again when the client resumes */
-  iosr_m_drop m = {d->id, d->start_vpn << 12, d->n << 12};
+  iosr_m_drop m = {d->id, d->start_vpn << 12, d->n << 12, d->move_to << 12};
   if (iosr_srv_send(e, a->conn, IOSR_M_DROP, 0, 0, &m, sizeof m, NULL, 0))
     iosr_warn("app %s: cannot send a drop request", a->name);
 }
@@ -108,7 +109,7 @@ static void written_discarded(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_
 
 /* A batch ends when its writes are done, its move-outs tried and every
  * discard it asked for (of the graveyard or of the app) confirmed. */
-static void batch_release(iosr_engine_s *e, iosr_batch *b) {
+void iosr_swapout_batch_release(iosr_engine_s *e, iosr_batch *b) {
   if (!b->writes_pending && !b->move_wait && !b->drops_pending) batch_done(e, b);
 }
 
@@ -119,9 +120,10 @@ static void move_wait(iosr_engine_s *e, iosr_batch *b, int wait) {
   else e->moveout_waiting--;
 }
 
-/* The dropper discards run [vpn, vpn + n), DROPPING from now on (the app
- * has no usable move-out: design note section 3, "Whose discard"). */
-static void drop_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n) {
+/* The dropper takes run [vpn, vpn + n), DROPPING from now on: it moves the
+ * pages to graveyard page `to` (design note section 3, "Moved by the
+ * dropper"), or, `to` 0, discards them ("Whose discard"). */
+static void drop_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n, uint64_t to) {
   for (uint64_t v = vpn; v < vpn + n; v++) {
     iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
     iosr_app_set_state(e, a, p, IOSR_PTE_DROPPING);
@@ -130,9 +132,13 @@ static void drop_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn,
   iosr_drop *d = iosr_drop_new(a, ++a->drop_seq, vpn, n);
   if (!d) iosr_die("out of memory dropping a batch");
   d->batch = b;
+  d->move_to = to;
   b->drops_pending++;
   iosr_swapout_send_drop(e, a, d);
 }
+
+/* Most pages one dropper's move takes: several fit in the graveyard at once. */
+#define DROPPER_MOVE_MAX 256u
 
 /* Most tries of a batch's move-out after refusals that pass: each waits for
  * one engine turn (the events read, the graveyard's discards confirmed),
@@ -150,13 +156,13 @@ static void move_out(iosr_engine_s *e, iosr_batch *b) {
   iosr_app *a = iosr_eng_app(e, b->app);
   if (!a || a->uffd < 0 || a->state == IOSR_APP_DEAD) {
     move_wait(e, b, 0);
-    batch_release(e, b);
+    iosr_swapout_batch_release(e, b);
     return;
   }
   uint64_t *v = malloc(sizeof(uint64_t) * b->n);
   if (!v) iosr_die("out of memory dropping a batch");
   uint32_t nv = 0;
-  int usable = iosr_moveout_usable(e, a), wait = 0;
+  int usable = iosr_moveout_usable(e, a), by_dropper = !usable && iosr_moveout_by_dropper(e, a), wait = 0;
   for (uint32_t i = 0; i < b->n; i++) {
     iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[i], NULL);
     if (!p || p->state != IOSR_PTE_WRITING) continue;
@@ -175,20 +181,28 @@ static void move_out(iosr_engine_s *e, iosr_batch *b) {
   for (uint32_t i = 0; i < nv;) {
     uint32_t k = i + 1;
     while (k < nv && v[k] == v[k - 1] + 1) k++;
+    if (by_dropper && k - i > DROPPER_MOVE_MAX) k = i + DROPPER_MOVE_MAX;
     int why = 0;
     uint64_t moved = iosr_moveout_run(e, a, b, v[i], k - i, &why);
     uint64_t rest = v[i] + moved, nrest = k - i - moved;
     i = k;
     if (!nrest) continue;
+    if (by_dropper) {
+      int64_t g = iosr_moveout_reserve(e, a, nrest);
+      if (g >= 0) drop_run(e, a, b, rest, nrest, a->grave + (uint64_t)g);
+      else if (b->move_tries < MOVE_TRIES) wait = 1;
+      else drop_run(e, a, b, rest, nrest, 0);
+      continue;
+    }
     if (usable && (why == -EAGAIN || why == -ENOSPC || why == -EEXIST) && b->move_tries < MOVE_TRIES)
       wait = 1; /* WRITING still: a write cancels it, a discard of the app's releases it */
     else
-      drop_run(e, a, b, rest, nrest);
+      drop_run(e, a, b, rest, nrest, 0);
   }
   free(v);
   if (wait) b->move_tries++;
   move_wait(e, b, wait);
-  batch_release(e, b);
+  iosr_swapout_batch_release(e, b);
 }
 
 static void batch_written(iosr_engine_s *e, iosr_batch *b) {
@@ -218,143 +232,6 @@ void iosr_swapout_count_out(iosr_app *a, iosr_job *j, iosr_pte *p, int zero) {
     if (j) j->zero_pages++;
   }
   p->flags = 0;
-}
-
-/* A page of drop d that is still in the app (the kernel's pagemap) is
- * resident again, unless the run of another pending drop covers where it is
- * now: that drop's dropper may have taken it for one of its own pages (it
- * is write-protected) and discard it, so it is handed over, protected and
- * in its slot, and that drop's confirmation settles it. Returns 1 when
- * kept resident. */
-static int still_there(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p) {
-  /* only a moved page can be where another drop's pages were */
-  iosr_drop *o = p->flags & IOSR_PTE_F_MOVED ? iosr_drop_covering(a, v, d) : NULL;
-  if (o && iosr_drop_adopt(o, v) == 0) {
-    p->aux = (uint16_t)o->id;
-    p->flags = (uint8_t)((p->flags & ~(IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) | IOSR_PTE_F_MOVED);
-    return 0;
-  }
-  keep_resident(e, a, v, p);
-  return 1;
-}
-
-/* Settles page p (at v) of drop d: 0 swapped or zero, 1 resident, -1 handed
- * over or not d's. */
-static int settle(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p, int err, int *pm) {
-  int window = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
-  if (p->state == IOSR_PTE_WRITING) {
-    /* handed over when a write wanted it back: it stays out if a run of
-     * this drop discarded it (its write makes it SWAPPED), else it is
-     * resident again */
-    if (window) return -1;
-    return still_there(e, a, d, v, p) ? 1 : -1;
-  }
-  if (err || (p->flags & IOSR_PTE_F_MOVED) || !window) {
-    if (*pm < 0) *pm = iosr_pagemap_open(a->pid);
-    int pres = iosr_pagemap_present(*pm, v);
-    if (pres == 1 || (pres < 0 && !window && !(p->flags & IOSR_PTE_F_RMAPP)))
-      return still_there(e, a, d, v, p) ? 1 : -1;
-    if (!err && !window && !(p->flags & IOSR_PTE_F_MOVED)) e->inconsistencies++;
-  }
-  /* a drop that never ran made no REMOVE: without the dropper's marks, any
-   * that came was the app's (with them, one in a window is another drop's,
-   * whose run the page was moved into) */
-  if (!a->beacon && (err == ECANCELED || err == ENOENT) && window) p->flags |= IOSR_PTE_F_RMAPP;
-  if (p->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP | IOSR_PTE_F_ZEROPG)) {
-    /* discarded by the app as well, or all-zero: reads zero from now on */
-    iosr_pte_put_slot(e, p);
-    iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
-  } else {
-    iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
-  }
-  return 0;
-}
-
-/* Ends drop d (design note sections 3 and 9). err 0: the dropper
- * discarded the run; err != 0: its madvise stopped part-way (a locked VMA:
- * EINVAL), skipped holes (a munmap or mremap: ENOMEM), found nothing of the
- * run to discard (ENOENT: it did not run), was refused (EAGAIN: the
- * client's queue was full, or no mark could be made), or never ran
- * (ECANCELED: the client came back after a lost connection without having
- * started it).
- *
- * Each page: still there (the kernel's pagemap; asked after an error, for a
- * page mremap moved since the drop was asked for, and for one no REMOVE of
- * the dropper's window covered) -> resident again (or handed over); else
- * discarded: only in its slot, or zero where the app discarded it (a REMOVE
- * of the app's, two in the window) or it was all zero. Taking an error as
- * "nothing dropped" would map zero over the pages it did discard. */
-static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
-  iosr_batch *b = d->batch;
-  if (d->grave) {
-    iosr_moveout_discarded(e, a, d, err);
-    iosr_drop_free(d);
-    if (b && --b->drops_pending == 0) batch_release(e, b);
-    return;
-  }
-  iosr_job *j = b ? b->job : NULL;
-  int pm = -1;
-  uint64_t kept = 0;
-  for (uint64_t k = 0; k < d->n + d->nadopted; k++) {
-    uint64_t v = k < d->n ? d->vpn[k] : d->adopted[k - d->n];
-    iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
-    if (!p) continue;
-    if (k < d->n ? p->state != IOSR_PTE_DROPPING || p->aux != (uint16_t)d->id
-                 : !(p->state == IOSR_PTE_WRITING || (p->state == IOSR_PTE_DROPPING && p->aux == (uint16_t)d->id)))
-      continue;
-    int zero = (p->flags & IOSR_PTE_F_ZEROPG) != 0;
-    int r = settle(e, a, d, v, p, err, &pm);
-    if (r == 1) {
-      kept++;
-      if (j) j->kept_pages++;
-    } else if (r == 0) {
-      iosr_swapout_count_out(a, j, p, zero);
-    }
-  }
-  if (pm >= 0) close(pm);
-  if (err && err != ECANCELED && err != ENOTCONN)
-    iosr_warn("app %s: drop of %llu pages at %#llx failed (%s): %llu pages stay resident", a->name,
-              (unsigned long long)d->n, (unsigned long long)(d->start_vpn << 12), strerror(err),
-              (unsigned long long)kept);
-  if (a->win_id == d->id) a->win_id = 0;
-  if (a->mark_drop == d->id) a->mark_drop = 0;
-  /* threads that faulted on these pages meanwhile retry now */
-  if (a->uffd >= 0) {
-    iosr_uffd_wake(a->uffd, d->start_vpn << 12, d->n << 12);
-    for (uint64_t k = 0; k < d->n + d->nadopted; k++) {
-      uint64_t v = k < d->n ? d->vpn[k] : d->adopted[k - d->n];
-      if (k >= d->n || v != d->start_vpn + k) iosr_uffd_wake(a->uffd, v << 12, 4096);
-    }
-  }
-  iosr_drop_free(d);
-  if (b && --b->drops_pending == 0) batch_release(e, b);
-}
-
-void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err) {
-  iosr_debug("dropped %llu err %d", (unsigned long long)id, err);
-  iosr_drop **pp = &a->drops;
-  while (*pp && (*pp)->id != id) pp = &(*pp)->next;
-  if (!*pp) {
-    iosr_warn("app %s: confirmation of unknown drop %llu ignored", a->name, (unsigned long long)id);
-    return;
-  }
-  iosr_drop *d = *pp;
-  *pp = d->next;
-  drop_finish(e, a, d, err);
-}
-
-void iosr_swapout_settle_drops(iosr_engine_s *e, iosr_app *a, uint64_t running, uint64_t started) {
-  iosr_drop **pp = &a->drops;
-  while (*pp) {
-    iosr_drop *d = *pp;
-    if (d->id == running) {
-      pp = &d->next;
-      continue;
-    }
-    *pp = d->next;
-    /* the client starts drops in id order: above `started`, it never ran */
-    drop_finish(e, a, d, d->id > started ? ECANCELED : ENOTCONN); /* ran; its confirmation was lost */
-  }
 }
 
 /* ---- writes ---- */
@@ -785,6 +662,6 @@ void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a) {
     a->drops = d->next;
     iosr_batch *b = d->batch;
     iosr_drop_free(d);
-    if (b && --b->drops_pending == 0) batch_release(e, b);
+    if (b && --b->drops_pending == 0) iosr_swapout_batch_release(e, b);
   }
 }

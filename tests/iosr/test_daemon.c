@@ -80,6 +80,13 @@ int main(void) {
   CHECKF(strstr(out, "\"name\":\"appA\"") && strstr(out, "\"name\":\"appB\"") && strstr(out, "\"foreground\":\"appA\""),
          "%s", out);
   CHECK(strstr(out, "\"read_hist\":") && strstr(out, "\"fault_latency_ns\":") && strstr(out, "\"swapped_pages\":1024"));
+  /* iosrd cannot move pages out of another process: each app's dropper
+   * moved them (design note section 3, "Moved by the dropper"), the kernel
+   * permitting (Linux 6.8, UFFDIO_MOVE) */
+  uint64_t moved = 0;
+  CHECKF(json_u64(out, "\"moveout\":{\"pages\":", &moved) == 0, "%s", out);
+  CHECKF(moved == 2 * NPAGES || !iosr_test_has_move(), "%llu of %u pages moved out by the droppers",
+         (unsigned long long)moved, 2 * NPAGES);
   /* appB crashes with its pages swapped out */
   kill(pb, SIGKILL);
   int st;

@@ -19,6 +19,14 @@
  *                  again and take the pages; every page reads back its
  *                  bytes
  *
+ *   dropper-hold   the dropper makes the moves (as under iosrd: test hook
+ *                  IOSR_TEST_DROPPER_MOVES); once the engine has named the
+ *                  pages of a drop, it reads none of the app's events until
+ *                  the dropper answers: the app's discard of another region
+ *                  waits, the kernel refuses the moves, those pages stay
+ *                  resident, and a second reclaim moves every page; all read
+ *                  back, the discarded page zero
+ *
  * In-process engine. Skips where the kernel has no UFFDIO_MOVE (Linux < 6.8). */
 #include "util.h"
 #include "client/client_int.h"
@@ -179,10 +187,58 @@ static void event_pending(uint8_t *p) {
          "left in the region, all read back\n", (unsigned long long)(refused() - r0), (unsigned long long)m1, N);
 }
 
+/* The drop gate's stage 4: the engine has named the pages of a drop the
+ * dropper moves and reads none of the app's events until it answers. The
+ * app then discards a page of another region: its REMOVE waits. */
+static int gate_armed;
+static uint8_t *gate_other, *gate_region;
+static pthread_t gate_discarder;
+
+static void hold_gate(uint64_t id, int stage) {
+  (void)id;
+  /* the dropper's thread: its running drop is ctx->cur; one of the region's */
+  uint64_t at = env.ctx->cur.start, lo = (uint64_t)(uintptr_t)gate_region;
+  if (stage != 4 || at < lo || at >= lo + N * 4096ull || !__atomic_exchange_n(&gate_armed, 0, __ATOMIC_ACQ_REL))
+    return;
+  CHECK(pthread_create(&gate_discarder, NULL, discarder, gate_other) == 0);
+  struct pollfd pf = {env.ctx->uffd, POLLIN, 0};
+  CHECKF(poll(&pf, 1, 60000) == 1, "the discard made no event within 60 s");
+}
+
+static void dropper_hold(uint8_t *p) {
+  iosr_region *other = iosr_region_create(env.ctx, 4096);
+  CHECK(other);
+  uint8_t *o = iosr_region_base(other);
+  o[0] = 1;
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_DROPPER_MOVES, 1) == 0);
+  uint64_t m0 = moved(), r0 = refused();
+  gate_other = o;
+  gate_region = p;
+  __atomic_store_n(&gate_armed, 1, __ATOMIC_RELEASE);
+  iosr_test_drop_gate = hold_gate;
+  reclaim_all();
+  iosr_test_drop_gate = NULL;
+  CHECKF(!__atomic_load_n(&gate_armed, __ATOMIC_ACQUIRE), "no drop was moved by the dropper");
+  pthread_join(gate_discarder, NULL);
+  CHECKF(refused() > r0, "the dropper's moves were not refused while the app's discard waited");
+  uint64_t kept = resident(p, N), m1 = moved() - m0;
+  CHECKF(kept > 0, "every page left although the first drop's moves were refused");
+  CHECK(o[0] == 0);
+  verify(p, N, 71, 0, "reclaimed while the dropper's first moves were refused");
+  reclaim_all();
+  all_out(p, "moved by the dropper");
+  verify(p, N, 71, 0, "moved out by the dropper");
+  CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_DROPPER_MOVES, 0) == 0);
+  CHECK(iosr_region_destroy(other) == 0);
+  printf("dropper-hold: with the app's discard waiting, the dropper's moves were refused and %llu pages stayed "
+         "resident (%llu moved by later drops); a second reclaim moved the rest; all read back, the discarded page "
+         "zero\n", (unsigned long long)kept, (unsigned long long)m1);
+}
+
 int main(int argc, char **argv) {
   const char *k = argc == 2 ? argv[1] : "";
-  if (strcmp(k, "reclaim") && strcmp(k, "fork-shared") && strcmp(k, "event-pending")) {
-    fprintf(stderr, "usage: test_moveout reclaim|fork-shared|event-pending\n");
+  if (strcmp(k, "reclaim") && strcmp(k, "fork-shared") && strcmp(k, "event-pending") && strcmp(k, "dropper-hold")) {
+    fprintf(stderr, "usage: test_moveout reclaim|fork-shared|event-pending|dropper-hold\n");
     return 2;
   }
   iosr_test_require();
@@ -210,8 +266,10 @@ int main(int argc, char **argv) {
       return 77;
     }
     fork_shared(p);
-  } else {
+  } else if (!strcmp(k, "event-pending")) {
     event_pending(p);
+  } else {
+    dropper_hold(p);
   }
   CHECK(iosr_region_destroy(r) == 0);
   iosr_test_inproc_end(&env);

@@ -416,7 +416,7 @@ int main(int argc, char **argv) {
     sw += app_swapped(&d, a, &known, 1);
     CHECKF(known || !d.swapped_at_kill[a], "app s%d had pages swapped when iosrd died but did not resume", a);
   }
-  uint64_t used = iosr_test_stat(d.ctl, "\"used\":");
+  uint64_t used = iosr_test_stat(d.ctl, "\"used\":"), moved = iosr_test_stat(d.ctl, "\"moveout\":{\"pages\":");
   CHECKF(used == sw, "%llu slots used for %llu swapped and clean pages", (unsigned long long)used, (unsigned long long)sw);
   for (int a = 0; a < APPS; a++) chan_send(d.to[a], 'q');
   for (int a = 0; a < APPS; a++) {
@@ -426,7 +426,8 @@ int main(int argc, char **argv) {
   iosr_ctl_close(d.ctl);
   iosr_test_stop_daemon(d.daemon);
   iosr_test_cleanup();
-  printf("stress [%s, seed %llu]: %d apps x %d ops, %llu reclaims, %llu daemon restart: every byte intact\n", argv[1],
-         (unsigned long long)seed, APPS, 2 * ops, (unsigned long long)d.reclaims, (unsigned long long)d.restarts);
+  printf("stress [%s, seed %llu]: %d apps x %d ops, %llu reclaims, %llu daemon restart, %llu pages moved out since "
+         "it: every byte intact\n", argv[1], (unsigned long long)seed, APPS, 2 * ops, (unsigned long long)d.reclaims,
+         (unsigned long long)d.restarts, (unsigned long long)moved);
   return 0;
 }

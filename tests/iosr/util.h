@@ -42,6 +42,16 @@
 
 /* Skips (exit 77) unless userfaultfd with write-protect and the events IOSR
  * needs is usable here, and io_uring or at least O_DIRECT file I/O works. */
+/* 1 when the kernel offers UFFDIO_MOVE (Linux 6.8: UFFD_FEATURE_MOVE). */
+static inline int iosr_test_has_move(void) {
+  int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return 0;
+  struct uffdio_api api = {.api = UFFD_API, .features = 0};
+  int ok = ioctl(fd, UFFDIO_API, &api) == 0 && (api.features & (1ull << 16));
+  close(fd);
+  return ok;
+}
+
 static inline void iosr_test_require(void) {
   int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
