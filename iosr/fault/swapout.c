@@ -137,6 +137,12 @@ static void drop_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn,
   iosr_swapout_send_drop(e, a, d);
 }
 
+/* Run [vpn, vpn + n), written, stays resident: its slots are freed. */
+static void keep_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n) {
+  for (uint64_t v = vpn; v < vpn + n; v++) keep_resident(e, a, v, iosr_pt_lookup(&a->pt, v, NULL));
+  if (b->job) b->job->kept_pages += n;
+}
+
 /* Most pages one dropper's move takes: several fit in the graveyard at once. */
 #define DROPPER_MOVE_MAX 256u
 
@@ -188,10 +194,11 @@ static void move_out(iosr_engine_s *e, iosr_batch *b) {
     i = k;
     if (!nrest) continue;
     if (by_dropper) {
+      /* never the dropper's madvise: after the tries the pages stay */
       int64_t g = iosr_moveout_reserve(e, a, nrest);
       if (g >= 0) drop_run(e, a, b, rest, nrest, a->grave + (uint64_t)g);
       else if (b->move_tries < MOVE_TRIES) wait = 1;
-      else drop_run(e, a, b, rest, nrest, 0);
+      else keep_run(e, a, b, rest, nrest);
       continue;
     }
     if (usable && (why == -EAGAIN || why == -ENOSPC || why == -EEXIST) && b->move_tries < MOVE_TRIES)
