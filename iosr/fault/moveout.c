@@ -1,14 +1,14 @@
-/* Move-out (design note section 3, "Moved out"): once a batch's pages are
- * written, the engine moves each run of them out of the app into the app's
- * graveyard with UFFDIO_MOVE, which the kernel refuses while an event the
- * daemon has not read is pending: the move takes exactly the page the table
- * says is there, and no REMOVE over the app's memory is made. The dropper
- * then discards the graveyard range; until it confirms, those pages are
- * charged to the budget and their range is not used again. A run the kernel
- * will not move (a page shared with a fork child, a locked or read-only VMA,
- * an event pending) is tried again once the events are read, or stays
- * resident (swapout.c); the dropper's madvise never touches the app's memory
- * while move-out is usable.
+/* Move-out (design note section 3, "Moved out", "Moved by the dropper"):
+ * once a batch's pages are written, each run of them moves out of the app
+ * into the app's graveyard with UFFDIO_MOVE, which the kernel refuses while
+ * an event the engine has not read is pending: the move takes exactly the
+ * page the table says is there, and no REMOVE over the app's memory is
+ * made. An engine in the app's process moves the pages itself; iosrd cannot
+ * (the kernel moves only within the caller's address space), so the app's
+ * dropper moves them while iosrd reads none of that app's events. The
+ * dropper then discards the graveyard range; until it confirms, those pages
+ * are charged to the budget and their range is not used again. An event
+ * pending or no room: tried again in a later turn (swapout.c).
  *
  * Graveyard pages are allocated first fit in a bitmap of IOSR_GRAVE_PAGES
  * bits. Owned by the engine thread (no locks).

@@ -78,7 +78,6 @@ static void batch_done(iosr_engine_s *e, iosr_batch *b) {
   if (a) iosr_eng_maybe_finish_app(e, a);
 }
 
-
 /* ---- drops (the records, the dropper's marks: fault/drops.c) ---- */
 
 typedef struct iosr_batch_drops {
@@ -148,16 +147,19 @@ static void keep_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn,
 
 /* Most tries of a batch's move-out after refusals that pass: each waits for
  * one engine turn (the events read, the graveyard's discards confirmed),
- * at least a millisecond; past it the dropper discards the pages. */
+ * at least a millisecond; past it the pages stay resident (iosrd) or the
+ * dropper discards them (the in-process engine). */
 #define MOVE_TRIES 5000
 
 /* Once every write of the batch completed: each run of its pages still
- * WRITING (and still this batch's) is moved out of the app. What the kernel
- * refuses for now (an event unread, no graveyard room) waits, WRITING, for
- * a later turn: the dropper's discard, with its limits, takes only what the
- * kernel will not move (a page shared with a fork child, a locked or
- * read-only VMA), and every run where move-out is not usable (design note
- * section 3, "Moved out"). */
+ * WRITING (and still this batch's) is moved out of the app (design note
+ * section 3, "Moved out"): by the engine itself when it runs in the app's
+ * process, else by the app's dropper ("Moved by the dropper"), which then
+ * keeps what the kernel will not move. What cannot be moved for now (an
+ * event unread, no graveyard room) waits, WRITING, for a later turn. The
+ * dropper's discard by address, with its limits, takes only what the
+ * kernel will not move under the in-process engine, and every run where
+ * neither can move (IOSR_MOVEOUT=0, no UFFDIO_MOVE, no graveyard). */
 static void move_out(iosr_engine_s *e, iosr_batch *b) {
   iosr_app *a = iosr_eng_app(e, b->app);
   if (!a || a->uffd < 0 || a->state == IOSR_APP_DEAD) {
