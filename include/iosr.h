@@ -52,20 +52,22 @@ typedef struct iosr_connect_opts {
   const char *app_name;    /* NULL: IOSR_APP, else the program name; unique per daemon */
   const char *socket_path; /* NULL: IOSR_SOCKET, else the default socket (README) */
   iosr_engine *engine;     /* non-NULL: attach to this in-process engine instead */
-  /* Called on the agent thread when the daemon makes this app the foreground
-   * app (is_foreground=1) or moves it to the background (0). May be NULL.
-   * Must return quickly and must not call libiosr: the agent thread also
-   * carries the daemon's drop requests and the replies to this app's calls. */
+  /* Called on a thread of libiosr's own, in order, when the daemon makes
+   * this app the foreground app (is_foreground=1) or moves it to the
+   * background (0). May be NULL. May touch the app's regions; should return
+   * quickly (later notifications wait for it) and must not call libiosr
+   * but iosr_trim_done. */
   void (*on_foreground)(iosr_ctx *ctx, int is_foreground, void *arg);
   void *arg;
-  /* Called on the agent thread when a swap-out of this app is about to start
+  /* Called on the same thread as on_foreground when a swap-out of this app is about to start
    * (`iosr reclaim` naming it, or all background apps): the app gives back
    * the memory it holds free in its regions (iosr_region_discard or
    * madvise(MADV_DONTNEED)), so that it is dropped without a write, then
    * calls iosr_trim_done(ctx, id) from another thread. The daemon holds the
    * swap-out until the answer, or IOSR_TRIM_WAIT_MS (README), then writes
-   * what is resident. NULL: the app is never asked. Must return quickly and
-   * must not call libiosr (see on_foreground). Design: docs/design/stack.md,
+   * what is resident. NULL: the app is never asked. Should return quickly and
+   * must not call libiosr (see on_foreground); a newer request replaces one
+   * not yet delivered. Design: docs/design/stack.md,
    * "Free memory is not written". */
   void (*on_trim)(iosr_ctx *ctx, uint64_t id, void *arg);
 } iosr_connect_opts;
@@ -90,8 +92,8 @@ int iosr_set_foreground(iosr_ctx *ctx);
 /* Answers the trim request `id` (on_trim): what the app holds free is given
  * back, the daemon may write the rest. Sends one message, waits for none.
  * 0, or -1 with errno: ENOTCONN (daemon away: the request died with it),
- * ECHILD (ctx belongs to the parent of a fork). Thread-safe; not from the
- * agent thread's callbacks. */
+ * ECHILD (ctx belongs to the parent of a fork). Thread-safe, from the
+ * callbacks too. */
 int iosr_trim_done(iosr_ctx *ctx, uint64_t id);
 
 /* ---- Regions (design note section 13) ---- */

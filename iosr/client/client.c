@@ -288,18 +288,17 @@ static void *agent_main(void *arg) {
         break;
       }
       case IOSR_M_FG_NOTIFY:
-        if (h->len == sizeof(iosr_m_fg) && ctx->on_fg) {
+        if (h->len == sizeof(iosr_m_fg)) {
           iosr_m_fg f;
           memcpy(&f, p, sizeof f);
-          ctx->on_fg(ctx, f.foreground, ctx->arg);
+          iosr_ctx_notify_fg(ctx, f.foreground);
         }
         break;
       case IOSR_M_TRIM:
         if (h->len == sizeof(iosr_m_trim)) {
           iosr_m_trim t;
           memcpy(&t, p, sizeof t);
-          if (ctx->on_trim) ctx->on_trim(ctx, t.id, ctx->arg);
-          else iosr_trim_done(ctx, t.id); /* not asked for: nothing to wait for */
+          if (iosr_ctx_notify_trim(ctx, t.id)) iosr_trim_done(ctx, t.id); /* not asked for: nothing to wait for */
         }
         break;
       case IOSR_M_CHILD_UFFD:
@@ -443,6 +442,18 @@ iosr_ctx *iosr_connect(const iosr_connect_opts *opts) {
     err = EAGAIN;
     goto fail;
   }
+  if (iosr_ctx_notifier_start(ctx)) {
+    ssize_t w = write(ctx->wake_pipe[1], "x", 1);
+    (void)w;
+    pthread_mutex_lock(&ctx->mu);
+    ctx->stopping = 1;
+    pthread_cond_broadcast(&ctx->cv);
+    pthread_mutex_unlock(&ctx->mu);
+    pthread_join(ctx->agent, NULL);
+    pthread_join(ctx->dropper, NULL);
+    err = EAGAIN;
+    goto fail;
+  }
   ctx->threads_started = 1;
   return ctx;
 fail:
@@ -480,6 +491,7 @@ int iosr_disconnect(iosr_ctx *ctx) {
     (void)w;
     pthread_join(ctx->agent, NULL);
     pthread_join(ctx->dropper, NULL);
+    iosr_ctx_notifier_stop(ctx);
   }
   /* region memory is gone, so closing the userfaultfd cannot expose anything */
   ctx_free(ctx);

@@ -12,6 +12,7 @@
 #define IOSR_DROPQ 4096u
 #define IOSR_DROP_MAX_PAGES 1024u /* a drop is one run of a swap-out batch (IOSR_MAX_BATCH) */
 #define IOSR_MAX_CHILDREN 64u
+#define IOSR_NOTIFY_QUEUE 16u /* foreground changes waiting for the app's callback */
 
 struct iosr_region {
   iosr_ctx *ctx;
@@ -45,7 +46,13 @@ struct iosr_ctx {
   void (*on_trim)(iosr_ctx *, uint64_t, void *);
   void *arg;
 
-  pthread_t agent, dropper;
+  pthread_t agent, dropper, notifier;
+  int notifier_started;
+  pthread_cond_t notify_cv; /* with mu: the notifier's queue */
+  int notify_stop;
+  int fg_queue[IOSR_NOTIFY_QUEUE]; /* foreground changes for on_foreground, oldest first */
+  uint32_t fg_head, fg_n;
+  uint64_t trim_pending;   /* the newest trim request for on_trim (0: none) */
   int wake_pipe[2];        /* tells the agent to stop */
   int threads_started;
 
@@ -75,6 +82,7 @@ struct iosr_ctx {
   iosr_m_drop_moved moved; /* what the dropper moved of it (the dropper's own) */
   int moving;              /* the dropper is moving pages: a resume hello waits (no daemon reads events
                             * before the moves named by the one that died are done) */
+  uint32_t epoch;          /* connections lost so far: an answer (go) belongs to the connection it came on */
 
   int children[IOSR_MAX_CHILDREN]; /* forked children's userfaultfds, kept alive */
   unsigned nchildren;
@@ -89,6 +97,16 @@ struct iosr_ctx {
  * with errno (ENOTCONN when the daemon is away). Caller holds nothing. */
 int iosr_ctx_rpc(iosr_ctx *ctx, uint16_t type, const void *p, uint32_t len, const int *fds, int nfds,
                  void *out, uint32_t out_cap, int *out_fd);
+
+/* ---- the callbacks' thread (client/notify.c); each takes ctx->mu ---- */
+/* Starts it where the app gave a callback. 0, or -1 (no thread). */
+int iosr_ctx_notifier_start(iosr_ctx *ctx);
+/* Stops it once the callbacks queued have run. */
+void iosr_ctx_notifier_stop(iosr_ctx *ctx);
+/* The agent received a foreground change / a trim request; the trim: -1
+ * when no callback takes it. */
+void iosr_ctx_notify_fg(iosr_ctx *ctx, int fg);
+int iosr_ctx_notify_trim(iosr_ctx *ctx, uint64_t id);
 
 /* ---- the dropper (client/dropper.c); each takes ctx->mu ---- */
 /* The dropper thread's body (arg: the ctx). */

@@ -195,19 +195,26 @@ static int move_drop(iosr_ctx *ctx, const iosr_dropreq *d) {
   if (n > IOSR_DROP_MAX_PAGES) n = IOSR_DROP_MAX_PAGES;
   out->npages = (uint32_t)n;
   if (iosr_test_drop_gate) iosr_test_drop_gate(d->id, 2);
+  /* the answer comes after the mark is read, on this connection: one from
+   * before, or from a daemon that died since, is not this drop's */
+  pthread_mutex_lock(&ctx->mu);
+  uint32_t epoch = ctx->epoch;
+  memset(&ctx->go, 0, sizeof ctx->go);
+  pthread_mutex_unlock(&ctx->mu);
   iosr_beacon_drop_mark(d->id, &first, &pages);
   if (!ctx->beacon || mark(ctx, first, pages)) return EAGAIN;
   pthread_mutex_lock(&ctx->mu);
-  while (!go_for(ctx, d->id) && ctx->connected && !ctx->stopping) pthread_cond_wait(&ctx->cv, &ctx->mu);
-  int have = go_for(ctx, d->id);
+  while (!go_for(ctx, d->id) && ctx->epoch == epoch && !ctx->stopping) pthread_cond_wait(&ctx->cv, &ctx->mu);
+  /* moving, decided with the connection it belongs to: a resume hello
+   * waits until these moves are done, and after a lost connection none
+   * begins (the next daemon may read events by then) */
+  int have = go_for(ctx, d->id) && ctx->epoch == epoch;
   iosr_m_drop_go g = ctx->go;
   memset(&ctx->go, 0, sizeof ctx->go);
+  ctx->moving = have;
   pthread_mutex_unlock(&ctx->mu);
   if (!have) return ENOTCONN;
   if (iosr_test_drop_gate) iosr_test_drop_gate(d->id, 4);
-  pthread_mutex_lock(&ctx->mu);
-  ctx->moving = 1;
-  pthread_mutex_unlock(&ctx->mu);
   uint64_t gn = g.npages < n ? g.npages : n;
   int err = 0, unlocked = 0;
   for (uint64_t k = 0; k < gn;) {
@@ -326,6 +333,8 @@ void iosr_ctx_fence_drops(iosr_ctx *ctx, uint64_t start, uint64_t len) {
 void iosr_ctx_drops_lost(iosr_ctx *ctx) {
   pthread_mutex_lock(&ctx->mu);
   ctx->connected = 0;
+  ctx->epoch++; /* a dropper waiting for an answer stops waiting */
+  memset(&ctx->go, 0, sizeof ctx->go);
   ctx->dq_head = ctx->dq_n = 0; /* undone: never run against a daemon that did not ask */
   pthread_cond_broadcast(&ctx->cv);
   pthread_mutex_unlock(&ctx->mu);

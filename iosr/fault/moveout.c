@@ -277,6 +277,13 @@ void iosr_swapout_moved(iosr_engine_s *e, iosr_app *a, const iosr_m_drop_moved *
     if (a->hold_drop == m->id) iosr_moveout_hold_end(e, a);
     return;
   }
+  if (a->hold_drop != d->id) {
+    /* named by a daemon that died (or never named): its events were read
+     * since, so the kernel's pagemap settles it, as a drop whose answer was
+     * lost */
+    iosr_swapout_dropped(e, a, m->id, ENOTCONN);
+    return;
+  }
   *pp = d->next;
   iosr_batch *b = d->batch;
   iosr_job *j = b ? b->job : NULL;

@@ -1,8 +1,9 @@
 /* Holding libiosr's dropper at a chosen point (the test hook of
  * client/client_int.h), for tests that need a drop in a given state: asked
- * for but not begun (phase 0), its pages to discard chosen (2), a run
- * announced and about to be discarded (3), or done but not yet confirmed
- * (phase 1).
+ * for but not begun (phase 0), its pages to discard chosen, before its drop
+ * mark (2), a run announced and about to be discarded (3), iosrd's answer
+ * received by a dropper that moves, before the moves (4), or done but not
+ * yet confirmed (phase 1).
  * Every wait is bounded (a hang is a failure, not a wait forever). */
 #ifndef IOSR_TEST_GATE_H
 #define IOSR_TEST_GATE_H

@@ -7,6 +7,13 @@
  *              the queued ones never run
  *   confirm    the daemon dies with one drop done but not yet confirmed and
  *              more queued
+ *   confirm-after-resume
+ *              the same, and the dropper answers the new daemon once the app
+ *              has resumed: a drop that moved pages the dead daemon named
+ *              (moveout=1) is settled from the kernel's pagemap
+ *   moving     the daemon dies while a dropper that moves holds its answer
+ *              (drop gate stage 4) and moves the named pages while no
+ *              daemon runs (design note section 3, "Moved by the dropper")
  *
  * SETTINGS (k=v,...) are added to iosrd's: with moveout=0 the drops are of
  * the app's pages (the dropper's path), else of its graveyard (pages moved
@@ -16,6 +23,7 @@
  * the test kills and restarts iosrd and has the app check every page. */
 #include "gate.h"
 #include "util.h"
+#include "fault/uffd.h"
 
 #include <poll.h>
 
@@ -46,7 +54,7 @@ static int verify(const uint8_t *p) {
   return bad;
 }
 
-static void app(int phase, const char *log, int in, int out) {
+static void app(int phase, int late, const char *log, int in, int out) {
   int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   dup2(fd, 2);
   iosr_connect_opts o = {.app_name = "victim", .socket_path = sock};
@@ -56,6 +64,10 @@ static void app(int phase, const char *log, int in, int out) {
   CHECK(r);
   uint8_t *p = iosr_region_base(r);
   for (uint64_t i = 0; i < NPAGES; i++) iosr_fill(p + i * 4096, 91, i, 0);
+  if (phase == 4 && !(ctx->grave && (ctx->features & UFFD_FEATURE_MOVE))) {
+    chan_send(out, 's'); /* the dropper does not move here */
+    _exit(0);
+  }
   gate_close(phase);
   chan_send(out, 'r');
   /* held: one drop at the gate, at least two more queued behind it */
@@ -67,9 +79,15 @@ static void app(int phase, const char *log, int in, int out) {
   CHECK(chan_recv(in) == 'g'); /* the daemon is dead */
   for (i = 0; i < 12000 && get_int(ctx, &ctx->connected); i++) usleep(10000);
   CHECKF(!get_int(ctx, &ctx->connected), "the agent did not see the daemon die");
-  gate_open();
+  if (!late) gate_open();
   for (;;) {
     char c = chan_recv(in);
+    if (late) {
+      for (i = 0; i < 12000 && !get_int(ctx, &ctx->connected); i++) usleep(10000);
+      CHECKF(get_int(ctx, &ctx->connected), "the app did not resume");
+      gate_open();
+      late = 0;
+    }
     if (c == 'v') chan_send(out, verify(p) ? 'x' : 'o');
     else break;
   }
@@ -97,12 +115,16 @@ static void reclaim_all(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || argc > 3 || (strcmp(argv[1], "running") && strcmp(argv[1], "confirm"))) {
-    fprintf(stderr, "usage: test_restart running|confirm [SETTINGS]\n");
+  const char *k = argc >= 2 ? argv[1] : "";
+  int phase = !strcmp(k, "running") ? 0 : !strcmp(k, "confirm") || !strcmp(k, "confirm-after-resume") ? 1
+            : !strcmp(k, "moving")  ? 4
+                                    : -1;
+  if (argc < 2 || argc > 3 || phase < 0) {
+    fprintf(stderr, "usage: test_restart running|confirm|confirm-after-resume|moving [SETTINGS]\n");
     return 2;
   }
   iosr_test_require();
-  int phase = !strcmp(argv[1], "confirm");
+  int late = !strcmp(k, "confirm-after-resume");
   iosr_test_swap(swap, sizeof swap, 32u << 20);
   snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   char log[300], dlog[300];
@@ -113,8 +135,16 @@ int main(int argc, char **argv) {
   pid_t d = iosr_test_daemon(swap, sock, set, dlog);
   int to, from;
   pid_t a = iosr_test_fork(&to, &from);
-  if (a == 0) app(phase, log, from, to);
-  CHECK(chan_recv(from) == 'r');
+  if (a == 0) app(phase, late, log, from, to);
+  char c0 = chan_recv(from);
+  if (c0 == 's') {
+    printf("SKIP: no UFFDIO_MOVE (Linux 6.8) or no graveyard: the dropper does not move\n");
+    wait_child(a, 60, "the app");
+    iosr_test_stop_daemon(d);
+    iosr_test_cleanup();
+    return 77;
+  }
+  CHECK(c0 == 'r');
   reclaim_in_background();
   CHECKF(chan_recv(from) == 'h', "the app did not get its drops held (see %s)", log);
   kill(d, SIGKILL);
