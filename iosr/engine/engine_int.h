@@ -134,6 +134,7 @@ typedef struct iosr_drop {
   int grave;                /* a discard of graveyard pages (fault/moveout.c), not of the app's */
   uint64_t move_to;         /* the graveyard page the dropper moves the run to (0: it discards the run) */
   uint64_t go[IOSR_DROP_BITS_WORDS]; /* the pages the daemon named to be moved (IOSR_M_DROP_GO) */
+  int go_sent;              /* this daemon answered its mark (named those, maybe none) */
   uint64_t charged;         /* those of them charged to the budget until discarded */
   uint64_t *adopted;        /* where the pages handed over to it are now (moved into its run) */
   uint32_t nadopted, capadopted;

@@ -288,12 +288,13 @@ void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err) {
   /* a drop that moves, answered as one that failed (the dropper stopped, or
    * the daemon before went away) */
   if (d->move_to) iosr_moveout_release(a, d->move_to, d->n, err == ENOTCONN);
-  if (a->hold_drop == id) {
-    /* answered without the move it was named (the dropper stopped): nothing
-     * moved, and the kernel's pagemap is not to be asked before the app's
-     * events are read */
+  if (d->move_to && d->go_sent) {
+    /* answered without the move this daemon named (the dropper stopped):
+     * nothing moved, and the kernel's pagemap is not to be asked while the
+     * app's events may wait unread */
+    int held = a->hold_drop == id;
     iosr_moveout_finish(e, a, d);
-    iosr_moveout_hold_end(e, a);
+    if (held) iosr_moveout_hold_end(e, a);
     return;
   }
   drop_finish(e, a, d, err);

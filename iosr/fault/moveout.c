@@ -218,6 +218,7 @@ void iosr_swapout_send_go(iosr_engine_s *e, iosr_app *a) {
   iosr_drop *d = a->go_drop ? drop_find(a, a->go_drop) : NULL;
   int any = 0;
   if (d && d->move_to) {
+    d->go_sent = 1;
     g.id = d->id;
     g.npages = (uint32_t)d->n;
     memset(d->go, 0, sizeof d->go);
@@ -277,10 +278,11 @@ void iosr_swapout_moved(iosr_engine_s *e, iosr_app *a, const iosr_m_drop_moved *
     if (a->hold_drop == m->id) iosr_moveout_hold_end(e, a);
     return;
   }
-  if (a->hold_drop != d->id) {
-    /* named by a daemon that died (or never named): its events were read
-     * since, so the kernel's pagemap settles it, as a drop whose answer was
-     * lost */
+  if (a->hold_drop != d->id && !d->go_sent) {
+    /* named by a daemon that died: the dropper may have moved what that one
+     * named, so the kernel's pagemap settles it, as a drop whose answer was
+     * lost (this daemon named nothing, and moved nothing: the dropper moves
+     * only what the answer to its mark names) */
     iosr_swapout_dropped(e, a, m->id, ENOTCONN);
     return;
   }
