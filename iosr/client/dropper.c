@@ -173,8 +173,6 @@ static int go_for(const iosr_ctx *ctx, uint64_t id) {
   return ctx->go.id && (ctx->go.id == id || (!ctx->go.npages && (uint16_t)ctx->go.id == (uint16_t)id));
 }
 
-static int bit(const uint64_t *bits, uint64_t k) { return (int)((bits[k / 64] >> (k % 64)) & 1); }
-
 /* Moves the pages of drop d that the daemon names into the graveyard at
  * d->grave (design note section 3, "Moved by the dropper"). The drop mark
  * tells the daemon the dropper begins; it answers which pages of the run are
@@ -218,12 +216,12 @@ static int move_drop(iosr_ctx *ctx, const iosr_dropreq *d) {
   uint64_t gn = g.npages < n ? g.npages : n;
   int err = 0, unlocked = 0;
   for (uint64_t k = 0; k < gn;) {
-    if (!bit(g.bits, k)) {
+    if (!iosr_drop_bit(g.bits, k)) {
       k++;
       continue;
     }
     uint64_t e = k + 1;
-    while (e < gn && bit(g.bits, e)) e++;
+    while (e < gn && iosr_drop_bit(g.bits, e)) e++;
     uint64_t done = 0;
     int r = iosr_uffd_move(ctx->uffd, d->grave + (k << 12), d->start + (k << 12), (e - k) << 12, &done);
     uint64_t m = done >> 12;

@@ -109,6 +109,9 @@ typedef struct iosr_m_drop {
 
 #define IOSR_DROP_BITS_WORDS 16u /* a drop's pages as a bitmap (at most 1024: IOSR_BEACON_RUNS) */
 
+/* Bit k (k < 64 * IOSR_DROP_BITS_WORDS) of a drop's page bitmap. */
+static inline int iosr_drop_bit(const uint64_t *bits, uint64_t k) { return (int)((bits[k / 64] >> (k % 64)) & 1); }
+
 typedef struct iosr_m_drop_go {
   uint64_t id;     /* the drop's id; an unknown drop's: the low 16 bits its mark carried, npages 0 */
   uint32_t npages; /* pages of the drop (bits past it are 0) */

@@ -112,9 +112,9 @@ void iosr_moveout_dropper_moved(iosr_engine_s *e, iosr_app *a, iosr_batch *b, ui
                                 uint64_t n, int err) {
   if (first >= IOSR_GRAVE_PAGES || n > IOSR_GRAVE_PAGES - first) return;
   for (uint64_t k = 0; k < n;) {
-    int on = (int)((bits[k / 64] >> (k % 64)) & 1);
+    int on = iosr_drop_bit(bits, k);
     uint64_t t = k + 1;
-    while (t < n && (int)((bits[t / 64] >> (t % 64)) & 1) == on) t++;
+    while (t < n && iosr_drop_bit(bits, t) == on) t++;
     if (on) grave_drop(e, a, b, first + k, t - k, t - k);
     else grave_mark(a, first + k, t - k, 0);
     k = t;
@@ -197,8 +197,6 @@ void iosr_moveout_forget(iosr_engine_s *e, iosr_app *a) {
 }
 
 /* ---- moved by the dropper (design note section 3, "Moved by the dropper") ---- */
-
-static int go_bit(const uint64_t *bits, uint64_t k) { return (int)((bits[k / 64] >> (k % 64)) & 1); }
 
 static iosr_drop *drop_find(iosr_app *a, uint64_t id) {
   for (iosr_drop *d = a->drops; d; d = d->next)
@@ -295,7 +293,7 @@ void iosr_swapout_moved(iosr_engine_s *e, iosr_app *a, const iosr_m_drop_moved *
     uint64_t v = d->start_vpn + k;
     /* only a page the daemon named, and (while nothing the app does is
      * read) gone from the app indeed: a dropper's word alone moves nothing */
-    if (!go_bit(m->bits, k) || !go_bit(d->go, k) || a->hold_drop != d->id || pm < 0 || iosr_pagemap_present(pm, v) != 0)
+    if (!iosr_drop_bit(m->bits, k) || !iosr_drop_bit(d->go, k) || a->hold_drop != d->id || pm < 0 || iosr_pagemap_present(pm, v) != 0)
       continue;
     iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
     if (!p || p->state != IOSR_PTE_DROPPING || p->aux != (uint16_t)d->id) continue;
