@@ -91,6 +91,7 @@ static const struct key keys[] = {
     {"hello_timeout_ms", K_U32, OFF(hello_timeout_ms), 10, 600000, NULL},
     {"conns_per_uid", K_U32, OFF(conns_per_uid), 1, 1u << 20, NULL},
     {"trim_wait_ms", K_U32, OFF(trim_wait_ms), 0, 600000, NULL},
+    {"drop_stall_ms", K_U32, OFF(drop_stall_ms), 1, 600000, NULL},
     {"nice", K_I32, OFF(nice), 0, 0, NULL}, /* -20..19, checked below */
     {"rt_prio", K_U32, OFF(rt_prio), 0, 99, NULL},
 };
@@ -212,6 +213,7 @@ int iosr_settings_init(iosr_settings *s, char *err, size_t cap) {
   s->hello_timeout_ms = 5000;
   s->conns_per_uid = 4096;
   s->trim_wait_ms = 2000;
+  s->drop_stall_ms = 2000;
   s->nice = -10;
   s->rt_prio = 0;
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {

@@ -444,7 +444,7 @@ static const char *const runtime_keys[] = {
     "write_hold_max", "write_hold_ms", "write_ioprio", "budget", "budget_low", "zero_window", "reclaim_batch",
     "reclaim_inflight", "max_io", "ra_probe_horizon", "ra_probes", "ra_probes_full", "hello_timeout_ms",
     "ra_grow_pct", "ra_shrink_pct",
-    "conns_per_uid", "trim_wait_ms", NULL};
+    "conns_per_uid", "trim_wait_ms", "drop_stall_ms", NULL};
 
 static void do_set(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_set *m) {
   if (iosr_field_str(m->key, sizeof m->key) || iosr_field_str(m->value, sizeof m->value))

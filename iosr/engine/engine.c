@@ -128,7 +128,7 @@ static void io_completions(iosr_engine_s *e) {
 }
 
 int iosr_eng_idle(const iosr_engine_s *e) {
-  return !e->reqs && !e->batches && !e->jobs && !e->retries && !e->install_retry && !e->held;
+  return !e->reqs && !iosr_swapout_inflight(e) && !e->jobs && !e->retries && !e->install_retry && !e->held;
 }
 
 void iosr_eng_notify_fg(iosr_engine_s *e, iosr_app *a, int fg) {
@@ -286,6 +286,7 @@ static void arm_timer(iosr_engine_s *e, uint64_t admit_due) {
   int t = iosr_sched_timeout_ms(&e->sched, now);
   if (t >= 0 && (!due || now + (uint64_t)(t ? t : 1) * 1000000u < due)) due = now + (uint64_t)(t ? t : 1) * 1000000u;
   if (e->grace_until_ns > now && (!due || e->grace_until_ns < due)) due = e->grace_until_ns;
+  if (e->stall_due_ns && (!due || e->stall_due_ns < due)) due = e->stall_due_ns;
   /* the budget is looked at again when a failed budget job's back-off ends,
    * whether or not anything else happens by then */
   if (e->set.budget && e->budget_backoff_ns > now && (!due || e->budget_backoff_ns < due)) due = e->budget_backoff_ns;
@@ -458,6 +459,7 @@ int iosr_eng_run(iosr_engine_s *e) {
     iosr_fault_run_retries(e);
     iosr_swapin_run_install_retries(e);
     iosr_swapout_run_move_retries(e);
+    iosr_swapout_set_aside_stalled(e, iosr_now_ns());
     /* a budget job starts in the turn that makes it: the turn may be the
      * last before a wait with no deadline (the apps done faulting) */
     iosr_reclaim_check_budget(e);

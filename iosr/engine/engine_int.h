@@ -99,6 +99,8 @@ struct iosr_batch {
   uint16_t seq;              /* its WRITING pages' aux: a page cancelled and picked again is another batch's */
   uint16_t move_tries;       /* move-outs tried after a refusal that passes (EAGAIN, no graveyard room) */
   uint8_t move_wait;         /* written; some pages wait, WRITING, for their move-out to be tried again */
+  uint8_t set_aside;         /* its app has not answered its drops for drop_stall_ms (design note section 9) */
+  uint64_t drop_since_ns;    /* when it last asked its app for a drop */
 };
 
 typedef struct iosr_cand {
@@ -114,6 +116,7 @@ typedef struct iosr_job {
   uint32_t id;
   uint64_t target_pages;      /* 0: all candidates */
   uint64_t swapped_pages, zero_pages, kept_pages;
+  uint64_t waiting_pages;     /* in batches set aside: their app has not answered its drops */
   iosr_cand *cand;
   size_t ncand, pos;
   iosr_cand *again;           /* candidates to retry (write-protect hit EAGAIN) */
@@ -240,6 +243,7 @@ struct iosr_app {
   uint64_t hold_drop;        /* the dropper moves this drop's pages: none of the app's events is read
                               * until it confirms (design note section 3, "Moved by the dropper") */
   uint32_t inflight;         /* requests and batches referring to this app */
+  uint32_t batches_set_aside; /* its batches whose drops it has not answered: reclaim passes it by */
   int trims;                 /* answers trim requests (IOSR_ATTACH_TRIMS; daemon/trim.c) */
   uint64_t trim_id;          /* the trim request awaiting its answer (0: none) */
   uint64_t trim_sent_ns;     /* when it was sent */
@@ -305,6 +309,8 @@ struct iosr_engine_s {
   uint64_t moveout_refused;  /* moves of runs, or their rests, the kernel refused (tried again on EAGAIN) */
   uint64_t moveout_no_room;  /* moves of runs, or their rests, that found no graveyard room (tried again) */
   uint32_t moveout_waiting;  /* batches whose move-out is tried again in a later turn */
+  uint32_t batches_set_aside; /* batches whose app has not answered their drops (design note section 9) */
+  uint64_t stall_due_ns;     /* when the next batch waiting for drops is set aside (0: none waits) */
   uint16_t batch_seq;
   /* the hard budget (engine/budget.c; design note section 9, "Memory budget") */
   iosr_retry *held, *held_tail;   /* faults held until there is room, oldest first */
@@ -477,6 +483,14 @@ uint64_t iosr_moveout_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t
 /* Tries again the move-out of every batch waiting for it (engine loop, after
  * the turn's events are read). */
 void iosr_swapout_run_move_retries(iosr_engine_s *e);
+/* Sets aside every batch whose writes are done and whose app has not
+ * answered its drops for drop_stall_ms (design note section 9, "An app that
+ * does not answer its drops"): its job goes on without it. Sets
+ * e->stall_due_ns to when the next one is due. Engine thread only. */
+void iosr_swapout_set_aside_stalled(iosr_engine_s *e, uint64_t now);
+/* Swap-out batches in flight that count against reclaim_inflight and keep
+ * the engine from being idle (those set aside do not). */
+uint32_t iosr_swapout_inflight(const iosr_engine_s *e);
 /* Graveyard drop d of a was confirmed (err: as the dropper's): its pages
  * are free again and no longer charged. */
 void iosr_moveout_discarded(iosr_engine_s *e, iosr_app *a, const iosr_drop *d, int err);

@@ -112,7 +112,11 @@ void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
       char msg[160];
       int err = j->err;
       if (!err && j->kept_pages && !j->swapped_pages && !j->zero_pages) err = EIO;
-      if (err == ENOSPC)
+      if (!err && j->waiting_pages && !j->swapped_pages && !j->zero_pages) err = ETIMEDOUT;
+      if (err == ETIMEDOUT)
+        snprintf(msg, sizeof msg, "the app has not answered its drops: %llu of its pages stay resident",
+                 (unsigned long long)j->waiting_pages);
+      else if (err == ENOSPC)
         snprintf(msg, sizeof msg, "swap area full: %llu pages swapped out, the rest stays resident",
                  (unsigned long long)j->swapped_pages);
       else if (err == EIO)
@@ -120,8 +124,9 @@ void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
       else if (err == EAGAIN)
         snprintf(msg, sizeof msg, "restart grace period: no new swap slots yet");
       else
-        snprintf(msg, sizeof msg, "%llu pages swapped out, %llu zero pages dropped",
-                 (unsigned long long)j->swapped_pages, (unsigned long long)j->zero_pages);
+        snprintf(msg, sizeof msg, "%llu pages swapped out, %llu zero pages dropped%s",
+                 (unsigned long long)j->swapped_pages, (unsigned long long)j->zero_pages,
+                 j->waiting_pages ? "; some apps have not answered their drops" : "");
       iosr_srv_reply(e, c, j->waiter_seq, err, (j->swapped_pages + j->zero_pages) * 4096, msg);
     }
   }
@@ -132,15 +137,13 @@ void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
 
 void iosr_reclaim_pump(iosr_engine_s *e) {
   for (;;) {
-    uint32_t inflight = 0;
-    for (iosr_batch *b = e->batches; b; b = b->next) inflight++;
+    uint32_t inflight = iosr_swapout_inflight(e);
     int progress = 0;
     for (iosr_job *j = e->jobs, *next; j; j = next) {
       next = j->next;
       if (inflight < e->set.reclaim_inflight && iosr_swapout_step(e, j)) {
         progress = 1;
-        inflight = 0;
-        for (iosr_batch *b = e->batches; b; b = b->next) inflight++;
+        inflight = iosr_swapout_inflight(e);
       }
       iosr_reclaim_job_done_maybe(e, j);
     }

@@ -70,6 +70,10 @@ static void batch_done(iosr_engine_s *e, iosr_batch *b) {
   iosr_job *j = b->job;
   iosr_app *a = iosr_eng_app(e, b->app);
   if (a && a->inflight) a->inflight--;
+  if (b->set_aside) {
+    e->batches_set_aside--;
+    if (a && a->batches_set_aside) a->batches_set_aside--;
+  }
   batch_free(e, b);
   if (j) {
     j->batches_inflight--;
@@ -88,6 +92,7 @@ typedef struct iosr_batch_drops {
 void iosr_swapout_send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
   iosr_debug("drop %llu: %#llx +%llu pages", (unsigned long long)d->id, (unsigned long long)(d->start_vpn << 12),
              (unsigned long long)d->n);
+  if (d->batch) d->batch->drop_since_ns = iosr_now_ns(); /* its stall is counted from the last ask */
   if (!a->conn) return; /* detached: sent again when the client resumes */
   iosr_m_drop m = {d->id, d->start_vpn << 12, d->n << 12, d->move_to << 12};
   if (iosr_srv_send(e, a->conn, IOSR_M_DROP, 0, 0, &m, sizeof m, NULL, 0))
@@ -229,6 +234,39 @@ void iosr_swapout_run_move_retries(iosr_engine_s *e) {
     nx = b->next;
     if (b->move_wait) move_out(e, b);
   }
+}
+
+static uint32_t batch_outgoing(const iosr_batch *b);
+
+void iosr_swapout_set_aside_stalled(iosr_engine_s *e, uint64_t now) {
+  uint64_t stall = (uint64_t)e->set.drop_stall_ms * 1000000u;
+  e->stall_due_ns = 0;
+  for (iosr_batch *b = e->batches; b; b = b->next) {
+    if (b->set_aside || !b->drops_pending || b->writes_pending || b->move_wait) continue;
+    if (now < b->drop_since_ns + stall) {
+      if (!e->stall_due_ns || b->drop_since_ns + stall < e->stall_due_ns) e->stall_due_ns = b->drop_since_ns + stall;
+      continue;
+    }
+    b->set_aside = 1;
+    e->batches_set_aside++;
+    iosr_app *a = iosr_eng_app(e, b->app);
+    uint32_t n = batch_outgoing(b);
+    if (a && !a->batches_set_aside++)
+      iosr_warn("app %s has not answered a drop for %u ms: reclaim passes it by until it does", a->name,
+                e->set.drop_stall_ms);
+    iosr_job *j = b->job;
+    if (!j) continue;
+    b->job = NULL; /* the job may end here: the batch no longer points at it */
+    j->waiting_pages += n;
+    j->batches_inflight--;
+    iosr_reclaim_job_done_maybe(e, j);
+  }
+}
+
+uint32_t iosr_swapout_inflight(const iosr_engine_s *e) {
+  uint32_t n = 0;
+  for (const iosr_batch *b = e->batches; b; b = b->next) n += !b->set_aside;
+  return n;
 }
 
 void iosr_swapout_count_out(iosr_app *a, iosr_job *j, iosr_pte *p, int zero) {
@@ -558,6 +596,10 @@ static int step(iosr_engine_s *e, iosr_job *j) {
     if (!a || a->uffd < 0 || a->forked || !a->conn) continue;
     iosr_pte *p = iosr_pt_lookup(&a->pt, c->vpn, NULL);
     if (!p || (p->state != IOSR_PTE_PRESENT && p->state != IOSR_PTE_CLEAN)) continue;
+    if (a->batches_set_aside) {
+      j->waiting_pages++; /* its drops unanswered (design note section 9): it stays */
+      continue;
+    }
     take[nt++] = *c;
   }
   if (!nt) {

@@ -23,13 +23,9 @@ static pid_t app(const char *name, uint64_t seed, int *to, int *from) {
   if (pid) return pid;
   in = *from;
   out = *to;
-  iosr_connect_opts o = {.app_name = name, .socket_path = sock};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_region *r = iosr_region_create(ctx, NPAGES * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (uint64_t i = 0; i < NPAGES; i++) iosr_fill(p + i * 4096, seed, i, 0);
+  iosr_ctx *ctx;
+  iosr_region *r;
+  uint8_t *p = iosr_test_filled_region(name, sock, NPAGES, seed, &ctx, &r);
   chan_send(out, 'r');
   for (;;) {
     char c = chan_recv(in);

@@ -21,13 +21,9 @@ static pid_t app(const char *name, const char *log, const char *reconnect_ms, in
   int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   dup2(fd, 2);
   if (reconnect_ms) setenv("IOSR_RECONNECT_MS", reconnect_ms, 1);
-  iosr_connect_opts o = {.app_name = name, .socket_path = sock};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_region *r = iosr_region_create(ctx, NPAGES * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (uint64_t i = 0; i < NPAGES; i++) iosr_fill(p + i * 4096, 9, i, 0);
+  iosr_ctx *ctx;
+  iosr_region *r;
+  uint8_t *p = iosr_test_filled_region(name, sock, NPAGES, 9, &ctx, &r);
   chan_send(out, 'r');
   for (;;) {
     char c = chan_recv(in);

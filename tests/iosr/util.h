@@ -122,6 +122,21 @@ static inline int iosr_check(const void *page, uint64_t seed, uint64_t idx, uint
   return 1;
 }
 
+/* Connects to iosrd at sock as app `name`, creates one region of npages
+ * pages and fills page i with (seed, i, version 0). *ctx and *r get the
+ * connection and the region; returns the region's first byte. */
+static inline uint8_t *iosr_test_filled_region(const char *name, const char *sock, uint64_t npages, uint64_t seed,
+                                               iosr_ctx **ctx, iosr_region **r) {
+  iosr_connect_opts o = {.app_name = name, .socket_path = sock};
+  *ctx = iosr_connect(&o);
+  CHECK(*ctx);
+  *r = iosr_region_create(*ctx, npages * 4096);
+  CHECK(*r);
+  uint8_t *p = iosr_region_base(*r);
+  for (uint64_t i = 0; i < npages; i++) iosr_fill(p + i * 4096, seed, i, 0);
+  return p;
+}
+
 static inline int iosr_is_zero(const void *page) {
   const uint64_t *p = page;
   for (int i = 0; i < 512; i++)

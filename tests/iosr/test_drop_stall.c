@@ -1,0 +1,107 @@
+/* An app that does not answer its drops (here stopped with SIGSTOP, as a
+ * cgroup freezer or a debugger stops it) holds up no other app's reclaim
+ * and not `iosr idle` (design note section 9, "An app that does not answer
+ * its drops"), and loses nothing once it runs again.
+ *
+ *   test_drop_stall
+ *
+ * Two apps of 512 pages each; `frozen` is stopped, then reclaimed: iosrd
+ * writes its pages and asks its dropper for them, which cannot answer. With
+ * reclaim_inflight=2 and batches of 64 pages, that reclaim's batches would
+ * fill every place in flight: the reclaim of `other` and `iosr idle` must
+ * still end, and `other`'s pages be swapped out. Then `frozen` runs again:
+ * a reclaim of it swaps out all its pages, and both apps read every page
+ * back. Every wait is bounded (60 s: a hang). */
+#include "gate.h"
+#include "util.h"
+
+#define NPAGES 512u
+
+static char sock[300], swap[256];
+static pid_t apps[2];
+
+/* A failed check must not leave an app stopped (it holds CTest's output). */
+static void kill_apps(void) {
+  for (int i = 0; i < 2; i++)
+    if (apps[i] > 0) kill(apps[i], SIGKILL);
+}
+
+static void app(const char *name, uint64_t seed, int in, int out) {
+  iosr_ctx *ctx;
+  iosr_region *r;
+  uint8_t *p = iosr_test_filled_region(name, sock, NPAGES, seed, &ctx, &r);
+  chan_send(out, 'r');
+  CHECK(chan_recv(in) == 'c');
+  for (uint64_t i = 0; i < NPAGES; i++) CHECKF(iosr_check(p + i * 4096, seed, i, 0), "%s: page %llu", name, (unsigned long long)i);
+  CHECK(iosr_region_destroy(r) == 0);
+  CHECK(iosr_disconnect(ctx) == 0);
+  _exit(0);
+}
+
+/* `iosr ARGS`, its output in file `out`, in a child waited for at most 60 s. */
+static int tool_bounded(const char *args, const char *what, char *out, size_t cap) {
+  char file[300], cmd[600];
+  snprintf(file, sizeof file, "%s/tool.out", iosr_test_dir);
+  snprintf(cmd, sizeof cmd, "%s > %s", args, file);
+  pid_t t = fork();
+  CHECK(t >= 0);
+  if (t == 0) _exit(iosr_tool(sock, cmd, NULL, 0));
+  int st = wait_child(t, 60, what);
+  FILE *f = fopen(file, "r");
+  size_t n = f ? fread(out, 1, cap - 1, f) : 0;
+  out[n] = 0;
+  if (f) fclose(f);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+int main(void) {
+  iosr_test_require();
+  iosr_test_swap(swap, sizeof swap, 32u << 20);
+  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
+  char dlog[300], out[4096];
+  snprintf(dlog, sizeof dlog, "%s/iosrd.log", iosr_test_dir);
+  pid_t d = iosr_test_daemon(swap, sock, "restart_grace_ms=300,reclaim_batch=64,reclaim_inflight=2,drop_stall_ms=500",
+                             dlog);
+  int to_f, from_f, to_o, from_o;
+  pid_t f = iosr_test_fork(&to_f, &from_f);
+  if (f == 0) app("frozen", 31, from_f, to_f);
+  pid_t o = iosr_test_fork(&to_o, &from_o);
+  if (o == 0) app("other", 32, from_o, to_o);
+  apps[0] = f, apps[1] = o;
+  atexit(kill_apps);
+  CHECK(chan_recv(from_f) == 'r' && chan_recv(from_o) == 'r');
+  CHECK(kill(f, SIGSTOP) == 0);
+  int st;
+  CHECK(waitpid(f, &st, WUNTRACED) == f && WIFSTOPPED(st));
+
+  int rc = tool_bounded("reclaim frozen", "the reclaim of the stopped app", out, sizeof out);
+  CHECKF(rc != 0 && strstr(out, "timed out"), "reclaim of the stopped app: exit %d, '%s' (see %s)", rc, out, dlog);
+  rc = tool_bounded("reclaim other", "the reclaim of the other app (held up by the stopped one?)", out, sizeof out);
+  CHECKF(rc == 0 && strstr(out, "reclaimed 2048 KiB"), "reclaim of the other app: exit %d, '%s'", rc, out);
+  rc = tool_bounded("idle", "iosr idle (held up by the stopped app?)", out, sizeof out);
+  CHECKF(rc == 0, "iosr idle: exit %d, '%s'", rc, out);
+
+  CHECK(kill(f, SIGCONT) == 0);
+  rc = tool_bounded("idle", "iosr idle once the app runs again", out, sizeof out);
+  CHECKF(rc == 0, "iosr idle: exit %d, '%s'", rc, out);
+  /* what the unanswered reclaim passed by goes now */
+  rc = tool_bounded("reclaim frozen", "the reclaim of the app once it runs again", out, sizeof out);
+  CHECKF(rc == 0, "reclaim of the app running again: exit %d, '%s'", rc, out);
+  static char js[1 << 16];
+  rc = tool_bounded("stat --json", "iosr stat", js, sizeof js);
+  char *fa = strstr(js, "\"name\":\"frozen\""), *sw = fa ? strstr(fa, "\"swapped_pages\":") : NULL;
+  CHECKF(rc == 0 && sw && strtoull(sw + 16, NULL, 10) == NPAGES, "the app's pages did not go out once it ran: %.300s",
+         fa ? fa : js);
+  chan_send(to_f, 'c');
+  chan_send(to_o, 'c');
+  st = wait_child(f, 60, "the stopped app");
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the stopped app ended with status %#x", st);
+  st = wait_child(o, 60, "the other app");
+  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other app ended with status %#x", st);
+  apps[0] = apps[1] = 0;
+  iosr_test_stop_daemon(d);
+  iosr_test_cleanup();
+  printf("drop_stall: the reclaim of a stopped app ended unanswered; another app's reclaim (512 pages) and "
+         "iosr idle went on; the stopped app's pages went out once it ran again, and every page read back\n");
+  return 0;
+}
