@@ -126,7 +126,8 @@ int iosr_region_discard(iosr_region *r, size_t off, size_t len);
  * - mlock/mlockall of region pages: a locked page is never swapped out. A
  *   reclaim leaves the pages it finds locked when it starts; a page locked
  *   while it is being swapped out stays (or becomes again) resident, its
- *   bytes as they were. After munlock it may be swapped out again. The same
+ *   bytes as they were. After munlock it may be swapped out again (also a
+ *   region created under mlockall(MCL_FUTURE), populated at once). The same
  *   holds for pages that cannot be read (PROT_NONE): they stay resident.
  * - MADV_WIPEONFORK and MADV_DONTFORK: read from /proc at each fork; a child
  *   gets zeros (or no mapping) there, as the kernel gives it.

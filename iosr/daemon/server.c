@@ -354,6 +354,7 @@ static void do_region(iosr_engine_s *e, iosr_conn *c, uint32_t seq, uint16_t typ
     /* a region id per app, so each region gets its own read-ahead window */
     iosr_span *sp = iosr_pt_add(&a->pt, m->start >> 12, m->len >> 12, a->next_region + 1);
     if (sp) a->next_region++;
+    if (sp) iosr_fault_adopt_present(e, a, sp);
     iosr_srv_reply(e, c, seq, sp ? 0 : errno, 0, sp ? NULL : "cannot add the region");
   } else {
     void *ctx[2] = {e, a};

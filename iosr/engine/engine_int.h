@@ -377,6 +377,12 @@ uint16_t iosr_eng_ioprio(const iosr_engine_s *e, int cls);
 /* fault/fault.c */
 void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a);
 void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t flags, uint32_t tid);
+/* A region span sp just added for app a: the pages the kernel already holds
+ * there are PRESENT (mlockall(MCL_FUTURE) populates a mapping before libiosr
+ * registers it; design note section 3, "Pages present at registration").
+ * Engine thread only; one pagemap read per 512 pages, none when its first
+ * page is not held. */
+void iosr_fault_adopt_present(iosr_engine_s *e, iosr_app *a, iosr_span *sp);
 void iosr_fault_run_retries(iosr_engine_s *e);
 /* A fault on page vpn of a served again (a retry, a held fault): re-handled
  * unless the page is resident by now (then its waiters are woken). Engine

@@ -264,6 +264,25 @@ static void clean_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t v
   iosr_swapin_fault(e, a, sp, vpn, p);
 }
 
+void iosr_fault_adopt_present(iosr_engine_s *e, iosr_app *a, iosr_span *sp) {
+  int fd = iosr_pagemap_open(a->pid);
+  if (fd < 0) return;
+  if (iosr_pagemap_present(fd, sp->start) == 1) {
+    uint64_t ent[512];
+    for (uint64_t v = sp->start; v < sp->start + sp->n; v += 512) {
+      uint64_t k = sp->start + sp->n - v < 512 ? sp->start + sp->n - v : 512;
+      if (pread(fd, ent, k * 8, (off_t)(v * 8)) != (ssize_t)(k * 8)) break;
+      for (uint64_t i = 0; i < k; i++) {
+        if (!(ent[i] >> 63 & 1)) continue; /* the kernel's own swap is not ours to hold */
+        iosr_pte *p = iosr_pt_pte(&a->pt, sp, v + i);
+        iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+        p->age = (uint32_t)e->tick;
+      }
+    }
+  }
+  close(fd);
+}
+
 void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t flags, uint32_t tid) {
   uint64_t vpn = addr >> 12;
   e->tick++;

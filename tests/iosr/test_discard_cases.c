@@ -36,6 +36,10 @@
  *                  mappings too, the dropper's marks among them), then a
  *                  region is made and reclaimed: every page is swapped out
  *                  and reads back its data
+ *   mlockall-future  mlockall(MCL_CURRENT | MCL_FUTURE) before the region is
+ *                  made (the kernel populates it before it is registered):
+ *                  locked, no page goes; after munlockall every page is
+ *                  swapped out and reads back its data
  *
  * In-process engine; the dropper is held where a case needs it (gate.h).
  * Those cases run with IOSR_MOVEOUT=0: a page moved out never reaches the
@@ -233,6 +237,30 @@ static void locked_all(uint8_t *p, uint64_t n) {
   verify(p, n, 0, 0, 61, "reclaimed after mlockall");
   CHECK(munlockall() == 0);
   printf("mlockall: libiosr's locked mappings did not stop the reclaim; every page came back\n");
+}
+
+/* mlockall(MCL_CURRENT | MCL_FUTURE) before the region was made: the kernel
+ * populated it before it was registered (design note section 3, "Pages
+ * present at registration"). */
+static void locked_future(uint8_t *p, uint64_t n) {
+  uint64_t got;
+  iosr_app_stats st = stats();
+  CHECKF(st.resident_pages >= n, "a region populated at registration: %llu of %llu pages counted resident",
+         (unsigned long long)st.resident_pages, (unsigned long long)n);
+  CHECK(iosr_ctl_reclaim(env.ctl, "disc", 0, &got) == 0 || errno == EIO);
+  st = stats();
+  CHECKF(st.swapped_pages == 0, "locked: %llu pages swapped out", (unsigned long long)st.swapped_pages);
+  verify(p, n, 0, 0, 61, "reclaimed while locked");
+  CHECK(munlockall() == 0);
+  /* a graveyard page the lock populated refuses the first moves (design
+   * note section 3, "Moved out"): those pages go at the next reclaim */
+  for (int i = 0; i < 3 && stats().swapped_pages < n; i++) CHECK(iosr_ctl_reclaim(env.ctl, "disc", 0, &got) == 0);
+  st = stats();
+  CHECKF(st.swapped_pages == n, "after munlockall: %llu pages swapped of %llu", (unsigned long long)st.swapped_pages,
+         (unsigned long long)n);
+  verify(p, n, 0, 0, 61, "reclaimed after munlockall");
+  printf("mlockall-future: a region populated when made stayed while locked, and went out after munlockall; every "
+         "page came back\n");
 }
 
 /* The dropper is held after its run mark; the engine stops reading events,
@@ -499,10 +527,10 @@ int main(int argc, char **argv) {
   int mf = !strcmp(k, "madv-free"), ml = !strcmp(k, "mlock"), mu = !strcmp(k, "munmap"), mr = !strcmp(k, "mremap-merged");
   int md = !strcmp(k, "mremap-drop"), ma = !strcmp(k, "mlockall"), mx = !strcmp(k, "mremap-discard");
   int mi = !strcmp(k, "mremap-into"), mw = !strcmp(k, "mremap-writing"), sd = !strcmp(k, "split-during-drop");
-  int mc = !strcmp(k, "mremap-into-after-check");
-  if (!mf && !ml && !mu && !mr && !md && !ma && !mx && !mi && !mw && !sd && !mc) {
+  int mc = !strcmp(k, "mremap-into-after-check"), mff = !strcmp(k, "mlockall-future");
+  if (!mf && !ml && !mu && !mr && !md && !ma && !mx && !mi && !mw && !sd && !mc && !mff) {
     fprintf(stderr, "usage: test_discard_cases madv-free|mlock|munmap|mremap-merged|mremap-drop|mremap-discard|"
-                    "mremap-into|mremap-into-after-check|mremap-writing|split-during-drop|mlockall\n");
+                    "mremap-into|mremap-into-after-check|mremap-writing|split-during-drop|mlockall|mlockall-future\n");
     return 2;
   }
   iosr_test_require();
@@ -517,6 +545,7 @@ int main(int argc, char **argv) {
   } else {
     const uint64_t n = 512;
     if (ma) CHECKF(mlockall(MCL_CURRENT) == 0, "mlockall: %s", strerror(errno));
+    if (mff) CHECKF(mlockall(MCL_CURRENT | MCL_FUTURE) == 0, "mlockall: %s", strerror(errno));
     iosr_region *r = iosr_region_create(env.ctx, n * 4096);
     CHECK(r);
     uint8_t *p = iosr_region_base(r);
@@ -525,6 +554,7 @@ int main(int argc, char **argv) {
     else if (ml) mlocked(p, n);
     else if (md) remap_drop(p, n);
     else if (ma) locked_all(p, n);
+    else if (mff) locked_future(p, n);
     else if (mx) remap_discard(p, n);
     else if (mi) remap_into(p, n);
     else if (mc) remap_into_after_check(p, n);
