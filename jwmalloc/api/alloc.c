@@ -49,7 +49,7 @@ static void *small_alloc(unsigned c) {
   }
   flush_chain(t);
   bool fallback;
-  b = jw_mid_alloc(0, &fallback);
+  b = jw_mid_alloc_uncached(&fallback);
   if (b) {
     jw_counter_add(&jw_api_counters.small_via_mid, 1);
     jw_unpoison(b, jw_mid_class_size[0]);

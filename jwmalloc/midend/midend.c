@@ -63,15 +63,37 @@ typedef struct mid_class {
 
 static jw_atomic_u64 slabs_aged; /* statistics: slabs the aging passes gave back */
 
-static mid_class classes[JW_MID_NCLASSES];
+/* Class mc's shard i is classes[mc * JW_MID_SHARDS + i] (midend.md "Shards"). */
+static mid_class classes[JW_MID_NCLASSES * JW_MID_SHARDS];
+#define NK (JW_MID_NCLASSES * JW_MID_SHARDS)
+
+static inline mid_class *shard_of(unsigned mc, unsigned i) { return &classes[mc * JW_MID_SHARDS + i]; }
+static inline unsigned class_of_shard(const mid_class *k) { return (unsigned)(k - classes) / JW_MID_SHARDS; }
+
+/* Shards in use: one under JWMALLOC_LOW_MEMORY (the footprint is the point). */
+static inline unsigned shards_in_use(void) { return jw_low_memory() ? 1 : JW_MID_SHARDS; }
+
+/* 1 + the thread's home shard; 0 until its first midend malloc. */
+static __thread uint8_t mid_home __attribute__((tls_model("initial-exec")));
+static jw_atomic_u32 next_home; /* deals home shards round-robin */
+
+static inline unsigned home_shard(unsigned n) {
+  unsigned h = mid_home;
+  if (JW_UNLIKELY(h == 0)) {
+    h = 1 + (jw_fetch_add(&next_home, 1, JW_RELAXED) & (JW_MID_SHARDS - 1)); /* only spreads threads */
+    mid_home = (uint8_t)h;
+  }
+  return (h - 1) & (n - 1);
+}
 
 
 /* JWMALLOC_LOW_MEMORY: a class caches at most this much (one 16 KiB block,
  * eight of 2 KiB; docs/design/api.md, "Low-memory configuration"). */
 #define LOW_MEMORY_CACHE_BYTES ((size_t)16 << 10)
 
+/* A shard's cache: the class's bytes divided among the shards in use. */
 static uint64_t cache_mask(unsigned mc) {
-  size_t slots = (jw_low_memory() ? LOW_MEMORY_CACHE_BYTES : CACHE_BYTES) / jw_mid_class_size[mc];
+  size_t slots = (jw_low_memory() ? LOW_MEMORY_CACHE_BYTES : CACHE_BYTES) / shards_in_use() / jw_mid_class_size[mc];
   if (slots >= JW_PTR_CACHE_SLOTS) return ~(uint64_t)0;
   return ((uint64_t)1 << slots) - 1;
 }
@@ -125,7 +147,7 @@ static JW_NOINLINE void convert_partial(mid_class *k, unsigned shift) {
   jw_rq_requeue(&k->partial, shift == 63 ? stack_push : jw_rq_add, shift);
   if (check && (before < 0 || jw_rq_check(&k->partial, shift, 0) != before))
     jw_fatal("midend class %u: partial list broken converting %u -> %u (%ld slabs before)",
-             (unsigned)(k - classes), k->rq_shift, shift, before);
+             class_of_shard(k), k->rq_shift, shift, before);
   k->rq_shift = shift;
   publish_low_root(k);
 }
@@ -153,7 +175,7 @@ static void partial_remove(mid_class *k, jw_mid_slab *s) {
   s->on_partial = 0;
 }
 
-static jw_mid_slab *slab_new(unsigned mc) {
+static jw_mid_slab *slab_new(mid_class *k, unsigned mc) {
   uint32_t granules = 0;
   jw_mid_slab *s = jw_tier_take_pages(jw_mid_class_pages(mc), JW_KIND_MID_SLAB, &granules, NULL);
   if (s == NULL) return NULL;
@@ -166,6 +188,7 @@ static jw_mid_slab *slab_new(unsigned mc) {
   s->capacity = (uint32_t)((((size_t)granules << JW_GRANULE_SHIFT) - JW_MID_HEADER) / jw_mid_class_size[mc]);
   s->nfree = s->capacity;
   s->cls = (uint8_t)mc;
+  s->shard = (uint8_t)((unsigned)(k - classes) % JW_MID_SHARDS);
   s->on_partial = 0;
   jw_poison(slab_blocks(s), ((size_t)granules << JW_GRANULE_SHIFT) - JW_MID_HEADER);
   return s;
@@ -183,13 +206,13 @@ static jw_block *slab_take(mid_class *k, unsigned mc) {
      * (the lowest is the head): a new slab, which the backend places low,
      * rather than blocks that keep a high root alive; the high slabs only
      * get blocks back now, empty and go back. */
-    jw_mid_slab *n = slab_new(mc);
+    jw_mid_slab *n = slab_new(k, mc);
     if (n != NULL) partial_add(k, s = n);
   }
   if (s == NULL) {
     s = k->spare;
     if (s) k->spare = NULL;
-    else if ((s = slab_new(mc)) == NULL) return NULL;
+    else if ((s = slab_new(k, mc)) == NULL) return NULL;
     partial_add(k, s);
   }
   jw_block *b = s->free;
@@ -286,8 +309,8 @@ static void class_unlock(mid_class *k) {
 }
 
 bool jw_mid_deferred_empty(void) {
-  for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++)
-    if (jw_load(&classes[mc].deferred, JW_ACQUIRE) != NULL) return false; /* a check: the links it would read */
+  for (unsigned i = 0; i < NK; i++)
+    if (jw_load(&classes[i].deferred, JW_ACQUIRE) != NULL) return false; /* a check: the links it would read */
   return true;
 }
 
@@ -317,18 +340,33 @@ static jw_block *alloc_locked(mid_class *k, unsigned mc) {
 
 /* ---- public ---- */
 
-jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
-  mid_class *k = &classes[mc];
+/* jw_mid_alloc from shard h of n in use; `home`: h is the thread's home,
+ * which moves to a shard whose lock it gets. */
+static jw_block *alloc_from(unsigned mc, unsigned h, unsigned n, bool home, bool *fallback) {
+  mid_class *k = shard_of(mc, h);
   *fallback = false;
   jw_block *b = jw_ptr_cache_take(&k->cache);
   if (b == NULL) {
     if (jw_lock_try(&k->lock, JW_LK_MIDEND)) return alloc_locked(k, mc);
-    /* Never wait: a cached block of a larger class, else (opt-in) the lock
-     * after one yield (concurrency.md, "One yield before a fallback"), else
-     * a page range. */
+    /* Never wait: another shard's cache or lock, which becomes the home
+     * (midend.md "Shards"), else a cached block of a larger class, else
+     * (opt-in) the lock after one yield (concurrency.md, "One yield before
+     * a fallback"), else a page range. */
+    for (unsigned i = 1; i < n; i++) {
+      unsigned o = (h + i) & (n - 1);
+      mid_class *ko = shard_of(mc, o);
+      if ((b = jw_ptr_cache_take(&ko->cache)) != NULL) {
+        jw_counter_add(&ko->n_alloc, 1);
+        return b;
+      }
+      if (jw_lock_try(&ko->lock, JW_LK_MIDEND)) {
+        if (home) mid_home = (uint8_t)(o + 1);
+        return alloc_locked(ko, mc);
+      }
+    }
     unsigned up = mc + 1;
     for (; up < JW_MID_NCLASSES && up <= mc + 2; up++)
-      if ((b = jw_ptr_cache_take(&classes[up].cache)) != NULL) break;
+      if ((b = jw_ptr_cache_take(&shard_of(up, h)->cache)) != NULL) break;
     if (b == NULL) {
       if (jw_opt(JW_OPT_LOCK_YIELD) && jw_lock_try_after_yield(&k->lock, JW_LK_MIDEND, JW_MID_GRACE_SPINS))
         return alloc_locked(k, mc);
@@ -344,6 +382,13 @@ jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
   jw_counter_add(&k->n_alloc, 1);
   return b;
 }
+
+jw_block *jw_mid_alloc(unsigned mc, bool *fallback) {
+  unsigned n = shards_in_use();
+  return alloc_from(mc, home_shard(n), n, true, fallback);
+}
+
+jw_block *jw_mid_alloc_uncached(bool *fallback) { return alloc_from(0, 0, shards_in_use(), false, fallback); }
 
 
 /* Pushes b on the class's deferred list (the lock is busy). */
@@ -404,15 +449,18 @@ static void mid_free(mid_class *k, jw_mid_slab *s, jw_block *b) {
   if (kick) jw_reclaim_kick();
 }
 
+/* The shard that guards slab s (its header names it). */
+static inline mid_class *slab_shard(const jw_mid_slab *s) { return shard_of(s->cls, s->shard & (JW_MID_SHARDS - 1)); }
+
 void jw_mid_free(jw_mid_slab *s, jw_block *b) {
-  mid_class *k = &classes[s->cls];
+  mid_class *k = slab_shard(s);
   jw_counter_add(&k->n_free, 1);
   mid_free(k, s, b);
 }
 
 void jw_mid_give_back(jw_block *b, bool aged) {
   jw_mid_slab *s = slab_of(b);
-  mid_class *k = &classes[s->cls];
+  mid_class *k = slab_shard(s);
   if (!aged) {
     mid_free(k, s, b);
     return;
@@ -439,8 +487,8 @@ size_t jw_mid_usable(const jw_range_info *info) {
 
 bool jw_mid_trim(void) {
   bool released = false;
-  for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) {
-    mid_class *k = &classes[mc];
+  for (unsigned i = 0; i < NK; i++) {
+    mid_class *k = &classes[i];
     /* Waits: malloc_trim promises every cached block back, and a class the
      * reclaimer's aging pass holds would keep its cache, which can pin a
      * few MiB of partly used slabs. The holder (a malloc, a free, an aging
@@ -468,8 +516,9 @@ bool jw_mid_trim(void) {
 
 uint64_t jw_mid_age(void) {
   uint64_t held = 0;
-  for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) {
-    mid_class *k = &classes[mc];
+  for (unsigned i = 0; i < NK; i++) {
+    mid_class *k = &classes[i];
+    unsigned mc = class_of_shard(k);
     /* Relaxed: statistics counters, compared with our own last reading. */
     uint64_t act = jw_counter_get(&k->n_alloc) + jw_counter_get(&k->n_free);
     uint64_t seen = jw_load(&k->aging_seen, JW_RELAXED);
@@ -507,23 +556,23 @@ uint64_t jw_mid_age(void) {
 }
 
 void jw_mid_atfork_prepare(void) {
-  for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) jw_lock_acquire(&classes[mc].lock, JW_LK_MIDEND);
+  for (unsigned i = 0; i < NK; i++) jw_lock_acquire(&classes[i].lock, JW_LK_MIDEND);
 }
 
 void jw_mid_atfork_parent(void) {
-  for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) jw_lock_release(&classes[mc].lock);
+  for (unsigned i = 0; i < NK; i++) jw_lock_release(&classes[i].lock);
 }
 
 void jw_mid_atfork_child(void) {
-  for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) jw_lock_reset(&classes[mc].lock);
+  for (unsigned i = 0; i < NK; i++) jw_lock_reset(&classes[i].lock);
 }
 
 void jw_mid_totals_get(jw_mid_totals *o) {
   o->mallocs = o->frees = o->fallbacks = 0;
-  for (unsigned mc = 0; mc < JW_MID_NCLASSES; mc++) {
-    o->mallocs += jw_counter_get(&classes[mc].n_alloc);
-    o->frees += jw_counter_get(&classes[mc].n_free);
-    o->fallbacks += jw_counter_get(&classes[mc].n_fallback);
+  for (unsigned i = 0; i < NK; i++) {
+    o->mallocs += jw_counter_get(&classes[i].n_alloc);
+    o->frees += jw_counter_get(&classes[i].n_free);
+    o->fallbacks += jw_counter_get(&classes[i].n_fallback);
   }
   o->slabs_aged = jw_counter_get(&slabs_aged);
 }

@@ -22,6 +22,8 @@
 #include "../common/root_queue.h"
 
 #define JW_MID_NCLASSES 13
+/* Shards per class, a power of two (docs/design/midend.md, "Shards"). */
+#define JW_MID_SHARDS 4
 #define JW_MID_HEADER 64u
 /* Slab waste (header + tail) cap: 1/16 of the slab. */
 #define JW_MID_WASTE_DIV 16
@@ -58,15 +60,22 @@ typedef struct jw_mid_slab {
   uint32_t granules; /* the range as the page source gave it (it may round up) */
   uint8_t cls;
   uint8_t on_partial; /* class lock */
+  uint8_t shard;      /* the class shard whose lock guards it (midend.md "Shards") */
 } jw_mid_slab;
 
 _Static_assert(sizeof(jw_mid_slab) <= JW_MID_HEADER, "midend slab header fits its 64 bytes");
 
-/* One block of class mc, or NULL: *fallback is set when the class lock was
- * busy and no larger cached block was found (the caller serves the request
+/* One block of class mc, or NULL: *fallback is set when every shard's lock
+ * of the class was busy and no cached block was found (the caller serves the request
  * as a page range); otherwise NULL means ENOMEM (errno set). The block is
  * still poisoned (ASan) and carries a stale key. */
 jw_block *jw_mid_alloc(unsigned mc, bool *fallback);
+
+/* jw_mid_alloc(0, fallback) for a small request of a thread without a thread
+ * cache (being set up, exiting, or refused one): from the first shard, not
+ * the thread's home (midend.md "Shards"), so that the few such blocks of
+ * every thread share slabs rather than take one per shard. */
+jw_block *jw_mid_alloc_uncached(bool *fallback);
 
 /* ceil(65536 / (size / 512)) per class: block sizes are multiples of 512,
  * so a block index is found by a multiplication (jw_mid_is_block). */

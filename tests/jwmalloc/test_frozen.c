@@ -12,11 +12,18 @@
  *
  * Usage: test_frozen KIND   (backend, midend, pool, aging, token, huge)
  *        test_frozen midend trim
+ *        test_frozen midend shards
  *
  * `midend trim`: malloc_trim, called while the midend class lock is frozen,
  * must not return before it has emptied that class's cache (a skipped class
  * keeps partly used slabs pinned): it waits for the holder. The test fails if
  * the trim returns while the holder is still frozen.
+ *
+ * `midend shards`: the same run with the midend class lock frozen, counting
+ * the mallocs of midend classes that took the page-range fallback while the
+ * workers ran (docs/design/midend.md, "Shards"): a thread whose home shard's
+ * lock is held takes another shard's, so at most 1 in 20 of them may fall
+ * back (with one lock per class every cache miss of the frozen class did).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -30,6 +37,7 @@
 #include "backend/backend.h"
 #include "common/lock.h"
 #include "jwmalloc.h"
+#include "midend/midend.h"
 
 enum { WORKERS = 4, ROUNDS = 40, PER_ROUND = 24, HANG_SECONDS = 60 };
 #define MID_SIZE 4000 /* a midend class; the midend trigger freezes it */
@@ -189,6 +197,7 @@ int main(int argc, char **argv) {
   signal(SIGALRM, on_alarm);
   alarm(HANG_SECONDS);
   int trim = argc > 2 && strcmp(argv[2], "trim") == 0 && target == JW_LK_MIDEND;
+  int shards = argc > 2 && strcmp(argv[2], "shards") == 0 && target == JW_LK_MIDEND;
   enum { NHELD = 64 };
   void *held[NHELD];
   for (int i = 0; trim && i < NHELD; i++) held[i] = jw_malloc(MID_SIZE);
@@ -201,8 +210,11 @@ int main(int argc, char **argv) {
     alarm(0);
     return r;
   }
+  jw_mid_totals before, after;
+  jw_mid_totals_get(&before);
   for (unsigned w = 0; w < WORKERS; w++) pthread_create(&ws[w], NULL, worker, (void *)(uintptr_t)w);
   for (unsigned w = 0; w < WORKERS; w++) pthread_join(ws[w], NULL);
+  jw_mid_totals_get(&after);
   /* Every worker finished while the holder stayed frozen. */
   alarm(0);
   int still_frozen = atomic_load(&release_holder) == 0;
@@ -224,5 +236,16 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (!still_frozen || atomic_load(&failures)) return 1;
+  if (shards) {
+    /* a fallback is counted once as a fallback, never as a malloc */
+    uint64_t fb = after.fallbacks - before.fallbacks, tries = after.mallocs - before.mallocs + fb;
+    printf("frozen midend holder, shards: %llu of %llu midend mallocs took the page-range fallback\n",
+           (unsigned long long)fb, (unsigned long long)tries);
+    if (fb * 20 > tries) {
+      fprintf(stderr, "with one shard's lock frozen, %llu of %llu midend mallocs fell back to a page range\n",
+              (unsigned long long)fb, (unsigned long long)tries);
+      return 1;
+    }
+  }
   return 0;
 }
