@@ -309,7 +309,6 @@ struct iosr_engine_s {
   uint64_t moveout_refused;  /* moves of runs, or their rests, the kernel refused (tried again on EAGAIN) */
   uint64_t moveout_no_room;  /* moves of runs, or their rests, that found no graveyard room (tried again) */
   uint32_t moveout_waiting;  /* batches whose move-out is tried again in a later turn */
-  uint32_t batches_set_aside; /* batches whose app has not answered their drops (design note section 9) */
   uint64_t stall_due_ns;     /* when the next batch waiting for drops is set aside (0: none waits) */
   uint16_t batch_seq;
   /* the hard budget (engine/budget.c; design note section 9, "Memory budget") */

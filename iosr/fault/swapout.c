@@ -70,10 +70,7 @@ static void batch_done(iosr_engine_s *e, iosr_batch *b) {
   iosr_job *j = b->job;
   iosr_app *a = iosr_eng_app(e, b->app);
   if (a && a->inflight) a->inflight--;
-  if (b->set_aside) {
-    e->batches_set_aside--;
-    if (a && a->batches_set_aside) a->batches_set_aside--;
-  }
+  if (b->set_aside && a && a->batches_set_aside) a->batches_set_aside--;
   batch_free(e, b);
   if (j) {
     j->batches_inflight--;
@@ -248,7 +245,6 @@ void iosr_swapout_set_aside_stalled(iosr_engine_s *e, uint64_t now) {
       continue;
     }
     b->set_aside = 1;
-    e->batches_set_aside++;
     iosr_app *a = iosr_eng_app(e, b->app);
     uint32_t n = batch_outgoing(b);
     if (a && !a->batches_set_aside++)
