@@ -655,6 +655,12 @@ static void t_parking(void) {
   CHECK(jw_option_get("LOW_MEMORY", &low) == 0 && low == 1, "run with JWMALLOC_LOW_MEMORY=1");
   CHECK(jw_option_set("LOW_MEMORY", 0) == -1 && errno == EINVAL, "LOW_MEMORY is a start-up option");
   free(malloc(1));
+  /* No aging while the threads come and go: a parked cache aged out between
+   * one thread's exit and the next one's start (a busy machine makes that
+   * gap long) would leave its slabs to the new cache. Aging is checked after. */
+  long interval;
+  CHECK(jw_option_get("RECLAIM_INTERVAL_MS", &interval) == 0 && jw_option_set("RECLAIM_INTERVAL_MS", 600000) == 0,
+        "the reclaim interval cannot be set");
   uint64_t start = live_now();
   for (unsigned i = 0; i < SEQ_THREADS; i++) {
     pthread_t t;
@@ -667,6 +673,7 @@ static void t_parking(void) {
          SEQ_CLASSES, ((double)after - (double)start) / MIB);
   CHECK(after < start + (2 << 20), "short-lived threads held %.1f MiB of slabs", ((double)after - start) / MIB);
   fflush(stdout);
+  CHECK(jw_option_set("RECLAIM_INTERVAL_MS", interval) == 0, "the reclaim interval cannot be set back");
   pthread_t t;
   pthread_create(&t, NULL, free_kept, NULL);
   pthread_join(t, NULL);
