@@ -111,8 +111,9 @@ void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
     if (c) {
       char msg[160];
       int err = j->err;
-      if (!err && j->kept_pages && !j->swapped_pages && !j->zero_pages) err = EIO;
+      /* an app that does not answer: its reason, before the pages it kept */
       if (!err && j->waiting_pages && !j->swapped_pages && !j->zero_pages) err = ETIMEDOUT;
+      if (!err && j->kept_pages && !j->swapped_pages && !j->zero_pages) err = EIO;
       if (err == ETIMEDOUT)
         snprintf(msg, sizeof msg, "the app has not answered its drops: %llu of its pages stay resident",
                  (unsigned long long)j->waiting_pages);

@@ -198,10 +198,12 @@ static void move_out(iosr_engine_s *e, iosr_batch *b) {
     i = k;
     if (!nrest) continue;
     if (by_dropper) {
-      /* never the dropper's madvise: after the tries the pages stay */
+      /* never the dropper's madvise: after the tries the pages stay, and at
+       * once when the app does not answer its drops (design note section 9):
+       * only its answers make graveyard room */
       int64_t g = iosr_moveout_reserve(e, a, nrest);
       if (g >= 0) drop_run(e, a, b, rest, nrest, a->grave + (uint64_t)g);
-      else if (b->move_tries < MOVE_TRIES) wait = 1;
+      else if (b->move_tries < MOVE_TRIES && !a->batches_set_aside) wait = 1;
       else keep_run(e, a, b, rest, nrest);
       continue;
     }

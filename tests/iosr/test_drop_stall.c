@@ -3,19 +3,26 @@
  * and not `iosr idle` (design note section 9, "An app that does not answer
  * its drops"), and loses nothing once it runs again.
  *
- *   test_drop_stall
+ *   test_drop_stall fits|graveyard-full
  *
- * Two apps of 512 pages each; `frozen` is stopped, then reclaimed: iosrd
- * writes its pages and asks its dropper for them, which cannot answer. With
- * reclaim_inflight=2 and batches of 64 pages, that reclaim's batches would
- * fill every place in flight: the reclaim of `other` and `iosr idle` must
- * still end, and `other`'s pages be swapped out. Then `frozen` runs again:
- * a reclaim of it swaps out all its pages, and both apps read every page
- * back. Every wait is bounded (60 s: a hang). */
+ * fits: two apps of 512 pages each; `frozen` is stopped, then reclaimed:
+ * iosrd writes its pages and asks its dropper for them, which cannot answer.
+ * With reclaim_inflight=2 and batches of 64 pages, that reclaim's batches
+ * would fill every place in flight: the reclaim of `other` and `iosr idle`
+ * must still end, and `other`'s pages be swapped out. Then `frozen` runs
+ * again: a reclaim of it swaps out all its pages, and both apps read every
+ * page back.
+ * graveyard-full: the same with `frozen` four times larger than its
+ * graveyard (4,096 pages) and the default batches (256 pages, 8 in flight):
+ * the batches after the first four wait for graveyard room only the app's
+ * answers make, and keep their pages resident once its first batch is set
+ * aside. Every wait is bounded (60 s: a hang). */
 #include "gate.h"
 #include "util.h"
 
 #define NPAGES 512u
+
+static uint64_t frozen_pages = NPAGES; /* graveyard-full: 4,096 */
 
 static char sock[300], swap[256];
 static pid_t apps[2];
@@ -26,13 +33,13 @@ static void kill_apps(void) {
     if (apps[i] > 0) kill(apps[i], SIGKILL);
 }
 
-static void app(const char *name, uint64_t seed, int in, int out) {
+static void app(const char *name, uint64_t seed, uint64_t npages, int in, int out) {
   iosr_ctx *ctx;
   iosr_region *r;
-  uint8_t *p = iosr_test_filled_region(name, sock, NPAGES, seed, &ctx, &r);
+  uint8_t *p = iosr_test_filled_region(name, sock, npages, seed, &ctx, &r);
   chan_send(out, 'r');
   CHECK(chan_recv(in) == 'c');
-  for (uint64_t i = 0; i < NPAGES; i++) CHECKF(iosr_check(p + i * 4096, seed, i, 0), "%s: page %llu", name, (unsigned long long)i);
+  for (uint64_t i = 0; i < npages; i++) CHECKF(iosr_check(p + i * 4096, seed, i, 0), "%s: page %llu", name, (unsigned long long)i);
   CHECK(iosr_region_destroy(r) == 0);
   CHECK(iosr_disconnect(ctx) == 0);
   _exit(0);
@@ -54,19 +61,27 @@ static int tool_bounded(const char *args, const char *what, char *out, size_t ca
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  int full = argc == 2 && !strcmp(argv[1], "graveyard-full");
+  if (argc != 2 || (!full && strcmp(argv[1], "fits"))) {
+    fprintf(stderr, "usage: test_drop_stall fits|graveyard-full\n");
+    return 2;
+  }
+  if (full) frozen_pages = 4096;
   iosr_test_require();
   iosr_test_swap(swap, sizeof swap, 32u << 20);
   snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   char dlog[300], out[4096];
   snprintf(dlog, sizeof dlog, "%s/iosrd.log", iosr_test_dir);
-  pid_t d = iosr_test_daemon(swap, sock, "restart_grace_ms=300,reclaim_batch=64,reclaim_inflight=2,drop_stall_ms=500",
+  pid_t d = iosr_test_daemon(swap, sock,
+                             full ? "restart_grace_ms=300,drop_stall_ms=500"
+                                  : "restart_grace_ms=300,reclaim_batch=64,reclaim_inflight=2,drop_stall_ms=500",
                              dlog);
   int to_f, from_f, to_o, from_o;
   pid_t f = iosr_test_fork(&to_f, &from_f);
-  if (f == 0) app("frozen", 31, from_f, to_f);
+  if (f == 0) app("frozen", 31, frozen_pages, from_f, to_f);
   pid_t o = iosr_test_fork(&to_o, &from_o);
-  if (o == 0) app("other", 32, from_o, to_o);
+  if (o == 0) app("other", 32, NPAGES, from_o, to_o);
   apps[0] = f, apps[1] = o;
   atexit(kill_apps);
   CHECK(chan_recv(from_f) == 'r' && chan_recv(from_o) == 'r');
@@ -90,7 +105,7 @@ int main(void) {
   static char js[1 << 16];
   rc = tool_bounded("stat --json", "iosr stat", js, sizeof js);
   char *fa = strstr(js, "\"name\":\"frozen\""), *sw = fa ? strstr(fa, "\"swapped_pages\":") : NULL;
-  CHECKF(rc == 0 && sw && strtoull(sw + 16, NULL, 10) == NPAGES, "the app's pages did not go out once it ran: %.300s",
+  CHECKF(rc == 0 && sw && strtoull(sw + 16, NULL, 10) == frozen_pages, "the app's pages did not go out once it ran: %.300s",
          fa ? fa : js);
   chan_send(to_f, 'c');
   chan_send(to_o, 'c');
@@ -101,7 +116,8 @@ int main(void) {
   apps[0] = apps[1] = 0;
   iosr_test_stop_daemon(d);
   iosr_test_cleanup();
-  printf("drop_stall: the reclaim of a stopped app ended unanswered; another app's reclaim (512 pages) and "
-         "iosr idle went on; the stopped app's pages went out once it ran again, and every page read back\n");
+  printf("drop_stall %s: the reclaim of a stopped app of %llu pages ended unanswered; another app's reclaim (512 "
+         "pages) and iosr idle went on; the stopped app's pages went out once it ran again, and every page read back\n",
+         argv[1], (unsigned long long)frozen_pages);
   return 0;
 }
