@@ -89,4 +89,15 @@ static inline int wait_child(pid_t pid, int secs, const char *what) {
   return -1;
 }
 
+/* The app said the dropper does not move here (no UFFDIO_MOVE before Linux
+ * 6.8, or no graveyard): waits for it, stops the daemon and returns 77, the
+ * tests' skip status. */
+static inline int gate_skip_no_move(pid_t app, pid_t daemon) {
+  printf("SKIP: no UFFDIO_MOVE (Linux 6.8) or no graveyard: the dropper does not move\n");
+  wait_child(app, 60, "the app");
+  iosr_test_stop_daemon(daemon);
+  iosr_test_cleanup();
+  return 77;
+}
+
 #endif
