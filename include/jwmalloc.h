@@ -122,6 +122,12 @@ typedef struct jw_stats {
   uint64_t backend_ahead_taken;          /* of backend_lf_roots, those taken mapped ahead (no mmap) */
   uint64_t adopted_slabs;                /* abandoned slabs taken over by a live thread freeing into them
                                             (docs/design/frontend.md, "Thread exit") */
+  uint64_t reclaim_sync_releases;        /* releases past the watermark by a freeing thread (reclamation.md
+                                            section 4) */
+  uint64_t reclaim_grace_releases;       /* releases past the watermark by the reclaim thread at the end of
+                                            a grace (section 4, "The grace") */
+  uint64_t reclaim_grace_reused;         /* graces that ended with the excess taken back by allocations:
+                                            nothing released */
 } jw_stats;
 
 /* Fills *out with the first `size` bytes of the statistics (size: the

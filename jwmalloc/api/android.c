@@ -149,6 +149,7 @@ void jw_release_immediately(void) {
   c.enabled = 1;
   c.watermark = 1;       /* every backend free past one cached byte releases at once */
   c.watermark_max = 0;   /* fixed: no adaptation */
+  c.grace_ms = 0;        /* and at once, not after a grace */
   jw_reclaim_set_config(&c);
   jw_option_set("POOL_PERCENT", 0); /* an emptied slab goes to the backend, not the pool */
   jw_option_set("POOL_MIN", 0);
@@ -175,6 +176,7 @@ void jw_low_memory_start(void) {
   if (!env_set("JWMALLOC_RECLAIM_WATERMARK")) c.watermark = JW_LOW_MEMORY_WATERMARK;
   if (!env_set("JWMALLOC_RECLAIM_INTERVAL_MS")) c.interval_ms = JW_LOW_MEMORY_INTERVAL_MS;
   if (!env_set("JWMALLOC_RECLAIM_WATERMARK_MAX")) c.watermark_max = 0;
+  if (!env_set("JWMALLOC_RECLAIM_GRACE_MS")) c.grace_ms = 0;
   jw_reclaim_set_config(&c);
   if (!env_set("JWMALLOC_POOL_PERCENT")) jw_option_set("POOL_PERCENT", 0);
   if (!env_set("JWMALLOC_POOL_MIN")) jw_option_set("POOL_MIN", 0);

@@ -92,6 +92,9 @@ static void collect(jw_stats *s) {
   jw_reclaim_get_stats(&rs);
   s->reclaim_cycles = rs.cycles;
   s->reclaim_released_bytes = rs.bytes_released;
+  s->reclaim_sync_releases = rs.sync_releases;
+  s->reclaim_grace_releases = rs.grace_releases;
+  s->reclaim_grace_reused = rs.grace_reused;
   s->merges_after_release = rs.merges_after_release;
   s->merges_before_release = rs.merges - (rs.merges_after_release < rs.merges ? rs.merges_after_release : rs.merges);
   s->refaulted_allocs = rs.allocs_refault;
@@ -191,6 +194,10 @@ JW_EXPORT void jw_stats_print(int fd) {
              (unsigned long long)s.merges_before_release, (unsigned long long)s.merges_after_release,
              (unsigned long long)s.refaulted_allocs, (unsigned long long)s.pool_pages_aged,
              (unsigned long long)s.mid_slabs_aged);
+  jw_dprintf(fd, "  past the watermark: %llu releases by freeing threads, %llu at the end of a grace, %llu graces "
+             "taken back by allocations\n",
+             (unsigned long long)s.reclaim_sync_releases, (unsigned long long)s.reclaim_grace_releases,
+             (unsigned long long)s.reclaim_grace_reused);
 }
 
 /* A copy of stderr taken at start-up for the exit report: many programs

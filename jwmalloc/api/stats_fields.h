@@ -20,6 +20,7 @@
   X(pool_pages_aged, SUM) X(mid_slabs_aged, SUM) X(huge_kept_bytes, SUM) X(huge_reuses, SUM)                    \
   X(backend_roots_mapped, SUM) X(backend_fast_allocs, SUM) X(backend_lf_splits, SUM)                    \
   X(backend_lf_recycled, SUM) X(backend_lf_roots, SUM) X(backend_roots_reused, SUM)                                          \
-  X(placement_on, SUM) X(placement_contended, SUM) X(placement_stalled, SUM) X(adopted_slabs, SUM)
+  X(placement_on, SUM) X(placement_contended, SUM) X(placement_stalled, SUM) X(adopted_slabs, SUM) \
+  X(reclaim_sync_releases, SUM) X(reclaim_grace_releases, SUM) X(reclaim_grace_reused, SUM)
 
 #endif

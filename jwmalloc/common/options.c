@@ -39,7 +39,7 @@ static const char *const others[] = {
     "LIB",                                            /* the jwmalloc run tool; inherited by its programs */
     "SWAP", "SWAP_LIB", "SWAP_TRIM",                  /* os/os_swap.c (docs/design/stack.md) */
     "CHECK", "RETAIN_ROOTS", "AHEAD_ROOTS",             /* backend/backend.c */
-    "RECLAIM", "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK", "RECLAIM_WATERMARK_MAX", "RECLAIM_POLICY", "RECLAIM_THREAD", /* reclaim/ */
+    "RECLAIM", "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK", "RECLAIM_WATERMARK_MAX", "RECLAIM_POLICY", "RECLAIM_THREAD", "RECLAIM_GRACE_MS", /* reclaim/ */
 };
 
 jw_atomic_u64 jw_options[JW_OPT_COUNT] = {

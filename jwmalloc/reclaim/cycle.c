@@ -149,6 +149,9 @@ void jw_reclaim_get_stats(jw_reclaim_stats *o) {
   o->cycles = jw_load(&jw_rc.cycles, JW_RELAXED);
   o->early_wakes = jw_load(&jw_rc.early_wakes, JW_RELAXED);
   o->sync_releases = jw_load(&jw_rc.sync_releases, JW_RELAXED);
+  o->grace_waits = jw_load(&jw_rc.grace_waits, JW_RELAXED);
+  o->grace_releases = jw_load(&jw_rc.grace_releases, JW_RELAXED);
+  o->grace_reused = jw_load(&jw_rc.grace_reused, JW_RELAXED);
   o->inline_cycles = jw_load(&jw_rc.inline_cycles, JW_RELAXED);
   o->thread_starts = jw_load(&jw_rc.thread_starts, JW_RELAXED);
   o->thread_exits = jw_load(&jw_rc.thread_exits, JW_RELAXED);

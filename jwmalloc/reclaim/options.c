@@ -10,6 +10,7 @@
 #define DEFAULT_INTERVAL_MS 500u
 #define MAX_INTERVAL_MS 600000u
 #define DEFAULT_WATERMARK ((uint64_t)64 << 20)
+#define DEFAULT_GRACE_MS 50u /* reclamation.md section 4, "The grace" */
 
 jw_reclaim_state jw_rc = {
     .enabled = JW_ATOMIC_INIT(1),
@@ -17,6 +18,7 @@ jw_reclaim_state jw_rc = {
     .thread_on = JW_ATOMIC_INIT(1),
     .watermark = JW_ATOMIC_INIT(DEFAULT_WATERMARK),
     .wm_now = JW_ATOMIC_INIT(DEFAULT_WATERMARK),
+    .grace_ms = JW_ATOMIC_INIT(DEFAULT_GRACE_MS),
 };
 
 /* A refused value: the shared one-line message, naming the value kept (the
@@ -60,6 +62,7 @@ static void apply(const jw_reclaim_config *c) {
   jw_store(&jw_rc.watermark_max, c->watermark_max, JW_RELAXED);
   jw_store(&jw_rc.policy, c->policy, JW_RELAXED);
   jw_store(&jw_rc.thread_on, c->thread ? 1u : 0u, JW_RELAXED);
+  jw_store(&jw_rc.grace_ms, c->grace_ms, JW_RELAXED);
   jw_backend_set_reclaim_mode(c->enabled, c->policy);
 }
 
@@ -94,6 +97,12 @@ void jw_reclaim_init(void) {
     else
       bad("RECLAIM_WATERMARK_MAX", s, "bytes with an optional K, M or G suffix", c.watermark_max);
   }
+  if ((s = getenv("JWMALLOC_RECLAIM_GRACE_MS")) != NULL) {
+    if ((v = parse_size(s, 0)) >= 0 && v <= MAX_INTERVAL_MS)
+      c.grace_ms = (uint32_t)v;
+    else
+      bad("RECLAIM_GRACE_MS", s, "milliseconds, 0 to 600000", (uint64_t)c.grace_ms);
+  }
   if ((s = getenv("JWMALLOC_RECLAIM_POLICY")) != NULL) {
     if (jw_str_eq(s, "lifetime"))
       c.policy = JW_POLICY_LIFETIME;
@@ -123,10 +132,11 @@ void jw_reclaim_get_config(jw_reclaim_config *o) {
   o->watermark_max = jw_load(&jw_rc.watermark_max, JW_RELAXED);
   o->policy = jw_load(&jw_rc.policy, JW_RELAXED);
   o->thread = (int)jw_load(&jw_rc.thread_on, JW_RELAXED);
+  o->grace_ms = jw_load(&jw_rc.grace_ms, JW_RELAXED);
 }
 
 int jw_reclaim_set_config(const jw_reclaim_config *c) {
-  if (c->interval_ms < 1 || c->interval_ms > MAX_INTERVAL_MS ||
+  if (c->interval_ms < 1 || c->interval_ms > MAX_INTERVAL_MS || c->grace_ms > MAX_INTERVAL_MS ||
       (c->policy != JW_POLICY_LIFETIME && c->policy != JW_POLICY_FIXED_DELAY)) {
     errno = EINVAL;
     return -1;
@@ -156,6 +166,9 @@ int jw_reclaim_option(const char *name, long *value, int set) {
   } else if (jw_str_eq(name, "RECLAIM_POLICY")) {
     if (!set) *value = (long)c.policy;
     c.policy = (unsigned)v;
+  } else if (jw_str_eq(name, "RECLAIM_GRACE_MS")) {
+    if (!set) *value = (long)c.grace_ms;
+    c.grace_ms = (uint32_t)(v < 0 || v > (long)MAX_INTERVAL_MS ? MAX_INTERVAL_MS + 1 : (uint32_t)v); /* refused below */
   } else if (jw_str_eq(name, "RECLAIM_THREAD")) {
     if (!set) *value = c.thread;
     c.thread = (int)v;

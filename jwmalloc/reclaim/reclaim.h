@@ -16,6 +16,10 @@
  *                                     a release is refaulted (reclamation.md 4a)
  *   JWMALLOC_RECLAIM_WATERMARK_MAX=N[KMG] its ceiling (default 0: the
  *                                     watermark, fixed; opt-in, see 4a)
+ *   JWMALLOC_RECLAIM_GRACE_MS=N       how long cached bytes may stay above
+ *                                     the watermark before they are released,
+ *                                     0..600000 ms (default 50; 0: at once;
+ *                                     section 4, "The grace")
  *   JWMALLOC_RECLAIM_POLICY=lifetime|fixed-delay (default lifetime)
  *   JWMALLOC_RECLAIM_THREAD=0|1       background thread (default 1); 0: freeing
  *                                     threads run due cycles themselves
@@ -39,6 +43,7 @@ typedef struct jw_reclaim_config {
   unsigned policy;       /* jw_reclaim_policy */
   int thread;            /* JWMALLOC_RECLAIM_THREAD */
   uint64_t watermark_max; /* JWMALLOC_RECLAIM_WATERMARK_MAX, bytes; 0 (default): fixed at watermark */
+  uint32_t grace_ms;      /* JWMALLOC_RECLAIM_GRACE_MS, 0..600000 */
 } jw_reclaim_config;
 
 /* Reads the options (once; called by the backend's initialization). */
@@ -57,14 +62,17 @@ int jw_reclaim_set_config(const jw_reclaim_config *c);
 
 /* Called by the backend after every free, outside its lock: starts the
  * reclaim thread when it is not running (or, without a thread, runs a due
- * cycle), and past the watermark releases synchronously (try-lock only: never
- * waits) and wakes the thread early. A few relaxed loads and one fence when
- * nothing is to be done. */
+ * cycle), and past the watermark for longer than the grace releases
+ * synchronously (try-lock only: never waits) and wakes the thread early; at
+ * the first crossing it notes the time and wakes the thread for the grace's
+ * end instead (reclamation.md section 4). A few relaxed loads and one fence
+ * when nothing is to be done. */
 void jw_reclaim_after_free(void);
 
 /* The reclamation options by name for jw_option_get/set (include/jwmalloc.h):
  * "RECLAIM" (0/1), "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK" (bytes),
- * "RECLAIM_POLICY" (0 lifetime, 1 fixed-delay), "RECLAIM_THREAD" (0/1).
+ * "RECLAIM_POLICY" (0 lifetime, 1 fixed-delay), "RECLAIM_THREAD" (0/1),
+ * "RECLAIM_GRACE_MS" (0..600000).
  * With set == 0 stores the value in *value; else sets it to `value`.
  * Returns 0, -1 with errno = EINVAL (bad value), or -2 when `name` is not
  * one of them. */
@@ -161,6 +169,10 @@ typedef struct jw_reclaim_stats {
   uint64_t cycles;                /* cycles completed (standby released, swapped) */
   uint64_t early_wakes;           /* cycles started early by the watermark */
   uint64_t sync_releases;         /* synchronous releases by freeing threads */
+  uint64_t grace_waits;           /* crossings of the watermark that started a grace */
+  uint64_t grace_releases;        /* releases by the reclaim thread at the end of a grace */
+  uint64_t grace_reused;          /* graces that ended with the cached bytes back at or below the
+                                     watermark (allocations took the excess): nothing released */
   uint64_t inline_cycles;         /* cycles run by freeing threads (no thread) */
   uint64_t thread_starts, thread_exits, thread_start_failures;
   uint64_t batches, ranges_released, bytes_released; /* backend/release.h */

@@ -9,8 +9,9 @@
 
 /* Wake word values (jw_rc.wake): an early cycle (the watermark), a check
  * whether the reclaim thread is the last thread (jw_reclaim_last_thread_hint),
- * or roots to map ahead (jw_reclaim_wake_ahead; no cycle). */
-enum { JW_WAKE_NONE = 0, JW_WAKE_CYCLE = 1, JW_WAKE_LAST_THREAD = 2, JW_WAKE_AHEAD = 4 };
+ * roots to map ahead (jw_reclaim_wake_ahead; no cycle), or a grace started
+ * (sleep until it ends: jw_rc.over_since_ns). */
+enum { JW_WAKE_NONE = 0, JW_WAKE_CYCLE = 1, JW_WAKE_LAST_THREAD = 2, JW_WAKE_AHEAD = 4, JW_WAKE_GRACE = 8 };
 
 /* Reclaim thread states. */
 enum { JW_THREAD_NONE = 0, JW_THREAD_RUNNING = 1, JW_THREAD_FAILED = 2 };
@@ -18,7 +19,7 @@ enum { JW_THREAD_NONE = 0, JW_THREAD_RUNNING = 1, JW_THREAD_FAILED = 2 };
 typedef struct jw_reclaim_state {
   /* Configuration: set once at initialization (or by tests), read racily:
    * every field is an independent setting (relaxed). */
-  jw_atomic_u32 inited, enabled, interval_ms, policy, thread_on;
+  jw_atomic_u32 inited, enabled, interval_ms, policy, thread_on, grace_ms;
   jw_atomic_u64 watermark;     /* JWMALLOC_RECLAIM_WATERMARK: the floor of the effective one */
   jw_atomic_u64 watermark_max; /* JWMALLOC_RECLAIM_WATERMARK_MAX: its ceiling (0: the watermark, fixed) */
   /* The watermark in force (reclamation.md 4a), between the two above. */
@@ -29,6 +30,10 @@ typedef struct jw_reclaim_state {
    * refaulted bytes) and live bytes. */
   jw_atomic_u64 sync_ns, sync_bytes, sync_reobtained, sync_live;
   jw_atomic_u64 raise_live; /* live bytes at the last raise: the level the raise was for */
+  /* When the cached bytes were first seen above the watermark in the grace
+   * now running (section 4, "The grace"); 0: none running. Set by one CAS
+   * from 0, cleared by whoever releases or finds them back below. */
+  jw_atomic_u64 over_since_ns;
   jw_lock token;              /* the reclaimer token: one batch sequence at a time */
   jw_atomic_u32 thread_state; /* JW_THREAD_* */
   jw_atomic_u32 wake;         /* futex word: 1 = wake the thread early */
@@ -56,7 +61,7 @@ typedef struct jw_reclaim_state {
   jw_atomic_u64 place_low;
   jw_atomic_u32 place_stall;
   /* Statistics: relaxed counters. */
-  jw_atomic_u64 cycles, early_wakes, sync_releases, inline_cycles, held;
+  jw_atomic_u64 cycles, early_wakes, sync_releases, grace_waits, grace_releases, grace_reused, inline_cycles, held;
   jw_atomic_u64 thread_starts, thread_exits, thread_start_failures;
   jw_atomic_u64 tier_passes, last_thread_checks, place_on, place_off, place_contended, place_stalled;
   jw_atomic_u64 wm_raises, wm_lowers;
@@ -83,6 +88,10 @@ void jw_reclaim_place_check(int due);
 uint64_t jw_reclaim_watermark_now(void);
 void jw_reclaim_note_sync_release(uint64_t released);
 void jw_reclaim_watermark_decay(void);
+/* watermark.c, on the reclaim thread when a grace has ended: releases down
+ * to three quarters of the watermark if the cached bytes are still above it
+ * (waiting for the token and the lock), and ends the grace. */
+void jw_reclaim_grace_end(void);
 
 /* thread.c */
 void jw_reclaim_thread_ensure(void); /* start it, or run a due cycle without it */

@@ -61,7 +61,9 @@ static int became_alone(void) {
 
 /* Sleeps one interval, or less when woken early (the watermark). Returns 1
  * when, woken by a last-thread hint, it found itself the process's only
- * thread. */
+ * thread; 2 when a grace of the watermark ended (section 4): the caller
+ * releases, then runs its cycle early as after a synchronous release. */
+enum { SLEPT = 0, SLEPT_ALONE = 1, SLEPT_GRACE = 2 };
 static int sleep_interval(void) {
   uint64_t deadline = jw_reclaim_now_ns() + (uint64_t)jw_load(&jw_rc.interval_ms, JW_RELAXED) * 1000000u;
   for (;;) {
@@ -70,16 +72,23 @@ static int sleep_interval(void) {
     uint32_t why = jw_xchg(&jw_rc.wake, 0, JW_ACQUIRE);
     if (why & JW_WAKE_LAST_THREAD) {
       jw_rc_bump(&jw_rc.last_thread_checks);
-      if (became_alone()) return 1;
+      if (became_alone()) return SLEPT_ALONE;
     }
     if (why & JW_WAKE_AHEAD) jw_ahead_fill(); /* then sleep on: no cycle */
     if (why & JW_WAKE_CYCLE) {
       jw_rc_bump(&jw_rc.early_wakes);
-      return 0;
+      return SLEPT;
     }
-    uint64_t now = jw_reclaim_now_ns();
-    if (now >= deadline) return 0;
-    struct timespec ts = {(time_t)((deadline - now) / 1000000000u), (long)((deadline - now) % 1000000000u)};
+    uint64_t now = jw_reclaim_now_ns(), until = deadline;
+    if (now >= deadline) return SLEPT;
+    /* A grace running (its wake bit only woke this loop): sleep to its end. */
+    uint64_t since = jw_load(&jw_rc.over_since_ns, JW_RELAXED); /* a time: relaxed */
+    if (since != 0) {
+      uint64_t end = since + (uint64_t)jw_load(&jw_rc.grace_ms, JW_RELAXED) * 1000000u;
+      if (now >= end) return SLEPT_GRACE;
+      if (end < until) until = end;
+    }
+    struct timespec ts = {(time_t)((until - now) / 1000000000u), (long)((until - now) % 1000000000u)};
     jw_futex_wait(&jw_rc.wake, 0, &ts);
   }
 }
@@ -110,10 +119,14 @@ static void *reclaim_main(void *arg) {
   on_reclaim_thread = 1;
   prctl(PR_SET_NAME, "jw-reclaim", 0, 0, 0);
   for (;;) {
-    if (sleep_interval()) break; /* the last thread: end, as below */
+    int slept = sleep_interval();
+    if (slept == SLEPT_ALONE) break; /* the last thread: end, as below */
+    if (slept == SLEPT_GRACE) jw_reclaim_grace_end();
     if (!jw_load(&jw_rc.enabled, JW_RELAXED)) break; /* reclamation turned off */
     jw_reclaim_run(JW_RELEASE_DUE, 0, 1);
     if (!has_work()) {
+      /* Nothing cached: a grace still running has nothing left to release. */
+      if (jw_load(&jw_rc.over_since_ns, JW_RELAXED) != 0) jw_reclaim_grace_end();
       /* Idle: stop. A free racing with this either reads the flag cleared
        * (and starts a new thread) or is seen below: both sides use a
        * read-modify-write of the flag (see jw_reclaim_after_free). */
@@ -228,6 +241,7 @@ void jw_reclaim_atfork_child(void) {
   jw_store(&jw_rc.thread_state, JW_THREAD_NONE, JW_RELAXED);
   jw_lock_reset(&jw_rc.token);
   jw_store(&jw_rc.wake, 0, JW_RELAXED);
+  jw_store(&jw_rc.over_since_ns, 0, JW_RELAXED); /* no thread to end the parent's grace */
   jw_lock_reset(&jw_rc.aging); /* taken by fork prepare */
   jw_store(&jw_rc.last_cycle_ns, jw_reclaim_now_ns(), JW_RELAXED);
 #if defined(__SANITIZE_THREAD__)

@@ -1,6 +1,6 @@
 /* After every free: the reclaim thread's lazy start and the watermark on
- * cached free bytes, which adapts to refaults. docs/design/reclamation.md,
- * sections 4, 4a and 5. */
+ * cached free bytes, its grace, and its adaptation to refaults.
+ * docs/design/reclamation.md, sections 4, 4a and 5. */
 #include "../backend/backend.h"
 #include "../backend/roots.h"
 #include "reclaim_internal.h"
@@ -83,6 +83,39 @@ void jw_reclaim_watermark_decay(void) {
   jw_rc_bump(&jw_rc.wm_lowers);
 }
 
+/* How far above the watermark a grace may let the cached bytes go, in
+ * watermarks (section 4, "The grace": a bound in bytes as well as time). */
+#define GRACE_CAP 4u
+
+/* Past the watermark: is the grace over (section 4, "The grace")? The first
+ * crossing notes the time and wakes the thread for the grace's end. Relaxed:
+ * the time is a heuristic; a lost race only makes two callers agree late. */
+static int grace_over(void) {
+  uint64_t g = (uint64_t)jw_load(&jw_rc.grace_ms, JW_RELAXED) * 1000000u;
+  if (g == 0 || jw_load(&jw_rc.thread_state, JW_RELAXED) != JW_THREAD_RUNNING)
+    return 1; /* none, or no thread to wait for its end: at once */
+  uint64_t now = jw_reclaim_now_ns(), since = jw_load(&jw_rc.over_since_ns, JW_RELAXED);
+  if (since == 0) {
+    if (jw_cas(&jw_rc.over_since_ns, &since, now, JW_RELAXED, JW_RELAXED)) {
+      jw_rc_bump(&jw_rc.grace_waits);
+      jw_reclaim_thread_wake(JW_WAKE_GRACE);
+      return 0;
+    }
+    /* another free started it just now: since holds its time */
+  }
+  return now - since >= g;
+}
+
+void jw_reclaim_grace_end(void) {
+  uint64_t wm = jw_reclaim_watermark_now();
+  if (wm != 0 && jw_release_cached_bytes() > wm) {
+    if (jw_reclaim_run(JW_RELEASE_PRESSURE, wm - wm / 4, 1) != 0) jw_rc_bump(&jw_rc.grace_releases);
+  } else {
+    jw_rc_bump(&jw_rc.grace_reused); /* allocations took the excess back: nothing to release */
+  }
+  jw_store(&jw_rc.over_since_ns, 0, JW_RELAXED);
+}
+
 void jw_reclaim_after_free(void) {
   if (!jw_load(&jw_rc.enabled, JW_RELAXED)) return; /* a setting: relaxed */
   /* A read-modify-write, acquire-release: the thread going idle clears the
@@ -106,10 +139,16 @@ void jw_reclaim_after_free(void) {
   if (cached > wm) {
     /* The working set is above the watermark: it rose instead (4a). */
     if (raise_if_refaulted(wm)) return;
+    /* Within the grace, up to four times the watermark stays cached (the
+     * thread looks again when the grace ends); past that, at once. */
+    if (cached <= GRACE_CAP * wm && !grace_over()) return;
     /* Down to three quarters (at least a quarter of the watermark per
      * synchronous release), trying the token and the lock only: a free never
      * waits. Then the thread starts its cycle now. */
-    if (jw_reclaim_run(JW_RELEASE_PRESSURE, wm - wm / 4, 0) != 0) jw_rc_bump(&jw_rc.sync_releases);
+    if (jw_reclaim_run(JW_RELEASE_PRESSURE, wm - wm / 4, 0) != 0) {
+      jw_rc_bump(&jw_rc.sync_releases);
+      jw_store(&jw_rc.over_since_ns, 0, JW_RELAXED); /* below again: a new crossing starts a new grace */
+    }
     jw_reclaim_thread_wake(JW_WAKE_CYCLE);
   }
 }

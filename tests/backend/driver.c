@@ -21,6 +21,12 @@ static bd_root *root_of(bd *d, uintptr_t base, int create) {
     if (d->roots[i].base == 0 && !freeslot) freeslot = &d->roots[i];
   }
   if (!create) return NULL;
+  /* Full: forget roots with no live range that the backend has unmapped
+   * since (a reclaim cycle or a release after the watermark's grace gives
+   * them back after their last free, which saw them still mapped). */
+  for (unsigned i = 0; i < BD_MAX_ROOTS && !freeslot; i++)
+    if (d->roots[i].base && d->roots[i].live_granules == 0 && jw_root_map_get((void *)d->roots[i].base) == NULL)
+      freeslot = &d->roots[i];
   TB_REQUIRE(freeslot != NULL, "more than %d roots in the model", BD_MAX_ROOTS);
   memset(freeslot, 0, sizeof *freeslot);
   freeslot->base = base;

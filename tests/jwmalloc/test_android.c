@@ -568,10 +568,12 @@ static void t_purge_all(void) {
 /* M_DECAY_TIME 0 releases at free; 1 puts the delayed release back; -1
  * releases nothing; other values are refused. */
 static void t_decay(void) {
-  long wm0, wm, rc;
+  long wm0, wm, rc, grace0, grace;
   free(malloc(1));
   jw_option_get("RECLAIM_WATERMARK", &wm0); /* the environment's, read at the first call */
+  jw_option_get("RECLAIM_GRACE_MS", &grace0);
   CHECK(mallopt(M_DECAY_TIME, 0) == 1, "M_DECAY_TIME 0");
+  CHECK(jw_option_get("RECLAIM_GRACE_MS", &grace) == 0 && grace == 0, "M_DECAY_TIME 0 left a grace of %ld ms", grace);
   size_t base = rss(), bytes = churn_tiers(), now = rss();
   printf("decay 0: base %.1f MiB, %.1f MiB allocated and freed, %.1f MiB resident after\n", base / MIB,
          bytes / MIB, now / MIB);
@@ -579,6 +581,8 @@ static void t_decay(void) {
   CHECK(mallopt(M_DECAY_TIME, 1) == 1, "M_DECAY_TIME 1");
   jw_option_get("RECLAIM_WATERMARK", &wm);
   CHECK(wm == wm0, "M_DECAY_TIME 1 left the watermark at %ld, not %ld", wm, wm0);
+  jw_option_get("RECLAIM_GRACE_MS", &grace);
+  CHECK(grace == grace0, "M_DECAY_TIME 1 left the grace at %ld ms, not %ld", grace, grace0);
   churn_tiers();
   size_t delayed = rss();
   printf("decay 1: %.1f MiB resident after the same frees\n", delayed / MIB);
@@ -655,6 +659,9 @@ static void t_parking(void) {
   CHECK(jw_option_get("LOW_MEMORY", &low) == 0 && low == 1, "run with JWMALLOC_LOW_MEMORY=1");
   CHECK(jw_option_set("LOW_MEMORY", 0) == -1 && errno == EINVAL, "LOW_MEMORY is a start-up option");
   free(malloc(1));
+  long grace;
+  CHECK(jw_option_get("RECLAIM_GRACE_MS", &grace) == 0 && grace == 0, "a grace of %ld ms in the low-memory "
+        "configuration", grace);
   /* No aging while the threads come and go: a parked cache aged out between
    * one thread's exit and the next one's start (a busy machine makes that
    * gap long) would leave its slabs to the new cache. Aging is checked after. */

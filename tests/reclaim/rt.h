@@ -32,9 +32,16 @@ static inline jw_backend_stats rt_bstats_quiet(void) {
   return s;
 }
 
-static inline void rt_config(int enabled, uint32_t interval_ms, uint64_t watermark, unsigned policy, int thread) {
-  jw_reclaim_config c = {enabled, interval_ms, watermark, policy, thread, 0}; /* ceiling: the default */
+/* grace_ms: reclamation.md section 4, "The grace" (0: the strict rule, a
+ * free past the watermark releases at once, which most tests here assume). */
+static inline void rt_config_grace(int enabled, uint32_t interval_ms, uint64_t watermark, unsigned policy, int thread,
+                                   uint32_t grace_ms) {
+  jw_reclaim_config c = {enabled, interval_ms, watermark, policy, thread, 0, grace_ms}; /* ceiling: the default */
   TB_REQUIRE(jw_reclaim_set_config(&c) == 0, "set_config");
+}
+
+static inline void rt_config(int enabled, uint32_t interval_ms, uint64_t watermark, unsigned policy, int thread) {
+  rt_config_grace(enabled, interval_ms, watermark, policy, thread, 0);
 }
 
 static inline void rt_check_all(const char *what) {

@@ -1,6 +1,6 @@
 /* The reclaim thread's life: lazy start, release, exit when idle, restart,
  * deferred frees drained by it, no lock held while a batch is in flight,
- * early wake by the watermark, the no-thread mode, fork while it works, exit
+ * early wake by the watermark, the watermark's grace, the no-thread mode, fork while it works, exit
  * while a release is in flight, and a main thread that ends with
  * pthread_exit. Waits are bounded (for hangs), never timing checks. */
 #include <errno.h>
@@ -167,6 +167,86 @@ static void t_early_wake(void) {
   jw_pages_free(keep);
   rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
   /* The sleeping thread picks up the short interval at its next wake. */
+  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "thread did not finish");
+}
+
+
+/* The grace (reclamation.md section 4): past the watermark a free leaves the
+ * excess cached and starts the grace, up to four times the watermark, past
+ * which a free releases at once; at the grace's end the reclaim thread
+ * releases down to three quarters of the watermark with no further free, or
+ * releases nothing when allocations took the excess back meanwhile. Each
+ * part starts with no thread and nothing cached, a grace of 600 s (which
+ * keeps a grace running for the checks; a change to 1 ms then ends it) and
+ * an interval of 600 s: the thread, started by the part's first free, only
+ * sleeps until then and never holds the token that a free tries. */
+#define GRACE_WM ((uint64_t)1 << 20)
+static char *grace_start(void) {
+  rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
+  TB_REQUIRE(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "thread did not finish");
+  rt_config_grace(1, 600000, GRACE_WM, JW_POLICY_LIFETIME, 1, 600000);
+  char *first = rt_alloc(4), *keep = rt_alloc(4);
+  memset(first, 1, PAGES(4));
+  jw_pages_free(first); /* starts the thread: it sleeps 600 s */
+  TB_REQUIRE(RT_WAIT_FOR(rt_threads() == 2, HANG), "thread not started");
+  return keep;
+}
+
+static void t_grace(void) {
+  const uint64_t wm = GRACE_WM;
+  static spread s, more[3];
+  /* Past the watermark: nothing released until the grace ends. */
+  char *keep = grace_start();
+  spread_make(&s);
+  jw_reclaim_stats s0 = rt_stats();
+  spread_free(&s); /* 2 MiB past a 1 MiB watermark */
+  jw_reclaim_stats s1 = rt_stats();
+  TB_CHECK(s1.grace_waits == s0.grace_waits + 1, "%llu graces started, not one",
+           (unsigned long long)(s1.grace_waits - s0.grace_waits));
+  TB_CHECK(s1.sync_releases == s0.sync_releases && s1.bytes_released == s0.bytes_released &&
+               rt_bstats().pages.cached_bytes > wm,
+           "released within the grace: %llu bytes, cached %llu", (unsigned long long)(s1.bytes_released - s0.bytes_released),
+           (unsigned long long)rt_bstats().pages.cached_bytes);
+  rt_config_grace(1, 600000, wm, JW_POLICY_LIFETIME, 1, 1); /* the grace ends with no free */
+  TB_CHECK(RT_WAIT_FOR(rt_stats().grace_releases > s1.grace_releases && rt_bstats().pages.cached_bytes <= wm - wm / 4,
+                       HANG),
+           "not released at the grace's end: cached %llu", (unsigned long long)rt_bstats().pages.cached_bytes);
+  TB_CHECK(rt_stats().sync_releases == s1.sync_releases, "a free released synchronously");
+  spread_check_guards(&s, "grace release");
+  spread_end(&s);
+  jw_pages_free(keep);
+  /* 6 MiB freed: past four watermarks a free releases, grace or not. */
+  keep = grace_start();
+  for (int k = 0; k < 3; k++) spread_make(&more[k]);
+  jw_reclaim_stats s2 = rt_stats();
+  for (int k = 0; k < 3; k++) spread_free(&more[k]);
+  TB_CHECK(rt_stats().sync_releases > s2.sync_releases && rt_bstats().pages.cached_bytes <= 4 * wm,
+           "%llu releases past four watermarks, cached %llu",
+           (unsigned long long)(rt_stats().sync_releases - s2.sync_releases),
+           (unsigned long long)rt_bstats().pages.cached_bytes);
+  for (int k = 0; k < 3; k++) {
+    spread_check_guards(&more[k], "grace bound");
+    spread_end(&more[k]);
+  }
+  jw_pages_free(keep);
+  /* Past it, and taken back by allocations before the grace ends. */
+  keep = grace_start();
+  spread_make(&s);
+  jw_reclaim_stats s3 = rt_stats();
+  spread_free(&s);
+  TB_CHECK(rt_stats().grace_waits == s3.grace_waits + 1 && rt_bstats().pages.cached_bytes > wm, "no grace started");
+  for (int i = 0; i < N; i++) s.r[i] = rt_alloc(16);
+  TB_CHECK(rt_bstats().pages.cached_bytes <= wm, "allocations left %llu cached",
+           (unsigned long long)rt_bstats().pages.cached_bytes);
+  rt_config_grace(1, 600000, wm, JW_POLICY_LIFETIME, 1, 1);
+  TB_CHECK(RT_WAIT_FOR(rt_stats().grace_reused > s3.grace_reused, HANG), "the grace did not end");
+  TB_CHECK(rt_stats().grace_releases == s3.grace_releases && rt_stats().sync_releases == s3.sync_releases,
+           "released after the excess was taken back");
+  spread_free(&s);
+  spread_check_guards(&s, "grace reused");
+  spread_end(&s);
+  jw_pages_free(keep);
+  rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
   TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "thread did not finish");
 }
 
@@ -359,6 +439,7 @@ int main(void) {
   t_deferred_drained();
   t_no_lock_in_flight();
   t_early_wake();
+  t_grace();
   t_no_thread();
   t_fork_in_flight();
   t_fork_churn();
