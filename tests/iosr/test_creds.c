@@ -47,10 +47,16 @@ int main(void) {
     iosr_connect_opts oo = {.app_name = "intruder", .socket_path = sock};
     errno = 0;
     iosr_ctx *x = iosr_connect(&oo);
-    if (x || errno != EACCES) _exit(12);
+    if (x || errno != EACCES) {
+      fprintf(stderr, "nobody's app connection: %s\n", x ? "admitted" : strerror(errno));
+      _exit(12);
+    }
     errno = 0;
     iosr_ctl *cl = iosr_ctl_open(sock);
-    if (cl || errno != EACCES) _exit(13);
+    if (cl || errno != EACCES) {
+      fprintf(stderr, "nobody's control connection: %s\n", cl ? "admitted" : strerror(errno));
+      _exit(13);
+    }
     _exit(0);
   }
   int st;
