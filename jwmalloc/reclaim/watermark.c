@@ -101,9 +101,10 @@ static int grace_over(void) {
       jw_reclaim_thread_wake(JW_WAKE_GRACE);
       return 0;
     }
-    /* another free started it just now: since holds its time */
+    /* another free started it just now: since holds its time, which may
+     * be a little after our clock read */
   }
-  return now - since >= g;
+  return now > since && now - since >= g;
 }
 
 void jw_reclaim_grace_end(void) {
