@@ -192,6 +192,11 @@ void jw_reclaim_test_hold_aging(int on) { set_hold(on ? HOLD_AGING : HOLD_NONE);
 uint64_t jw_reclaim_test_held(void) { return jw_load(&jw_rc.held, JW_RELAXED); }
 
 void jw_reclaim_atfork_prepare(void) {
+  /* A grace running (section 4) ends here, in the parent: the child has no
+   * reclaim thread to end it, and one that never frees would keep the
+   * excess, up to four watermarks, for its whole life. It takes the token
+   * and the backend lock like any reclaimer; fork prepare holds neither yet. */
+  if (jw_load(&jw_rc.over_since_ns, JW_RELAXED) != 0) jw_reclaim_grace_end();
   /* Waits for an aging pass to end: it holds no lock fork prepare holds and
    * never waits, so this ends. Acquire: the pass's list updates. */
   jw_lock_acquire(&jw_rc.aging, JW_LK_AGING);

@@ -144,10 +144,16 @@ int jw_reclaim_set_config(const jw_reclaim_config *c) {
   jw_backend_init_once(); /* the environment is read first, then overridden */
   apply(c);
   jw_reclaim_thread_wake(JW_WAKE_CYCLE); /* a sleeping thread sees the change now */
+  /* As after a free, when there is memory to age: a thread that ended
+   * while reclamation was off (a grace running, say) starts again, and the
+   * watermark is looked at with the new settings. Nothing cached: nothing
+   * starts (the thread starts at the first free that leaves memory). */
+  if (c->enabled && jw_release_cached_bytes() != 0) jw_reclaim_after_free();
   return 0;
 }
 
 int jw_reclaim_option(const char *name, long *value, int set) {
+  jw_backend_init_once(); /* the environment's values first: a set changes one option, not the others */
   jw_reclaim_config c;
   jw_reclaim_get_config(&c);
   long v = set ? *value : 0;

@@ -108,13 +108,15 @@ static int grace_over(void) {
 }
 
 void jw_reclaim_grace_end(void) {
-  uint64_t wm = jw_reclaim_watermark_now();
+  /* Relaxed, as in grace_over; the CAS below ends this grace only, not one
+   * that a free started while this released. */
+  uint64_t since = jw_load(&jw_rc.over_since_ns, JW_RELAXED), wm = jw_reclaim_watermark_now();
   if (wm != 0 && jw_release_cached_bytes() > wm) {
     if (jw_reclaim_run(JW_RELEASE_PRESSURE, wm - wm / 4, 1) != 0) jw_rc_bump(&jw_rc.grace_releases);
   } else {
     jw_rc_bump(&jw_rc.grace_reused); /* allocations took the excess back: nothing to release */
   }
-  jw_store(&jw_rc.over_since_ns, 0, JW_RELAXED);
+  jw_cas(&jw_rc.over_since_ns, &since, 0, JW_RELAXED, JW_RELAXED);
 }
 
 void jw_reclaim_after_free(void) {
@@ -143,12 +145,14 @@ void jw_reclaim_after_free(void) {
     /* Within the grace, up to four times the watermark stays cached (the
      * thread looks again when the grace ends); past that, at once. */
     if (cached <= GRACE_CAP * wm && !grace_over()) return;
+    uint64_t since = jw_load(&jw_rc.over_since_ns, JW_RELAXED); /* the grace this release ends */
     /* Down to three quarters (at least a quarter of the watermark per
      * synchronous release), trying the token and the lock only: a free never
      * waits. Then the thread starts its cycle now. */
     if (jw_reclaim_run(JW_RELEASE_PRESSURE, wm - wm / 4, 0) != 0) {
       jw_rc_bump(&jw_rc.sync_releases);
-      jw_store(&jw_rc.over_since_ns, 0, JW_RELAXED); /* below again: a new crossing starts a new grace */
+      /* below again: a new crossing starts a new grace */
+      jw_cas(&jw_rc.over_since_ns, &since, 0, JW_RELAXED, JW_RELAXED);
     }
     jw_reclaim_thread_wake(JW_WAKE_CYCLE);
   }

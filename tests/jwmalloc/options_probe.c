@@ -5,7 +5,9 @@
  *   --scribble-env   overwrite every environment string in place, as
  *                    programs that set their process title do
  *   --exit N         exit with status N (through exit(), so the exit
- *                    report runs) */
+ *                    report runs)
+ *   --set-first NAME=V  (first argument only) jw_option_set before any
+ *                    allocation: the first call into jwmalloc */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,13 @@ extern char **environ;
 
 int main(int argc, char **argv) {
   int close_stderr = 0, status = 0;
+  if (argc > 2 && strcmp(argv[1], "--set-first") == 0) {
+    char *eq = strchr(argv[2], '=');
+    if (eq == NULL) return 2;
+    *eq = 0;
+    if (jw_option_set(argv[2], atol(eq + 1)) != 0) printf("%s refused\n", argv[2]);
+    argv += 2, argc -= 2;
+  }
   free(malloc(100)); /* jwmalloc starts (options read) */
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--close-stderr") == 0) {

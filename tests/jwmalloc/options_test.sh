@@ -11,7 +11,9 @@
 #     (stderr closed or not, the program's exit status unchanged);
 #     a program that overwrites its environment strings (process titles)
 #     does not redirect the stats line to a garbage file name;
-#   - a setuid program ignores every JWMALLOC_* variable.
+#   - a setuid program ignores every JWMALLOC_* variable;
+#   - a jw_option_set before the first allocation keeps the environment's
+#     other values.
 # Usage: options_test.sh OPTIONS_PROBE README
 set -euo pipefail
 PROBE=${1:?usage: options_test.sh OPTIONS_PROBE README}
@@ -41,6 +43,12 @@ for v in 64X -1 1T; do bad RECLAIM_WATERMARK "$v" 67108864 64M; done
 bad RECLAIM_WATERMARK_MAX 1.5G 0
 bad RECLAIM_POLICY lru 0 lifetime
 bad RECLAIM_THREAD yes 1
+for v in -1 600001 5ms 1K ''; do bad RECLAIM_GRACE_MS "$v" 50; done
+# a set before any allocation changes that option and keeps the environment's others
+JWMALLOC_RECLAIM_WATERMARK=1M JWMALLOC_RECLAIM_INTERVAL_MS=20 "$PROBE" --set-first RECLAIM_GRACE_MS=10 \
+  RECLAIM_WATERMARK RECLAIM_INTERVAL_MS RECLAIM_GRACE_MS >"$T/out" 2>"$T/err"
+[ "$(tr '\n' ' ' <"$T/out")" = "RECLAIM_WATERMARK=1048576 RECLAIM_INTERVAL_MS=20 RECLAIM_GRACE_MS=10 " ] &&
+  [ ! -s "$T/err" ] || fail "a set before the first allocation: $(cat "$T/out" "$T/err")"
 # PAGE_SIZE: a power of two from the kernel's page to 64 KiB, else the kernel's
 # page (read back as the page in force: 4096 on this kernel)
 kpage=$(getconf PAGESIZE)

@@ -179,7 +179,8 @@ static void t_early_wake(void) {
  * part starts with no thread and nothing cached, a grace of 600 s (which
  * keeps a grace running for the checks; a change to 1 ms then ends it) and
  * an interval of 600 s: the thread, started by the part's first free, only
- * sleeps until then and never holds the token that a free tries. */
+ * sleeps until then and never holds the token that a free tries. A fork,
+ * and reclamation turned off and on, end a grace too. */
 #define GRACE_WM ((uint64_t)1 << 20)
 static char *grace_start(void) {
   rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
@@ -244,6 +245,37 @@ static void t_grace(void) {
            "released after the excess was taken back");
   spread_free(&s);
   spread_check_guards(&s, "grace reused");
+  spread_end(&s);
+  jw_pages_free(keep);
+  /* A fork ends a running grace: the child, which has no thread to end it,
+   * does not keep the excess, nor does the parent. */
+  keep = grace_start();
+  spread_make(&s);
+  spread_free(&s);
+  TB_CHECK(rt_bstats().pages.cached_bytes > wm, "no excess before the fork");
+  pid_t pid = fork();
+  TB_REQUIRE(pid >= 0, "fork");
+  if (pid == 0) _exit(rt_bstats().pages.cached_bytes <= wm ? 0 : 1);
+  int st;
+  TB_REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
+  TB_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child inherited the grace's excess");
+  TB_CHECK(rt_bstats().pages.cached_bytes <= wm - wm / 4, "the parent kept %llu cached after the fork",
+           (unsigned long long)rt_bstats().pages.cached_bytes);
+  spread_check_guards(&s, "grace fork");
+  spread_end(&s);
+  jw_pages_free(keep);
+  /* Reclamation off during a grace (its thread ends), then on again: the
+   * excess is released, with no further free. */
+  keep = grace_start();
+  spread_make(&s);
+  spread_free(&s);
+  rt_config_grace(0, 600000, wm, JW_POLICY_LIFETIME, 1, 600000);
+  TB_REQUIRE(RT_WAIT_FOR(thread_gone(), HANG), "the thread did not end with reclamation off");
+  TB_CHECK(rt_bstats().pages.cached_bytes > wm, "released with reclamation off");
+  rt_config_grace(1, 600000, wm, JW_POLICY_LIFETIME, 1, 1);
+  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes <= wm - wm / 4, HANG),
+           "reclamation back on: %llu cached", (unsigned long long)rt_bstats().pages.cached_bytes);
+  spread_check_guards(&s, "grace toggle");
   spread_end(&s);
   jw_pages_free(keep);
   rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
