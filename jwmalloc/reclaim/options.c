@@ -144,11 +144,12 @@ int jw_reclaim_set_config(const jw_reclaim_config *c) {
   jw_backend_init_once(); /* the environment is read first, then overridden */
   apply(c);
   jw_reclaim_thread_wake(JW_WAKE_CYCLE); /* a sleeping thread sees the change now */
-  /* As after a free, when there is memory to age: a thread that ended
-   * while reclamation was off (a grace running, say) starts again, and the
-   * watermark is looked at with the new settings. Nothing cached: nothing
-   * starts (the thread starts at the first free that leaves memory). */
-  if (c->enabled && jw_release_cached_bytes() != 0) jw_reclaim_after_free();
+  /* A grace that no thread will end (its thread ended while reclamation was
+   * off): the caller ends it. Nothing else here releases or moves the
+   * watermark in force. Relaxed: settings and a time, read racily. */
+  if (c->enabled && jw_load(&jw_rc.over_since_ns, JW_RELAXED) != 0 &&
+      jw_load(&jw_rc.thread_state, JW_RELAXED) != JW_THREAD_RUNNING)
+    jw_reclaim_grace_end();
   return 0;
 }
 
