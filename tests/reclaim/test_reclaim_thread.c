@@ -193,6 +193,21 @@ static char *grace_start(void) {
   return keep;
 }
 
+/* A grace started (grace_start, then a spread freed past the watermark);
+ * grace_done checks the spread's guards and frees them and `keep`. */
+static char *grace_excess(spread *s) {
+  char *keep = grace_start();
+  spread_make(s);
+  spread_free(s);
+  TB_CHECK(rt_bstats().pages.cached_bytes > GRACE_WM, "no excess past the watermark");
+  return keep;
+}
+static void grace_done(spread *s, char *keep, const char *what) {
+  spread_check_guards(s, what);
+  spread_end(s);
+  jw_pages_free(keep);
+}
+
 static void t_grace(void) {
   const uint64_t wm = GRACE_WM;
   static spread s, more[3];
@@ -244,15 +259,10 @@ static void t_grace(void) {
   TB_CHECK(rt_stats().grace_releases == s3.grace_releases && rt_stats().sync_releases == s3.sync_releases,
            "released after the excess was taken back");
   spread_free(&s);
-  spread_check_guards(&s, "grace reused");
-  spread_end(&s);
-  jw_pages_free(keep);
+  grace_done(&s, keep, "grace reused");
   /* A fork ends a running grace: the child, which has no thread to end it,
    * does not keep the excess, nor does the parent. */
-  keep = grace_start();
-  spread_make(&s);
-  spread_free(&s);
-  TB_CHECK(rt_bstats().pages.cached_bytes > wm, "no excess before the fork");
+  keep = grace_excess(&s);
   pid_t pid = fork();
   TB_REQUIRE(pid >= 0, "fork");
   if (pid == 0) _exit(rt_bstats().pages.cached_bytes <= wm ? 0 : 1);
@@ -261,23 +271,17 @@ static void t_grace(void) {
   TB_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child inherited the grace's excess");
   TB_CHECK(rt_bstats().pages.cached_bytes <= wm - wm / 4, "the parent kept %llu cached after the fork",
            (unsigned long long)rt_bstats().pages.cached_bytes);
-  spread_check_guards(&s, "grace fork");
-  spread_end(&s);
-  jw_pages_free(keep);
+  grace_done(&s, keep, "grace fork");
   /* Reclamation off during a grace (its thread ends), then on again: the
    * excess is released, with no further free. */
-  keep = grace_start();
-  spread_make(&s);
-  spread_free(&s);
+  keep = grace_excess(&s);
   rt_config_grace(0, 600000, wm, JW_POLICY_LIFETIME, 1, 600000);
   TB_REQUIRE(RT_WAIT_FOR(thread_gone(), HANG), "the thread did not end with reclamation off");
   TB_CHECK(rt_bstats().pages.cached_bytes > wm, "released with reclamation off");
   rt_config_grace(1, 600000, wm, JW_POLICY_LIFETIME, 1, 1);
   TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes <= wm - wm / 4, HANG),
            "reclamation back on: %llu cached", (unsigned long long)rt_bstats().pages.cached_bytes);
-  spread_check_guards(&s, "grace toggle");
-  spread_end(&s);
-  jw_pages_free(keep);
+  grace_done(&s, keep, "grace toggle");
   rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
   TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "thread did not finish");
 }
