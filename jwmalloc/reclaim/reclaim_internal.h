@@ -88,9 +88,11 @@ void jw_reclaim_place_check(int due);
 uint64_t jw_reclaim_watermark_now(void);
 void jw_reclaim_note_sync_release(uint64_t released);
 void jw_reclaim_watermark_decay(void);
-/* watermark.c, on the reclaim thread when a grace has ended: releases down
- * to three quarters of the watermark if the cached bytes are still above it
- * (waiting for the token and the lock), and ends the grace. */
+/* watermark.c: ends the grace running: releases down to three quarters of
+ * the watermark if the cached bytes are still above it (waiting for the
+ * token and the lock), else counts it taken back. Called by the reclaim
+ * thread when the grace has passed or nothing is left cached, by fork
+ * prepare, and by a setting change when no thread runs to end it. */
 void jw_reclaim_grace_end(void);
 
 /* thread.c */
