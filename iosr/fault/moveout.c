@@ -26,7 +26,6 @@
 
 #define CHUNK 256u /* most pages moved into one graveyard range: several batches fit at once */
 
-static int grave_used(const iosr_app *a, uint64_t k) { return (a->grave_used[k / 64] >> (k % 64)) & 1; }
 
 static void grave_mark(iosr_app *a, uint64_t k, uint64_t n, int used) {
   for (uint64_t i = k; i < k + n; i++) {
@@ -37,11 +36,29 @@ static void grave_mark(iosr_app *a, uint64_t k, uint64_t n, int used) {
 
 /* The first of n free graveyard pages, now used; -1 when there is no room. */
 static int64_t grave_alloc(iosr_app *a, uint64_t n) {
-  for (uint64_t k = 0, run = 0; k < IOSR_GRAVE_PAGES; k++) {
-    run = grave_used(a, k) ? 0 : run + 1;
-    if (run == n) {
-      grave_mark(a, k + 1 - n, n, 1);
-      return (int64_t)(k + 1 - n);
+  /* first fit, a word at a time where a word is all used or all free */
+  uint64_t run = 0, start = 0;
+  for (uint64_t w = 0; w < IOSR_GRAVE_PAGES / 64; w++) {
+    uint64_t x = a->grave_used[w];
+    if (x == ~0ull) {
+      run = 0;
+      continue;
+    }
+    for (uint64_t b = 0; b < 64; b++) {
+      if (x == 0 && run + (64 - b) < n) { /* a free rest of the word that does not finish the run */
+        if (!run) start = w * 64 + b;
+        run += 64 - b;
+        break;
+      }
+      if ((x >> b) & 1) {
+        run = 0;
+        continue;
+      }
+      if (!run) start = w * 64 + b;
+      if (++run == n) {
+        grave_mark(a, start, n, 1);
+        return (int64_t)start;
+      }
     }
   }
   return -1;
