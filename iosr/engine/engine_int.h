@@ -214,6 +214,7 @@ struct iosr_app {
   uint32_t ra_last_window;
   int fg;
   uint64_t fg_since_ns, bg_since_ns;
+  uint64_t ws_pages; /* charged pages when it last left the foreground: what it is expected to need back */
   uint64_t resident, swapped;
   uint64_t clean;            /* CLEAN pages: resident, holding their slots */
   uint64_t reading;          /* READING pages: a read will install them */
@@ -303,6 +304,8 @@ struct iosr_engine_s {
   iosr_batch *batches;
   uint64_t resident_total;
   uint64_t resident_peak; /* most resident_total since the foreground app last changed */
+  uint64_t fg_room_pages; /* pages the foreground app is expected to bring back since it became so */
+  uint64_t fg_room_base;  /* its charged pages then */
   uint64_t reading_total;    /* READING pages of apps charged to the budget: a read will install them */
   uint64_t grave_total;      /* pages in apps' graveyards, charged to the budget until discarded */
   uint64_t moveout_pages;    /* pages moved out of apps (fault/moveout.c) */

@@ -154,6 +154,16 @@ void iosr_reclaim_pump(iosr_engine_s *e) {
 
 static int bg_older(iosr_app *a, iosr_app *b) { return a->bg_since_ns < b->bg_since_ns; }
 
+/* Pages the foreground app is still expected to bring back: what it held
+ * when it last left the foreground, less what it has brought back since it
+ * came to the foreground. */
+static uint64_t fg_room_left(const iosr_engine_s *e) {
+  const iosr_app *fg = iosr_eng_app((iosr_engine_s *)e, e->fg_app);
+  if (!fg || fg->forked || !e->fg_room_pages) return 0;
+  uint64_t now = iosr_budget_app_charged(fg), got = now > e->fg_room_base ? now - e->fg_room_base : 0;
+  return got < e->fg_room_pages ? e->fg_room_pages - got : 0;
+}
+
 void iosr_reclaim_check_budget(iosr_engine_s *e) {
   if (!e->set.budget) return;
   uint64_t now = iosr_now_ns();
@@ -166,11 +176,14 @@ void iosr_reclaim_check_budget(iosr_engine_s *e) {
    * budget is hard, so reclaim starts before it (design note section 9,
    * "Memory budget") */
   uint64_t charged = e->resident_total + e->reading_total + e->grave_total + e->nheld;
-  if (charged <= budget - (budget - low) / 2) return;
+  /* and what the foreground app is expected to bring back still: room made
+   * for it before its faults wait for it */
+  uint64_t expect = fg_room_left(e);
+  if (charged + expect <= budget - (budget - low) / 2) return;
   for (iosr_job *j = e->jobs; j; j = j->next)
     if (j->budget) return; /* one at a time */
   uint64_t need = charged > low ? charged - low : 0;
-  if (!need) return;
+  uint64_t want = charged + expect > low ? charged + expect - low : 0;
   iosr_app *apps[IOSR_MAX_APPS];
   unsigned n = 0;
   uint64_t bg_pages = 0;
@@ -187,6 +200,10 @@ void iosr_reclaim_check_budget(iosr_engine_s *e) {
       apps[k] = apps[k - 1];
       apps[k - 1] = t;
     }
+  /* the expected part only from the background: never the foreground
+   * app's own pages to make room for its own */
+  if (want > need) need = want < bg_pages ? want : need > bg_pages ? need : bg_pages;
+  if (!need) return;
   if (bg_pages < need) {
     /* not enough in the background: the foreground app's oldest pages too */
     iosr_app *fg = iosr_eng_app(e, e->fg_app);
