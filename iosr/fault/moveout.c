@@ -26,7 +26,6 @@
 
 #define CHUNK 256u /* most pages moved into one graveyard range: several batches fit at once */
 
-
 static void grave_mark(iosr_app *a, uint64_t k, uint64_t n, int used) {
   for (uint64_t i = k; i < k + n; i++) {
     if (used) a->grave_used[i / 64] |= 1ull << (i % 64);
