@@ -383,13 +383,16 @@ static void set_fg(iosr_engine_s *e, iosr_app *n) {
      * "Memory budget") */
     e->fg_room_base = iosr_budget_app_charged(n);
     e->fg_room_pages = n->ws_pages > e->fg_room_base ? n->ws_pages - e->fg_room_base : 0;
+    /* no more than it can bring back: what it freed since is not expected */
+    if (e->fg_room_pages > n->swapped) e->fg_room_pages = n->swapped;
     iosr_eng_notify_fg(e, n, 1);
     /* its queued fault reads now serve the foreground */
     for (iosr_req *r = e->reqs; r; r = r->next_all)
       if (!r->dispatched && r->s.app == id && r->s.cls == IOSR_CLS_BG_FAULT)
         iosr_sched_promote(&e->sched, &r->s, IOSR_CLS_FG_FAULT);
-    iosr_reclaim_check_budget(e);
   }
+  iosr_reclaim_fg_changed(e);
+  iosr_reclaim_check_budget(e);
 }
 
 static void do_fg(iosr_engine_s *e, iosr_conn *c, uint32_t seq, const iosr_m_app *m) {

@@ -187,7 +187,11 @@ void iosr_eng_app_gone(iosr_engine_s *e, iosr_app *a, const char *why) {
   iosr_swapout_forget_app(e, a);
   a->hold_drop = 0;
   release_all(e, a);
-  if (e->fg_app == a->id) e->fg_app = 0;
+  if (e->fg_app == a->id) {
+    e->fg_app = 0;
+    e->fg_room_pages = 0;
+    iosr_reclaim_fg_changed(e);
+  }
   a->state = IOSR_APP_DEAD;
   if (a->uffd >= 0) {
     iosr_eng_unwatch(e, a->uffd);

@@ -373,6 +373,9 @@ void iosr_eng_pump(iosr_engine_s *e);       /* dispatch what the scheduler relea
 int iosr_eng_idle(const iosr_engine_s *e);
 void iosr_eng_reap_forked(iosr_engine_s *e);
 void iosr_eng_notify_fg(iosr_engine_s *e, iosr_app *a, int fg);
+/* The foreground app changed or went away: a running budget job, sized for
+ * the one before, ends with what it has in flight (reclaim.c). */
+void iosr_reclaim_fg_changed(iosr_engine_s *e);
 iosr_app *iosr_eng_find_app(iosr_engine_s *e, const char *sel);
 uint16_t iosr_eng_ioprio(const iosr_engine_s *e, int cls);
 

@@ -154,14 +154,25 @@ void iosr_reclaim_pump(iosr_engine_s *e) {
 
 static int bg_older(iosr_app *a, iosr_app *b) { return a->bg_since_ns < b->bg_since_ns; }
 
+void iosr_reclaim_fg_changed(iosr_engine_s *e) {
+  /* a running budget job was sized for the foreground app before: it ends
+   * with the batches it has in flight, and the budget is looked at again */
+  for (iosr_job *j = e->jobs; j; j = j->next)
+    if (j->budget) {
+      uint64_t done = j->swapped_pages + j->zero_pages;
+      j->target_pages = done ? done : 1;
+    }
+}
+
 /* Pages the foreground app is still expected to bring back: what it held
  * when it last left the foreground, less what it has brought back since it
- * came to the foreground. */
+ * came to the foreground; nothing until it brings back a first page (a
+ * switch away and back before it touches anything evicts nothing). */
 static uint64_t fg_room_left(const iosr_engine_s *e) {
   const iosr_app *fg = iosr_eng_app((iosr_engine_s *)e, e->fg_app);
   if (!fg || fg->forked || !e->fg_room_pages) return 0;
   uint64_t now = iosr_budget_app_charged(fg), got = now > e->fg_room_base ? now - e->fg_room_base : 0;
-  return got < e->fg_room_pages ? e->fg_room_pages - got : 0;
+  return got && got < e->fg_room_pages ? e->fg_room_pages - got : 0;
 }
 
 void iosr_reclaim_check_budget(iosr_engine_s *e) {

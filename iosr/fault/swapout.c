@@ -592,6 +592,10 @@ static int step(iosr_engine_s *e, iosr_job *j) {
     else j->pos++;
     iosr_app *a = iosr_eng_app(e, c->app);
     if (!a || a->uffd < 0 || a->forked || !a->conn) continue;
+    /* a budget job takes the foreground app's pages only where it chose
+     * them as such (none left in the background): a page of an app that
+     * came to the foreground since stays */
+    if (j->budget && !c->pri && c->app == e->fg_app) continue;
     iosr_pte *p = iosr_pt_lookup(&a->pt, c->vpn, NULL);
     if (!p || (p->state != IOSR_PTE_PRESENT && p->state != IOSR_PTE_CLEAN)) continue;
     if (a->batches_set_aside) {
