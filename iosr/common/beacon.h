@@ -70,7 +70,7 @@ static inline int iosr_beacon_read(uint64_t first, uint64_t pages, uint64_t *a, 
  * pages of read-write address space right after the beacon area, where the
  * daemon moves written pages out of the app (UFFDIO_MOVE) for the dropper
  * to discard. A client that maps it says so (IOSR_ATTACH_GRAVEYARD). */
-#define IOSR_GRAVE_PAGES 16384u
+#define IOSR_GRAVE_PAGES 4096u
 
 /* The first page of a beacon area an app names (a byte address), or 0
  * when it names none or one that cannot be (unaligned, out of range; room is
