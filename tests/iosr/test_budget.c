@@ -19,8 +19,9 @@
  * budget job made for it ends, the others' data is intact.
  * flip: 400 switches among three apps (and to none) while a thread of each
  * reads its pages: no hang.
- * In every mode every page comes back as written and the budget is never
- * passed. */
+ * In every mode every page comes back as written, and the budget is passed
+ * only by faults served past it when no budget job can run (the no-hang
+ * rule, which counts them). */
 #include "util.h"
 
 #include <pthread.h>
@@ -53,7 +54,14 @@ static void start(const char *const nm[3], const uint64_t mib[3]) {
 }
 
 static void stop(void) {
-  CHECKF(iosr_test_stat(ctl, "\"over_peak_pages\":") == 0, "the budget was passed");
+  /* passed only where the design allows it: a fault served past the budget
+   * when no budget job could run (its back-off after one that freed
+   * nothing; design note section 9, "No hang"), which counts it */
+  uint64_t over = iosr_test_stat(ctl, "\"over_peak_pages\":"), overrun = iosr_test_stat(ctl, "\"overrun_pages\":");
+  CHECKF(over == 0 || overrun > 0, "the budget was passed by %llu pages, none served past it by the no-hang rule",
+         (unsigned long long)over);
+  if (over) printf("budget: passed by %llu pages, %llu served past it (no budget job could run)\n", (unsigned long long)over,
+                   (unsigned long long)overrun);
   for (int i = 0; i < 3; i++)
     if (ctx[i]) CHECK(iosr_disconnect(ctx[i]) == 0);
   iosr_ctl_close(ctl);
@@ -155,6 +163,16 @@ static void room(void) {
 
 static const char *const abc[3] = {"A", "B", "C"};
 
+/* Each app in turn in the foreground writes pages[i] pages (seed seed + i),
+ * the budget reclaiming the others; then the engine goes idle. */
+static void turns(const uint64_t pages[3], uint64_t seed) {
+  for (int i = 0; i < 3; i++) {
+    fg(i);
+    fill(i, pages[i], seed + (uint64_t)i);
+  }
+  CHECK(iosr_ctl_wait_idle(ctl) == 0);
+}
+
 static void back(void) {
   start(abc, (const uint64_t[]){12, 12, 12});
   /* B left the foreground with 1536 pages; A's growth took most of them */
@@ -200,14 +218,7 @@ static void shrunk(void) {
 
 static void big(void) {
   start(abc, (const uint64_t[]){24, 24, 24});
-  fg(0);
-  fill(0, 3000, 1); /* near the whole budget: its own oldest pages go */
-  CHECK(iosr_ctl_wait_idle(ctl) == 0);
-  fg(1);
-  fill(1, 2000, 2);
-  fg(2);
-  fill(2, 2000, 3);
-  CHECK(iosr_ctl_wait_idle(ctl) == 0);
+  turns((const uint64_t[]){3000, 2000, 2000}, 1); /* A near the whole budget: its own oldest pages go */
   fg(0);
   check(0, 3000, 1);
   CHECK(iosr_ctl_wait_idle(ctl) == 0);
@@ -218,13 +229,7 @@ static void big(void) {
 
 static void gone(void) {
   start(abc, (const uint64_t[]){12, 12, 12});
-  fg(0);
-  fill(0, 2000, 1);
-  fg(1);
-  fill(1, 1500, 2);
-  fg(2);
-  fill(2, 1000, 3);
-  CHECK(iosr_ctl_wait_idle(ctl) == 0);
+  turns((const uint64_t[]){2000, 1500, 1000}, 1);
   fg(0);
   CHECK(iosr_check(base[0], 1, 0, 0)); /* its first page: the expected room starts */
   CHECK(iosr_disconnect(ctx[0]) == 0);
@@ -247,11 +252,7 @@ static void *reader(void *arg) {
 
 static void flip(void) {
   start(abc, (const uint64_t[]){8, 8, 8});
-  for (int i = 0; i < 3; i++) {
-    fg(i);
-    fill(i, 1500, 10 + i);
-  }
-  CHECK(iosr_ctl_wait_idle(ctl) == 0);
+  turns((const uint64_t[]){1500, 1500, 1500}, 10);
   flipping = 1;
   pthread_t t[3];
   for (int i = 0; i < 3; i++) CHECK(pthread_create(&t[i], NULL, reader, (void *)(intptr_t)i) == 0);

@@ -68,11 +68,12 @@ int main(void) {
   churn_cycles(2000000, 40000);
   stats(&r, &p);
   printf("placement auto: steady live %.1f MiB mapped %.1f; peak mapped %.1f; after the trough live %.1f MiB (%.2fx) "
-         "mapped %.1f (%.2fx); switches on %llu off %llu\n",
+         "mapped %.1f (%.2fx); switches on %llu off %llu (stalled %llu, contended %llu)\n",
          steady_live / 1048576.0, steady_mapped / 1048576.0, peak_mapped / 1048576.0, p.live_bytes / 1048576.0,
          (double)p.live_bytes / (double)steady_live, p.mapped_bytes / 1048576.0,
          (double)p.mapped_bytes / (double)steady_mapped, (unsigned long long)r.placement_on,
-         (unsigned long long)r.placement_off);
+         (unsigned long long)r.placement_off, (unsigned long long)r.placement_stalled,
+         (unsigned long long)r.placement_contended);
   CHECK(p.live_bytes * 100 <= steady_live * 115, "slabs in use after the trough %.2fx the steady level",
         (double)p.live_bytes / (double)steady_live);
   CHECK(p.mapped_bytes < peak_mapped, "mapped after the trough %llu not below the peak's %llu",
