@@ -533,8 +533,12 @@ def shortfalls(S, K, I, seq, r_ms, r_bw, r_seq, g_i, g_k, g_f):
     if not I.get("n") or not K.get("n"):
         return out
     if r_ms is not None and r_ms > 0.5:
-        out.append("Switch time %.2fx Linux's (target 0.5x). The disk is not what IOSR waits for: it had a swap read in "
-                   "flight for %.0f%% of IOSR's switch (Linux's: %.0f%%) and read at %s MB/s meanwhile. IOSR read %.1f MB "
+        disk = ("The disk is not what IOSR waits for: it had a swap read in flight for %.0f%% of IOSR's switch "
+                "(Linux's: %.0f%%) and read at %s MB/s meanwhile." % (
+                    100 * I["busy_share"], 100 * (K.get("busy_share") or 0), f(I.get("bw_busy")))
+                if I.get("busy_share") is not None else
+                "How long the disk had a swap read in flight is not known: this run had no block trace.")
+        out.append("Switch time %.2fx Linux's (target 0.5x). %s IOSR read %.1f MB "
                    "per switch for %.1f MB of hot pages it needed (%.2f bytes per byte needed; Linux %.2f: adaptive "
                    "read-ahead cannot tell hot from cold pages in a heap whose hot third is spread over all of it, "
                    "so it reads it all), and to make room wrote %.1f MB of other apps' pages (Linux %.1f MB). Each "
@@ -544,23 +548,23 @@ def shortfalls(S, K, I, seq, r_ms, r_bw, r_seq, g_i, g_k, g_f):
                    "wake-ups (app -> iosrd -> disk -> iosrd -> app) for each of its %.0f major and %.0f probe faults; "
                    "on a busy CPU each hop waits. Linux's fault path runs in the app and completes its I/O in "
                    "interrupt context." % (
-                       r_ms, 100 * (I.get("busy_share") or 0), 100 * (K.get("busy_share") or 0), f(I.get("bw_busy")),
-                       I["read_mb"], I["need_mb"], I.get("read_amp") or 0, K.get("read_amp") or 0, I["write_mb"],
+                       r_ms, disk, I["read_mb"], I["need_mb"], I.get("read_amp") or 0, K.get("read_amp") or 0, I["write_mb"],
                        K["write_mb"], f(I.get("daemon_run_ms"), "%.0f ms"), f(I.get("daemon_wait_ms"), "%.0f ms"),
                        f(I.get("app_wait_ms"), "%.0f ms"), f(K.get("app_wait_ms"), "%.0f ms"),
                        f(None if I.get("cpu_wait") is None else 100 * I["cpu_wait"], "%.0f%%"),
                        I.get("iosr_major", 0), I.get("iosr_probe", 0)))
     if r_bw is not None and r_bw < 3:
-        out.append("Swap-in bandwidth %.1fx Linux's (target 3x): Linux reached %.0f MB/s with %.1f KiB requests "
-                   "(its swap-cache read-ahead turns faults into merged requests), IOSR %.0f MB/s." % (
-                       r_bw, K["bw_med"], K.get("req_kib") or 0, I["bw_med"]))
+        reqs = ("with %.1f KiB requests (its swap-cache read-ahead turns faults into merged requests)" % K["req_kib"]
+                if K.get("req_kib") else "(its requests not traced)")
+        out.append("Swap-in bandwidth %.1fx Linux's (target 3x): Linux reached %.0f MB/s %s, IOSR %.0f MB/s." % (
+            r_bw, K["bw_med"], reqs, I["bw_med"]))
     if r_seq is not None and r_seq < 0.5:
-        out.append("Swap-in bandwidth %.2fx fio's sequential read (target 0.5x): while the disk was reading, IOSR "
-                   "got %s MB/s out of it, but the disk was busy only %.0f%% of the fault-waiting time; the app "
-                   "waits for faults one at a time (pointer chasing), so each major fault costs a round trip "
-                   "through the daemon (%.0f major + %.0f probe faults per switch)." % (
-                       r_seq, f(I.get("bw_busy")), 100 * (I.get("busy_share") or 0), I.get("iosr_major", 0),
-                       I.get("iosr_probe", 0)))
+        busy = ("while the disk was reading, IOSR got %s MB/s out of it, but the disk was busy only %.0f%% of the "
+                "fault-waiting time" % (f(I.get("bw_busy")), 100 * I["busy_share"])
+                if I.get("busy_share") is not None else "the disk's busy time was not traced (no block trace)")
+        out.append("Swap-in bandwidth %.2fx fio's sequential read (target 0.5x): %s; the app waits for faults one at "
+                   "a time (pointer chasing), so each major fault costs a round trip through the daemon (%.0f major "
+                   "+ %.0f probe faults per switch)." % (r_seq, busy, I.get("iosr_major", 0), I.get("iosr_probe", 0)))
     if g_i is not None and g_i > 1.3:
         out.append("Under interference IOSR's switch time grew %.2fx (target 1.3x): the writer's fsync flushes are "
                    "device-wide cache flushes that the swap reads wait behind, whatever their priority." % g_i)
