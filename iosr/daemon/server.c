@@ -372,26 +372,17 @@ static void set_fg(iosr_engine_s *e, iosr_app *n) {
   iosr_app *o = iosr_eng_app(e, old);
   if (o) {
     o->bg_since_ns = now;
-    o->ws_pages = iosr_budget_app_charged(o);
     iosr_eng_notify_fg(e, o, 0);
   }
-  e->fg_room_pages = e->fg_room_base = 0;
   if (n) {
     n->fg_since_ns = now;
-    /* room for what it held when it last left the foreground, made from the
-     * background apps before its faults ask for it (design note section 9,
-     * "Memory budget") */
-    e->fg_room_base = iosr_budget_app_charged(n);
-    e->fg_room_pages = n->ws_pages > e->fg_room_base ? n->ws_pages - e->fg_room_base : 0;
-    /* no more than it can bring back: what it freed since is not expected */
-    if (e->fg_room_pages > n->swapped) e->fg_room_pages = n->swapped;
     iosr_eng_notify_fg(e, n, 1);
     /* its queued fault reads now serve the foreground */
     for (iosr_req *r = e->reqs; r; r = r->next_all)
       if (!r->dispatched && r->s.app == id && r->s.cls == IOSR_CLS_BG_FAULT)
         iosr_sched_promote(&e->sched, &r->s, IOSR_CLS_FG_FAULT);
   }
-  iosr_reclaim_fg_changed(e);
+  iosr_reclaim_fg_changed(e, o, n);
   iosr_reclaim_check_budget(e);
 }
 

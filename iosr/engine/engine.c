@@ -189,8 +189,7 @@ void iosr_eng_app_gone(iosr_engine_s *e, iosr_app *a, const char *why) {
   release_all(e, a);
   if (e->fg_app == a->id) {
     e->fg_app = 0;
-    e->fg_room_pages = 0;
-    iosr_reclaim_fg_changed(e);
+    iosr_reclaim_fg_changed(e, NULL, NULL); /* a dying app is expected to need nothing */
   }
   a->state = IOSR_APP_DEAD;
   if (a->uffd >= 0) {

@@ -373,9 +373,12 @@ void iosr_eng_pump(iosr_engine_s *e);       /* dispatch what the scheduler relea
 int iosr_eng_idle(const iosr_engine_s *e);
 void iosr_eng_reap_forked(iosr_engine_s *e);
 void iosr_eng_notify_fg(iosr_engine_s *e, iosr_app *a, int fg);
-/* The foreground app changed or went away: a running budget job, sized for
- * the one before, ends with what it has in flight (reclaim.c). */
-void iosr_reclaim_fg_changed(iosr_engine_s *e);
+/* The foreground app changed from `was` to `now` (either may be NULL; was
+ * NULL: nothing to remember of it): `was` remembers what it holds, room is
+ * expected for what `now` held when it last left the foreground, and a
+ * running budget job, sized for the one before, ends with what it has in
+ * flight (reclaim.c; design note section 9, "Memory budget"). */
+void iosr_reclaim_fg_changed(iosr_engine_s *e, iosr_app *was, iosr_app *now);
 iosr_app *iosr_eng_find_app(iosr_engine_s *e, const char *sel);
 uint16_t iosr_eng_ioprio(const iosr_engine_s *e, int cls);
 

@@ -154,9 +154,18 @@ void iosr_reclaim_pump(iosr_engine_s *e) {
 
 static int bg_older(iosr_app *a, iosr_app *b) { return a->bg_since_ns < b->bg_since_ns; }
 
-void iosr_reclaim_fg_changed(iosr_engine_s *e) {
+void iosr_reclaim_fg_changed(iosr_engine_s *e, iosr_app *was, iosr_app *now) {
+  if (was) was->ws_pages = iosr_budget_app_charged(was);
+  e->fg_room_pages = e->fg_room_base = 0;
+  if (now) {
+    /* what it held when it last left the foreground, less what it holds, and
+     * no more than it can bring back (what it freed since is not expected) */
+    e->fg_room_base = iosr_budget_app_charged(now);
+    e->fg_room_pages = now->ws_pages > e->fg_room_base ? now->ws_pages - e->fg_room_base : 0;
+    if (e->fg_room_pages > now->swapped) e->fg_room_pages = now->swapped;
+  }
   /* a running budget job was sized for the foreground app before: it ends
-   * with the batches it has in flight, and the budget is looked at again */
+   * with the batches it has in flight */
   for (iosr_job *j = e->jobs; j; j = j->next)
     if (j->budget) {
       uint64_t done = j->swapped_pages + j->zero_pages;
@@ -213,7 +222,8 @@ void iosr_reclaim_check_budget(iosr_engine_s *e) {
     }
   /* the expected part only from the background: never the foreground
    * app's own pages to make room for its own */
-  if (want > need) need = want < bg_pages ? want : need > bg_pages ? need : bg_pages;
+  uint64_t from_bg = want < bg_pages ? want : bg_pages;
+  if (from_bg > need) need = from_bg;
   if (!need) return;
   if (bg_pages < need) {
     /* not enough in the background: the foreground app's oldest pages too */
