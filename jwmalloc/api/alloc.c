@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../backend/backend.h"
-#include "../backend/lookup.h"
+#include "../pages/lookup.h"
 #include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/log.h"

@@ -18,7 +18,7 @@
 
 #include "../../include/jwmalloc.h"
 #include "../backend/backend.h"
-#include "../backend/page_source.h"
+#include "../pages/page_source.h"
 #include "../backend/release.h"
 #include "../backend/roots.h"
 #include "../common/counter.h"

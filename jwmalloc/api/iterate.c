@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "../../include/jwmalloc.h"
-#include "../backend/lookup.h"
+#include "../pages/lookup.h"
 #include "../backend/release.h"
 #include "../frontend/slab.h"
 #include "../frontend/thread_cache.h"

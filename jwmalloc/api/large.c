@@ -4,9 +4,9 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "../backend/lookup.h"
+#include "../pages/lookup.h"
 #include "../common/config.h"
-#include "../common/tier_pages.h"
+#include "../pages/tier_pages.h"
 #include "counters.h"
 
 /* Granules needed for n bytes at `align`, or 0 when it does not fit a root. */

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../backend/page_source.h"
+#include "../pages/page_source.h"
 
 /* True when a block of n bytes aligned to `align` (power of two) fits in one
  * range (at most a 4 MiB root). */

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "../../include/jwmalloc.h"
-#include "../backend/page_source.h"
+#include "../pages/page_source.h"
 #include "../common/log.h"
 #include "android.h"
 #include "fastpath.h"

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 
-#include "../backend/page_source.h"
+#include "../pages/page_source.h"
 #include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/log.h"

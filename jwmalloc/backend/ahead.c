@@ -8,9 +8,9 @@
 #include "ahead.h"
 
 #include "../common/log.h"
-#include "../reclaim/reclaim.h"
+#include "upcalls.h"
 #include "backend_internal.h"
-#include "root_map.h"
+#include "../pages/root_map.h"
 #include "roots.h"
 #include "tree.h"
 

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "record.h"
+#include "../pages/record.h"
 
 #define JW_AHEAD_MAX 4u /* slots: JWMALLOC_AHEAD_ROOTS is at most this */
 

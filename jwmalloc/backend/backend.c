@@ -16,15 +16,15 @@
 #include "../common/log.h"
 #include "../common/test_hooks.h"
 #include "../os/os_mem.h"
-#include "../reclaim/policy.h"
-#include "../reclaim/reclaim.h"
+#include "filing.h"
+#include "upcalls.h"
 #include "ahead.h"
 #include "backend_internal.h"
 #include "fast.h"
-#include "lookup.h"
+#include "../pages/lookup.h"
 #include "meta.h"
 #include "release.h"
-#include "root_map.h"
+#include "../pages/root_map.h"
 #include "roots.h"
 #include "tree.h"
 
@@ -670,7 +670,7 @@ void jw_backend_put_free(uintptr_t base, jw_rec *recs, uint32_t g, uint32_t n, u
     return;
   }
   unsigned active = jw_bins_active(&jw_be.bins);
-  jw_filing f = jw_reclaim_filing(m.pieces, jw_load(&jw_be.policy, JW_RELAXED));
+  jw_filing f = jw_backend_filing(m.pieces, jw_load(&jw_be.policy, JW_RELAXED));
   if (n == t.granules && (m.pieces & JW_PIECE_FRESH) && f != JW_FILE_RELEASED && reserve_root(base, recs))
     return;
   unsigned buf = f == JW_FILE_RELEASED ? JW_BUF_RELEASED : f == JW_FILE_STANDBY ? active ^ 1u : active;

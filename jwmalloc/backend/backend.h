@@ -28,42 +28,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "page_source.h"
-#include "record.h"
-#include "root_map.h"
+#include "../pages/lookup.h"
+#include "../pages/page_source.h"
+#include "../pages/record.h"
+#include "../pages/root_map.h"
 
 /* jw_pages_free() that reports instead of aborting: 0, or -1 with errno =
  * EINVAL when start is not the first byte of a live range (a pointer into a
  * range's middle, into a free range, a double free, or not ours). When the
  * backend lock is busy the free is deferred (never waits) and still checked. */
 int jw_backend_free(void *start);
-
-/* The metadata record of the granule holding p, or NULL when p is in no
- * root of this backend: the root-map walk of jw_pages_lookup(), for a caller
- * that looks at the record first and may then resolve it with
- * jw_pages_lookup_rec() without walking again. Lock-free, never faults. */
-static inline jw_rec *jw_pages_record(const void *p) {
-  jw_rec *recs = jw_root_map_get(p);
-  if (recs == NULL) return NULL;
-  return &recs[((uintptr_t)p & (JW_ROOT - 1)) >> JW_GRANULE_SHIFT];
-}
-
-/* True when r, p's record, shows a live range of kind JW_KIND_SMALL_SLAB:
- * what jw_pages_lookup() says of such a pointer, for that one kind, without
- * resolving a head or filling a jw_range_info (the free path's check of a
- * block in another thread's slab, docs/design/frontend.md "Frees from other
- * threads"). A frontend slab is one granule, so its record is p's own, never
- * INTERIOR; false wherever jw_pages_lookup() would not report a SMALL_SLAB. */
-static inline bool jw_rec_is_small_slab(jw_rec *r) {
-  /* Relaxed: as in jw_backend_classify (a valid pointer was handed over
-   * after the allocation that wrote the record; for an invalid one any value
-   * is acceptable, records stay mapped). */
-  return jw_tag_state(jw_load(&r->tag, JW_RELAXED)) == JW_RS_LIVE_SMALL;
-}
-
-/* jw_pages_lookup(p, info) for a caller that already has r =
- * jw_pages_record(p), not NULL. Same result, same thread-safety. */
-bool jw_pages_lookup_rec(jw_rec *r, const void *p, jw_range_info *info);
 
 /* What an address is, for error messages ("free(): pointer into the middle of
  * a 64 KiB range"). Lock-free, like jw_pages_lookup; *info (if not NULL) is

@@ -1,7 +1,7 @@
 /* See bins.h. Every access is under the backend lock: relaxed throughout. */
 #include "bins.h"
 
-#include "root_map.h"
+#include "../pages/root_map.h"
 
 /* One range of class c entered (in = 1) or left (in = 0) buffer buf. Inlined
  * into push and remove, which are on every backend operation. */

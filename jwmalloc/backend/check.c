@@ -5,7 +5,7 @@
 #include "fast.h"
 #include "meta.h"
 #include "release.h"
-#include "root_map.h"
+#include "../pages/root_map.h"
 #include "roots.h"
 #include "tree.h"
 

@@ -27,9 +27,9 @@
 
 #include <stdint.h>
 
-#include "page_source.h"
-#include "record.h"
-#include "root_map.h"
+#include "../pages/page_source.h"
+#include "../pages/record.h"
+#include "../pages/root_map.h"
 
 typedef uint32_t jw_rid; /* 0: none */
 

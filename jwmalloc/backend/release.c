@@ -8,11 +8,11 @@
 
 #include "../common/backoff.h"
 #include "../os/os_mem.h"
-#include "../reclaim/policy.h"
+#include "filing.h"
 #include "backend_internal.h"
 #include "fast.h"
 #include "meta.h"
-#include "root_map.h"
+#include "../pages/root_map.h"
 #include "roots.h"
 
 enum { B_IDLE = 0, B_RELEASING = 1, B_DONE = 2 };

@@ -7,7 +7,7 @@
 
 #include "../os/os_mem.h"
 #include "meta.h"
-#include "root_map.h"
+#include "../pages/root_map.h"
 #include "tree.h"
 
 static jw_atomic_u64 nroots, peak, mapped_total, unmapped_total;

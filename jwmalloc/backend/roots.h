@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "record.h"
+#include "../pages/record.h"
 
 /* Maps a fresh root (JW_ROOT bytes, JW_ROOT aligned, zero) and its records,
  * initializes its tree as one free leaf in head state `state` (zeroed), then

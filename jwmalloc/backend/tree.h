@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "record.h"
+#include "../pages/record.h"
 #include "size_class.h"
 
 #define JW_TREE_NONE 0xffffffffu

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <sys/auxv.h>
 
-#include "../backend/page_source.h"
+#include "../pages/page_source.h"
 #include "config.h"
 #include "log.h"
 #include "page.h"

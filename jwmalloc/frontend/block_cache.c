@@ -1,9 +1,9 @@
 /* See block_cache.h and docs/design/frontend.md ("The block cache"). */
 #include "block_cache.h"
 
-#include "../backend/page_source.h"
+#include "../pages/page_source.h"
 #include "../common/options.h"
-#include "../common/tier_pages.h"
+#include "../pages/tier_pages.h"
 #include "../midend/midend.h"
 #include "../reclaim/reclaim.h"
 

@@ -3,7 +3,7 @@
 
 #include "../common/counter.h"
 #include "../common/options.h"
-#include "../common/tier_pages.h"
+#include "../pages/tier_pages.h"
 #include "../reclaim/reclaim.h"
 
 size_t jw_pool_watermark(const jw_tcache *tc, bool returned) {

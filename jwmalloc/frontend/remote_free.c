@@ -4,7 +4,7 @@
  * docs/design/frontend.md, "Frees from other threads" and "Thread exit,
  * abandoned slabs and adoption". */
 #include "../common/counter.h"
-#include "../common/tier_pages.h"
+#include "../pages/tier_pages.h"
 #include "page_pool.h"
 #include "thread_cache.h"
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "../common/asan.h"
-#include "../common/root_queue.h"
+#include "../pages/root_queue.h"
 #include "../common/atomic.h"
 #include "page_tag.h"
 #include "size_class.h"

@@ -9,10 +9,10 @@
 #include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/log.h"
-#include "../common/meta.h"
+#include "../os/os_meta.h"
 #include "../common/options.h"
 #include "../common/random.h"
-#include "../common/tier_pages.h"
+#include "../pages/tier_pages.h"
 #include "../reclaim/reclaim.h"
 #include "page_pool.h"
 

@@ -9,7 +9,7 @@
 #include "../common/lock.h"
 #include "../common/log.h"
 #include "../common/options.h"
-#include "../common/tier_pages.h"
+#include "../pages/tier_pages.h"
 
 /* The free-block key (frontend/thread_cache.h), set once at init. */
 extern jw_atomic_u64 jw_free_key;

@@ -16,10 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../backend/page_source.h"
+#include "../pages/page_source.h"
 #include "../common/asan.h"
 #include "../common/atomic.h"
-#include "../common/root_queue.h"
+#include "../pages/root_queue.h"
 
 #define JW_MID_NCLASSES 13
 /* Shards per class, a power of two (docs/design/midend.md, "Shards"). */

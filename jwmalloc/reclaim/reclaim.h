@@ -4,7 +4,10 @@
  * Brief: "Lifetime-based reclamation" (and "Non-blocking interface": the
  * reclaim thread drains deferred frees and never holds a lock across a wait
  * or a system call). Design: docs/design/reclamation.md. The countdown rule
- * is policy.h; the release mechanism in the backend is backend/release.h.
+ * is the backend's (backend/filing.h: reclaim/ picks the policy); the release
+ * mechanism in the backend is backend/release.h. The functions the backend
+ * calls up into (initialization, after a free, roots mapped ahead, a cycle,
+ * fork) are declared in backend/upcalls.h and defined here.
  *
  * Options (environment, read once at the first backend call; README):
  *   JWMALLOC_RECLAIM=0|1              reclamation on (default 1)
@@ -34,20 +37,18 @@
 
 #include <stdint.h>
 
-#include "policy.h"
+#include "../backend/filing.h"
+#include "../backend/upcalls.h"
 
 typedef struct jw_reclaim_config {
   int enabled;           /* JWMALLOC_RECLAIM */
   uint32_t interval_ms;  /* JWMALLOC_RECLAIM_INTERVAL_MS, 1..600000 */
   uint64_t watermark;    /* JWMALLOC_RECLAIM_WATERMARK, bytes; 0: none */
-  unsigned policy;       /* jw_reclaim_policy */
+  unsigned policy;       /* jw_filing_policy (backend/filing.h) */
   int thread;            /* JWMALLOC_RECLAIM_THREAD */
   uint64_t watermark_max; /* JWMALLOC_RECLAIM_WATERMARK_MAX, bytes; 0 (default): fixed at watermark */
   uint32_t grace_ms;      /* JWMALLOC_RECLAIM_GRACE_MS, 0..600000 */
 } jw_reclaim_config;
-
-/* Reads the options (once; called by the backend's initialization). */
-void jw_reclaim_init(void);
 
 /* The configuration in force. */
 void jw_reclaim_get_config(jw_reclaim_config *out);
@@ -59,15 +60,6 @@ int jw_reclaim_enabled(void);
  * EINVAL when a value is out of range (nothing changes). A running thread
  * picks up a new interval at its next sleep and exits when disabled. */
 int jw_reclaim_set_config(const jw_reclaim_config *c);
-
-/* Called by the backend after every free, outside its lock: starts the
- * reclaim thread when it is not running (or, without a thread, runs a due
- * cycle), and past the watermark for longer than the grace releases
- * synchronously (try-lock only: never waits) and wakes the thread early; at
- * the first crossing it notes the time and wakes the thread for the grace's
- * end instead (reclamation.md section 4). A few relaxed loads and one fence
- * when nothing is to be done. */
-void jw_reclaim_after_free(void);
 
 /* The reclamation options by name for jw_option_get/set (include/jwmalloc.h):
  * "RECLAIM" (0/1), "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK" (bytes),
@@ -125,18 +117,6 @@ int jw_reclaim_on_thread(void);
  * next interval (section 5). Cheap when no reclaim thread runs. */
 void jw_reclaim_last_thread_hint(void);
 
-/* An allocation took a root mapped ahead, or found none (the backend's
- * step 5, docs/design/backend.md 7a, "Roots mapped ahead"): a running reclaim
- * thread wakes and fills the empty slots (jw_ahead_fill), then sleeps on
- * without running a cycle. Nothing happens without a thread. One atomic
- * read-modify-write, and a futex wake-up when the thread was not already told. */
-void jw_reclaim_wake_ahead(void);
-
-/* One full cycle now: every range still in standby is released, then the
- * buffers swap. Waits for the backend lock and for another reclaimer. Returns
- * the bytes released. For tests and tools; also jw_backend_reclaim_step. */
-uint64_t jw_reclaim_cycle(void);
-
 /* Releases every backed free range of the backend now (madvise; Android's
  * mallopt M_PURGE). With `tiers`, first gives back everything the tiers'
  * caches hold that their aging passes can reach (every thread's page pool and
@@ -154,16 +134,6 @@ uint64_t jw_reclaim_purge(int tiers);
  * their synchronous releases. Any thread may unhold. */
 void jw_reclaim_hold(void);
 void jw_reclaim_unhold(void);
-
-/* fork: prepare takes the aging lock (waiting for an aging pass to finish:
- * it holds no other lock and never waits), so the child inherits no tier
- * cache half-unlinked; parent gives it back. Called from
- * jw_pages_atfork_prepare/parent before the backend lock is taken.
- * The child: no reclaim thread, no reclaimer; the thread starts again at the
- * child's next free. Called from jw_pages_atfork_child. */
-void jw_reclaim_atfork_prepare(void);
-void jw_reclaim_atfork_parent(void);
-void jw_reclaim_atfork_child(void);
 
 typedef struct jw_reclaim_stats {
   uint64_t cycles;                /* cycles completed (standby released, swapped) */

@@ -8,7 +8,7 @@
 #include "backend/backend.h"
 #include "backend/meta.h"
 #include "backend/release.h"
-#include "backend/root_map.h"
+#include "pages/root_map.h"
 #include "backend/size_class.h"
 #include "tb.h"
 

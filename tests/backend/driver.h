@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 
 #define BD_MAX_LIVE 4096
 #define BD_MAX_ROOTS 1024

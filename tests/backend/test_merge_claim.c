@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "park.h"
 #include "tb.h"
 

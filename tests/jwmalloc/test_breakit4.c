@@ -66,7 +66,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "checked_blocks.h"
 #include "jwmalloc.h"
 #include "thread_test.h"

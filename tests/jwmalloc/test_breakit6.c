@@ -51,7 +51,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "jwmalloc.h"
 #include "thread_test.h"
 

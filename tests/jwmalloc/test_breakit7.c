@@ -57,7 +57,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "common/lock.h"
 #include "jwmalloc.h"
 #include "reclaim/reclaim.h"

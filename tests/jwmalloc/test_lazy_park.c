@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "jwmalloc.h"
 
 #include "check.h"

@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "jwmalloc.h"
 #include "reclaim/reclaim.h"
 

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "jwmalloc.h"
 #include "reclaim/reclaim.h"
 

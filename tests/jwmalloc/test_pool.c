@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "jwmalloc.h"
 
 #include "check.h"

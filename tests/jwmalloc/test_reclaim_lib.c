@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 #include "api/runtime.h"
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "jwmalloc.h"
 #include "reclaim/reclaim.h"
 

@@ -7,7 +7,7 @@
  * key. Nodes are 24 bytes and the test's shift is 7, so a "root" holds about
  * five nodes and runs are joined, split and emptied all the time.
  * Deterministic (fixed seed). */
-#include "common/root_queue.h"
+#include "pages/root_queue.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "midend/midend.h"
 #include "common/atomic.h"
 #include "jwmalloc.h"

@@ -26,7 +26,7 @@
 
 #include "backend/backend.h"
 #include "backend/fast.h"
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "jw_client.h"
 
 #define GRANULES 8 /* 32 KiB */

@@ -19,7 +19,7 @@
  * slabs still holding blocks), no
  * race on the pool's list (guarded by the pool lock: a weakened release of
  * that lock is found as a race), memory safety, termination. */
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "jw_client.h"
 
 #define SZ 1536 /* two blocks per slab */

@@ -23,7 +23,7 @@
  * without happening before it (the checker's release check), the third
  * range's contents survive, the backend's live bytes at the end are the
  * ranges held, no race, memory safety, termination. */
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "jw_client.h"
 #include "reclaim/reclaim.h"
 

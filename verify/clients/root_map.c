@@ -7,7 +7,7 @@
  * lookup that finds it (no race), and no access leaves legal memory.
  * Full bound: a fourth thread registers a root in another leaf and the reader
  * also looks up the second root. */
-#include "backend/root_map.h"
+#include "pages/root_map.h"
 #include "vrf.h"
 
 typedef struct desc {

@@ -27,7 +27,7 @@
  * directly or through the adopting thread's pool). */
 #include <pthread.h>
 
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "jw_client.h"
 
 #define SZ 64

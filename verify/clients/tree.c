@@ -17,7 +17,7 @@
  * free range merged back up to its root (a lost merge, or a tree that
  * treats the root as having siblings, leaves pieces that never merge, and a
  * new root is mapped instead); no race, memory safety, termination. */
-#include "backend/page_source.h"
+#include "pages/page_source.h"
 #include "jw_client.h"
 
 #define GRANULES 8 /* 32 KiB */

@@ -1,4 +1,4 @@
-/* The countdown rule: which buffer a free range is filed in.
+/* The countdown rule: which buffer the backend files a free range in.
  *
  * Brief: "Lifetime-based reclamation": a free range with no mergeable sibling
  * starts a countdown; a merge with a sibling resets it. Design and worked
@@ -10,10 +10,15 @@
  * whole countdown: active (due at the second cycle from now), standby (due at
  * the next cycle) or released (nothing left to give back). No timestamp.
  *
+ * The rule is the backend's: it runs under the backend lock wherever a range
+ * is filed (backend/free.c, release.c), on the buffers the backend owns.
+ * reclaim/ only chooses the policy (JWMALLOC_RECLAIM_POLICY, through
+ * jw_backend_set_reclaim_mode) and runs the cycles that empty the buffers.
+ *
  * Thread-safety: pure functions.
  */
-#ifndef JW_RECLAIM_POLICY_H
-#define JW_RECLAIM_POLICY_H
+#ifndef JW_BACKEND_FILING_H
+#define JW_BACKEND_FILING_H
 
 /* What the pieces of a filed range were (bit set). */
 #define JW_PIECE_FRESH 1u    /* a range just freed */
@@ -21,14 +26,14 @@
 #define JW_PIECE_STANDBY 4u  /* a free range from the standby buffer */
 #define JW_PIECE_RELEASED 8u /* a free range whose pages were given back */
 
-typedef enum jw_reclaim_policy {
+typedef enum jw_filing_policy {
   /* A merge caused by a free (a fresh or active piece) restarts the
    * countdown of the whole merged range. */
   JW_POLICY_LIFETIME = 0,
   /* The baseline: a merged range keeps its oldest piece's countdown
    * ("release everything free for longer than the interval"). */
   JW_POLICY_FIXED_DELAY = 1,
-} jw_reclaim_policy;
+} jw_filing_policy;
 
 typedef enum jw_filing {
   JW_FILE_ACTIVE,
@@ -36,7 +41,9 @@ typedef enum jw_filing {
   JW_FILE_RELEASED,
 } jw_filing;
 
-static inline jw_filing jw_reclaim_filing(unsigned pieces, unsigned policy) {
+/* The buffer for a range made of `pieces` (JW_PIECE_* bits) under `policy`
+ * (a jw_filing_policy). */
+static inline jw_filing jw_backend_filing(unsigned pieces, unsigned policy) {
   if (pieces == JW_PIECE_RELEASED) return JW_FILE_RELEASED; /* no backed page in it */
   if (policy == JW_POLICY_LIFETIME)
     return pieces & (JW_PIECE_FRESH | JW_PIECE_ACTIVE) ? JW_FILE_ACTIVE : JW_FILE_STANDBY;

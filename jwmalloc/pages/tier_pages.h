@@ -5,14 +5,14 @@
  * the tier's cache, jw_tier_release_aged()), into the backend's buffers. In the ASan variant ranges are unpoisoned when
  * taken and poisoned when given back.
  * Thread-safe; never allocates. */
-#ifndef JW_COMMON_TIER_PAGES_H
-#define JW_COMMON_TIER_PAGES_H
+#ifndef JW_PAGES_TIER_PAGES_H
+#define JW_PAGES_TIER_PAGES_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../backend/page_source.h"
+#include "page_source.h"
 
 /* A range of at least `granules` 4 KiB granules of `kind`; see
  * jw_pages_alloc. NULL with errno=ENOMEM on failure. */

@@ -7,17 +7,43 @@
  * granule's record, and for an interior granule its head's record).
  * Lock-free, allocation-free, never faults on a foreign address.
  */
-#ifndef JW_BACKEND_LOOKUP_H
-#define JW_BACKEND_LOOKUP_H
+#ifndef JW_PAGES_LOOKUP_H
+#define JW_PAGES_LOOKUP_H
 
 #include <stdbool.h>
 
 #include <stddef.h>
 
-#include "backend.h"
 #include "page_source.h"
 #include "record.h"
 #include "root_map.h"
+
+/* The metadata record of the granule holding p, or NULL when p is in no
+ * root of this backend: the root-map walk of jw_pages_lookup(), for a caller
+ * that looks at the record first and may then resolve it with
+ * jw_pages_lookup_rec() without walking again. Lock-free, never faults. */
+static inline jw_rec *jw_pages_record(const void *p) {
+  jw_rec *recs = jw_root_map_get(p);
+  if (recs == NULL) return NULL;
+  return &recs[((uintptr_t)p & (JW_ROOT - 1)) >> JW_GRANULE_SHIFT];
+}
+
+/* True when r, p's record, shows a live range of kind JW_KIND_SMALL_SLAB:
+ * what jw_pages_lookup() says of such a pointer, for that one kind, without
+ * resolving a head or filling a jw_range_info (the free path's check of a
+ * block in another thread's slab, docs/design/frontend.md "Frees from other
+ * threads"). A frontend slab is one granule, so its record is p's own, never
+ * INTERIOR; false wherever jw_pages_lookup() would not report a SMALL_SLAB. */
+static inline bool jw_rec_is_small_slab(jw_rec *r) {
+  /* Relaxed: as in jw_backend_classify (a valid pointer was handed over
+   * after the allocation that wrote the record; for an invalid one any value
+   * is acceptable, records stay mapped). */
+  return jw_tag_state(jw_load(&r->tag, JW_RELAXED)) == JW_RS_LIVE_SMALL;
+}
+
+/* jw_pages_lookup(p, info) for a caller that already has r =
+ * jw_pages_record(p), not NULL. Same result, same thread-safety. */
+bool jw_pages_lookup_rec(jw_rec *r, const void *p, jw_range_info *info);
 
 /* backend/size_class.h, whose JW_NCLASSES the frontend's size_class.h also
  * defines (the API includes both): the range classes by index. */

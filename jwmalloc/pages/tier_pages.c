@@ -1,7 +1,7 @@
 /* See tier_pages.h. */
 #include "tier_pages.h"
 
-#include "asan.h"
+#include "../common/asan.h"
 
 void *jw_tier_take_pages(size_t granules, jw_range_kind kind, uint32_t *out_granules, bool *out_zeroed) {
   uint32_t got = 0;

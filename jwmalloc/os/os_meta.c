@@ -1,11 +1,11 @@
 /* See meta.h. */
-#include "meta.h"
+#include "os_meta.h"
 
 #include <errno.h>
 #include <stdint.h>
 
-#include "../os/os_mem.h"
-#include "atomic.h"
+#include "os_mem.h"
+#include "../common/atomic.h"
 
 #define CHUNK ((size_t)64 << 10)
 

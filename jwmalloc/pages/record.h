@@ -38,8 +38,8 @@
  *
  * All words are jw_atomic_u32: jw_pages_lookup() reads tags without a lock.
  */
-#ifndef JW_BACKEND_RECORD_H
-#define JW_BACKEND_RECORD_H
+#ifndef JW_PAGES_RECORD_H
+#define JW_PAGES_RECORD_H
 
 #include <stdint.h>
 

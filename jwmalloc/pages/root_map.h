@@ -11,8 +11,8 @@
  * roots. Set/clear of one root must not race with each other (the backend
  * serializes them per root). The descriptor is opaque here.
  */
-#ifndef JW_BACKEND_ROOT_MAP_H
-#define JW_BACKEND_ROOT_MAP_H
+#ifndef JW_PAGES_ROOT_MAP_H
+#define JW_PAGES_ROOT_MAP_H
 
 #include <stdint.h>
 

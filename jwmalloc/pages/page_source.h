@@ -18,8 +18,8 @@
  * time, including before main and from a forked child. The implementation
  * must never call malloc, stdio or pthread functions that allocate.
  */
-#ifndef JW_BACKEND_PAGE_SOURCE_H
-#define JW_BACKEND_PAGE_SOURCE_H
+#ifndef JW_PAGES_PAGE_SOURCE_H
+#define JW_PAGES_PAGE_SOURCE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,8 +2,8 @@
  * 64 KiB chunks mapped from the OS. Memory is zeroed, 64-byte aligned and
  * never freed (thread caches are recycled instead). Thread-safe; never
  * calls malloc. NULL with errno=ENOMEM when the OS refuses memory. */
-#ifndef JW_COMMON_META_H
-#define JW_COMMON_META_H
+#ifndef JW_OS_META_H
+#define JW_OS_META_H
 
 #include <stddef.h>
 

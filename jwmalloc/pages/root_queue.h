@@ -18,13 +18,13 @@
  *
  * Thread-safety: none; the caller's owner rule or lock guards the queue.
  */
-#ifndef JW_COMMON_ROOT_QUEUE_H
-#define JW_COMMON_ROOT_QUEUE_H
+#ifndef JW_PAGES_ROOT_QUEUE_H
+#define JW_PAGES_ROOT_QUEUE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../backend/page_source.h"
+#include "page_source.h"
 
 /* The shift a queue takes now: placement on (jw_place_on: the option, or the
  * reclaimer's switch under JWMALLOC_PLACEMENT=auto) groups by root
