@@ -13,7 +13,8 @@ set(JW_BASE_SOURCES common/log.c common/page.c os/os_mem.c pages/root_map.c)
 # The page source: the closed-sibling-tree backend (docs/design/backend.md).
 set(JW_BACKEND_SOURCES
   backend/size_class.c backend/tree.c backend/meta.c backend/bins.c backend/fast.c backend/roots.c
-  backend/ahead.c backend/backend.c backend/check.c backend/release.c)
+  backend/ahead.c backend/backend.c backend/options.c backend/alloc.c backend/lockfree.c backend/free.c
+  backend/classify.c backend/placement.c backend/stats.c backend/control.c backend/check.c backend/release.c)
 # Lifetime-based reclamation on the backend's release mechanism.
 set(JW_RECLAIM_SOURCES reclaim/options.c reclaim/cycle.c reclaim/watermark.c reclaim/thread.c reclaim/placement.c)
 # The rest of the layers, bottom up, for the library: options, the tiers'
@@ -22,7 +23,7 @@ set(JW_TIER_SOURCES
   common/options.c common/random.c os/os_meta.c os/os_swap.c pages/tier_pages.c
   midend/ptr_cache.c midend/midend.c
   frontend/size_class.c frontend/page_tag.c frontend/slab.c frontend/page_pool.c frontend/thread_cache.c
-  frontend/remote_free.c frontend/block_cache.c
+  frontend/tc_registry.c frontend/remote_free.c frontend/block_cache.c
   api/alloc.c api/large.c api/huge.c api/huge_cache.c api/runtime.c api/stats.c api/android.c api/iterate.c)
 # Single files some targets add: the jw_ API's names, the malloc override,
 # the test hooks (JW_TEST_HOOKS builds) and their preloadable export, the

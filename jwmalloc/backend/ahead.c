@@ -22,7 +22,7 @@ static struct {
   jw_atomic_ptr recs;
 } slots[JW_AHEAD_MAX];
 
-static jw_atomic_u32 target;  /* JWMALLOC_AHEAD_ROOTS (backend.c reads it) */
+static jw_atomic_u32 target;  /* JWMALLOC_AHEAD_ROOTS (options.c sets it) */
 static jw_atomic_u32 demand;  /* step 5 needed a root since the last cycle */
 static jw_atomic_u64 n_filled, n_taken, n_returned; /* figures: relaxed */
 

@@ -121,7 +121,7 @@ uint64_t jw_backend_reclaim_step(void);
 /* Reclamation mode, set by reclaim/ from its options: age_roots != 0 lets
  * entirely free roots age through the buffers (unmapped when released)
  * instead of going back at once beyond JWMALLOC_RETAIN_ROOTS; policy is a
- * jw_reclaim_policy (reclaim/policy.h). Thread-safe. */
+ * jw_filing_policy (filing.h). Thread-safe. */
 void jw_backend_set_reclaim_mode(int age_roots, unsigned policy);
 
 /* Test hooks (tests/backend): hold the backend lock as a frozen holder would

@@ -94,7 +94,7 @@ static inline jw_rid jw_bins_first(jw_bins *b, unsigned c, unsigned buf) {
 }
 
 /* Makes the standby buffer active and the active one standby. The new active
- * buffer must be empty (its ranges released first: backend.c). */
+ * buffer must be empty (its ranges released first: release.c). */
 static inline void jw_bins_flip(jw_bins *b) {
   jw_store(&b->active, jw_load(&b->active, JW_RELAXED) ^ 1u, JW_RELAXED);
 }

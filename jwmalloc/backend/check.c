@@ -156,3 +156,16 @@ out:
   jw_backend_unlock();
   return rc;
 }
+
+/* After one operation in checking mode (JWMALLOC_CHECK=1): the tree of the
+ * root it touched; a violation is fatal. */
+void jw_backend_check_root(jw_rec *recs, uintptr_t base, const char *op) {
+  char err[256];
+  jw_tree t = {recs, JW_ROOT_GRANULES};
+  /* A lock-free operation in flight may be half-way through a range of this
+   * root: skip this check (the next one, or jw_backend_check_all, sees it). */
+  if (!jw_backend_lf_pause(0)) return;
+  int bad = jw_tree_check(&t, 1, err, sizeof err) != 0;
+  jw_backend_lf_resume();
+  if (bad) jw_fatal("backend invariant broken after %s in root %p: %s", op, (void *)base, err);
+}

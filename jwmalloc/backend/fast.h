@@ -34,7 +34,7 @@
 
 typedef struct jw_fast_class {
   jw_atomic_u32 slot[JW_FAST_SLOTS];
-  /* Lock-free backend operations of this class in flight (backend.c,
+  /* Lock-free backend operations of this class in flight (backend_internal.h,
    * lf_enter): beside the slots, so counting costs no extra cache line. */
   jw_atomic_u32 inflight;
 } __attribute__((aligned(64))) jw_fast_class;

@@ -34,9 +34,6 @@ static struct {
 
 static jw_atomic_u64 n_batches, n_ranges, n_bytes, n_madvise, n_roots, n_failures;
 
-/* Statistics counters: relaxed, they order nothing. */
-static inline void bump(jw_atomic_u64 *c, uint64_t d) { jw_fetch_add(c, d, JW_RELAXED); }
-
 int jw_release_lock(int wait) {
   jw_backend_init_once();
   if (wait)

@@ -55,7 +55,7 @@ unsigned jw_release_take(jw_release_mode mode, uint64_t bytes);
 uint64_t jw_release_run(void);
 
 /* Backend lock held: files a done batch (released ranges, zeroed, merged
- * with their free siblings, into the buffer reclaim/policy.h names; failed
+ * with their free siblings, into the buffer filing.h names; failed
  * ones back into active; roots' record slots made reusable). Cheap when
  * there is none (one relaxed load). */
 void jw_release_file(void);

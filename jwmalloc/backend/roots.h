@@ -1,7 +1,7 @@
 /* Root ranges: 4 MiB spans reserved from the OS, each with its records.
  *
  * Brief: "Backend" (root ranges) and "Metadata" (a root's metadata goes back
- * with it). Policy for when an entirely free root goes back: backend.c and
+ * with it). Policy for when an entirely free root goes back: free.c (jw_backend_put_free) and
  * docs/design/backend.md, "Roots".
  *
  * Thread-safety: jw_roots_map is lock-free (an allocation that finds the

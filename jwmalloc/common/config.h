@@ -32,6 +32,11 @@
 #define JW_LIKELY(x) __builtin_expect(!!(x), 1)
 #define JW_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define JW_EXPORT __attribute__((visibility("default")))
+/* On the declaration of a global that several of the library's files share:
+ * they address it directly, as the file that defines it does, instead of
+ * through the GOT (a default-visibility declaration costs that load in the
+ * library's position-independent code). */
+#define JW_HIDDEN __attribute__((visibility("hidden")))
 #define JW_NOINLINE __attribute__((noinline))
 #define JW_COLD __attribute__((cold, noinline))
 

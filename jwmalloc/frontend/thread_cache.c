@@ -9,16 +9,13 @@
 #include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/log.h"
-#include "../os/os_meta.h"
 #include "../common/options.h"
-#include "../common/random.h"
 #include "../pages/tier_pages.h"
 #include "../reclaim/reclaim.h"
 #include "page_pool.h"
 
 jw_atomic_u64 jw_free_key = JW_ATOMIC_INIT(0x6a776d616c6c6f60ULL);
 
-static jw_atomic_ptr registry; /* every thread cache ever created */
 static jw_atomic_u64 pool_aged;  /* statistics: pages the aging passes gave back */
 static jw_atomic_u64 bc_aged;    /* statistics: block-cache blocks the aging passes gave back */
 
@@ -85,55 +82,7 @@ static void list_leave(jw_tcache *tc, jw_slab *s) {
   else partial_remove(tc, s);
 }
 
-/* ---- registry ---- */
-
-jw_tcache *jw_tc_acquire(void) {
-  jw_tcache *tc;
-  /* Acquire: the links and contents of published caches. */
-  for (tc = jw_load(&registry, JW_ACQUIRE); tc; tc = tc->all_next) {
-    uint32_t expected = JW_TC_FREE;
-    /* Acquire: see everything the previous user wrote before its release. */
-    if (jw_load(&tc->state, JW_RELAXED) == JW_TC_FREE &&
-        jw_cas(&tc->state, &expected, JW_TC_LIVE, JW_ACQUIRE, JW_RELAXED))
-      break;
-  }
-  if (tc == NULL) {
-    tc = jw_meta_alloc(sizeof *tc);
-    if (tc == NULL) return NULL;
-    jw_bc_init(&tc->bc);
-    jw_store(&tc->state, JW_TC_LIVE, JW_RELAXED); /* published by the CAS below */
-    void *head = jw_load(&registry, JW_RELAXED);
-    do {
-      tc->all_next = head;
-      /* Release: the cache's initial contents and link. */
-    } while (!jw_cas_weak(&registry, &head, tc, JW_RELEASE, JW_RELAXED));
-  }
-  if (tc->parked) {
-    /* A parked cache (JWMALLOC_LOW_MEMORY): its slabs carry its key (and
-     * the tag table its key's words) and its queues their mode; the next
-     * refill converts them if placement moved. */
-    tc->parked = 0;
-    tc->parked_seen = 0;
-    return tc;
-  }
-  /* Low 8 bits clear: the tag table keeps the class and a valid bit there
-   * (page_tag.h). */
-  uint64_t key;
-  while ((key = jw_random_key() & JW_TAG_KEY_MASK) == 0) {
-  }
-  tc->key = key;
-  uint32_t w = jw_load(&jw_place_word, JW_RELAXED); /* a setting (page_source.h) */
-  tc->rq_shift = (w & 1u) ? JW_ROOT_SHIFT : 63; /* its queues are empty: any mode */
-  tc->place_word = w;
-  return tc;
-}
-
-void jw_tc_attach(jw_tls *t, jw_tcache *tc) {
-  t->tc = tc;
-  t->key = tc->key;
-  t->fkey = jw_load(&jw_free_key, JW_RELAXED); /* set once, before any cache exists */
-  t->state = JW_TLS_ACTIVE;
-}
+/* ---- registry (tc_registry.c): statistics ---- */
 
 void jw_tc_fold(jw_tls *t, jw_tcache *tc) {
   if (t->n_malloc) jw_counter_add_owner(&tc->n_malloc, t->n_malloc);
@@ -148,15 +97,9 @@ void jw_tc_fold(jw_tls *t, jw_tcache *tc) {
   }
 }
 
-void jw_tc_orphan_others(jw_tcache *self) {
-  for (jw_tcache *tc = jw_load(&registry, JW_ACQUIRE); tc; tc = tc->all_next)
-    if (tc != self && jw_load(&tc->state, JW_RELAXED) == JW_TC_LIVE)
-      jw_store(&tc->state, JW_TC_ORPHANED, JW_RELAXED); /* child is single-threaded */
-}
-
 void jw_tc_totals_get(jw_tc_totals *o) {
   memset(o, 0, sizeof *o);
-  for (jw_tcache *tc = jw_load(&registry, JW_ACQUIRE); tc; tc = tc->all_next) {
+  for (jw_tcache *tc = jw_tc_first(); tc; tc = tc->all_next) {
     o->mallocs += jw_counter_get(&tc->n_malloc);
     o->frees += jw_counter_get(&tc->n_free);
     o->remote_frees += jw_counter_get(&tc->n_remote_free);
@@ -172,17 +115,6 @@ void jw_tc_totals_get(jw_tc_totals *o) {
   }
   o->pool_aged = jw_counter_get(&pool_aged);
   o->bc_aged = jw_counter_get(&bc_aged);
-}
-
-uint64_t jw_tc_released_held(void) {
-  uint64_t n = 0;
-  for (jw_tcache *tc = jw_load(&registry, JW_ACQUIRE); tc; tc = tc->all_next) {
-    /* Acquire pairs with the release store of FREE: the released contents. */
-    if (jw_load(&tc->state, JW_ACQUIRE) != JW_TC_FREE || tc->parked) continue;
-    for (unsigned c = 0; c < JW_NCLASSES; c++) n += (tc->current[c] != NULL) + (tc->partial[c] != NULL);
-    n += (tc->full != NULL) + (jw_load(&tc->ready, JW_RELAXED) != NULL) + tc->nslabs;
-  }
-  return n;
 }
 
 /* Block cache blocks, with their bins: every entry of one cache fits. */
@@ -322,9 +254,9 @@ uint64_t jw_tc_age_pools(void) {
   enum { CAP = 64 };
   jw_slab *out[CAP];
   uint64_t held = 0;
-  /* Acquire: the links of published caches (never freed: safe to visit in
-   * any state; a released cache's pool is empty). */
-  for (jw_tcache *tc = jw_load(&registry, JW_ACQUIRE); tc; tc = tc->all_next) {
+  /* Caches are never freed: safe to visit in any state; a released cache's
+   * pool is empty. */
+  for (jw_tcache *tc = jw_tc_first(); tc; tc = tc->all_next) {
     /* A fork child's caches of threads that do not exist there are left
      * alone: one may have been in the middle of a pool operation (its pool
      * lock held for ever, its list half changed). Relaxed: set once, in the

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "../common/atomic.h"
+#include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/lock.h"
 #include "block_cache.h"
@@ -97,6 +98,13 @@ typedef struct jw_tcache {
   jw_atomic_u64 n_malloc, n_free, n_remote_free, pool_hits, pool_misses, pool_evictions, abandoned, adopted;
   jw_atomic_u64 n_mid_malloc, n_mid_free, n_large_malloc, n_large_free; /* served by the block cache */
 } jw_tcache;
+
+/* The registry's first cache (tc_registry.c); the rest follow all_next. Any
+ * thread, lock-free: the list only grows and a cache is never freed, so a
+ * walk may visit a cache in any state. Acquire: the links and contents of
+ * published caches (their publishing CAS is a release). */
+extern jw_atomic_ptr jw_tc_registry JW_HIDDEN;
+static inline jw_tcache *jw_tc_first(void) { return jw_load(&jw_tc_registry, JW_ACQUIRE); }
 
 /* Adopts a free thread cache from the registry or creates one; returns it
  * LIVE with a fresh key, or NULL with errno=ENOMEM. Lock-free. */

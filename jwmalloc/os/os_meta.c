@@ -1,4 +1,4 @@
-/* See meta.h. */
+/* See os_meta.h. */
 #include "os_meta.h"
 
 #include <errno.h>
@@ -15,7 +15,7 @@ typedef struct chunk {
 
 static jw_atomic_ptr current;
 
-void *jw_meta_alloc(size_t size) {
+void *jw_os_meta_alloc(size_t size) {
   size = (size + 63) & ~(size_t)63;
   if (size > CHUNK - 64) {
     errno = ENOMEM;

@@ -7,6 +7,6 @@
 
 #include <stddef.h>
 
-void *jw_meta_alloc(size_t size);
+void *jw_os_meta_alloc(size_t size);
 
 #endif
