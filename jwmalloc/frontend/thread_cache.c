@@ -47,7 +47,7 @@ static void list_remove(jw_slab **head, jw_slab *s) {
 }
 
 /* Partial slabs wait in a queue per class grouped by root, lowest root first
- * (common/root_queue.h, frontend.md "Placement"): refills fill the slabs of
+ * (pages/root_queue.h, frontend.md "Placement"): refills fill the slabs of
  * low roots, so the slabs of high roots drain and their roots can go back
  * whole; within a root a slab is reused after the longest wait, with as many
  * blocks freed into it as possible. */

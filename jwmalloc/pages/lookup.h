@@ -45,8 +45,9 @@ static inline bool jw_rec_is_small_slab(jw_rec *r) {
  * jw_pages_record(p), not NULL. Same result, same thread-safety. */
 bool jw_pages_lookup_rec(jw_rec *r, const void *p, jw_range_info *info);
 
-/* backend/size_class.h, whose JW_NCLASSES the frontend's size_class.h also
- * defines (the API includes both): the range classes by index. */
+/* The range classes by index: defined by the backend (backend/size_class.h,
+ * whose JW_NCLASSES the frontend's size_class.h also defines, and the API
+ * includes both; backend/classify.c checks the count). */
 extern const uint16_t jw_class_granules[];
 #define JW_LOOKUP_RANGE_CLASSES 36
 

@@ -10,9 +10,12 @@
  * 256 or 64 granules; storage indexed by granule is sized for the most,
  * JW_ROOT_GRANULES_MAX).
  *
- * Exactly one implementation is linked: the closed-sibling-tree backend
- * (backend/, brief "Backend"); until it lands, a simpler source behind this same
- * header (see the README's status table). Callers never depend on which.
+ * The backend (backend/, brief "Backend") implements it; the folder pages/ is
+ * the layer between the tiers and the backend (docs/design/architecture.md,
+ * "Layers"): this header, and what the tiers' free path reads without calling
+ * the backend, the record encoding (record.h), the root map (root_map.h) and
+ * the inline lookup (lookup.h); the tiers take and give back ranges through
+ * tier_pages.h.
  *
  * Thread-safety: every function here may be called from any thread at any
  * time, including before main and from a forked child. The implementation

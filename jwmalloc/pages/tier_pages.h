@@ -1,4 +1,4 @@
-/* The tiers' only doors to the page source (backend/page_source.h).
+/* The tiers' only doors to the page source (page_source.h).
  *
  * Brief: "Tiers", and "Lifetime-based reclamation" (part 3): every page a
  * tier gives back goes through jw_tier_release_pages() (or, after aging in

@@ -1,4 +1,4 @@
-/* The root-grouped queue of partial slabs (common/root_queue.h) against a
+/* The root-grouped queue of partial slabs (pages/root_queue.h) against a
  * plain model: random adds and removals of arbitrary members (and of the
  * head, as a refill does). After every operation the whole list is walked:
  * keys (address >> shift) never decrease, nodes of one key are in the order

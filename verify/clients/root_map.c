@@ -1,4 +1,4 @@
-/* Real code: jwmalloc's root map (jwmalloc/backend/root_map.c), the lock-free
+/* Real code: jwmalloc's root map (jwmalloc/pages/root_map.c), the lock-free
  * radix table from an address to its 4 MiB root. Two threads register roots
  * that share one level-2 leaf, so both race to map and publish the leaf; a
  * third looks a root up concurrently and reads the descriptor's fields.
