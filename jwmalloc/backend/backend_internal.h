@@ -95,9 +95,9 @@ static inline jw_rec *rid_recs(jw_rid r) { return jw_meta_rid_rec(r) - jw_meta_r
 /* Lock held: the root placement now fills (section 7b). */
 static inline void set_place_root(uint32_t root) { jw_store(&jw_be.place_root, root, JW_RELAXED); /* a hint: see fast_free (free.c) */ }
 
-/* Reads the options once. */
+/* Reads the options once (options.c). */
 void jw_backend_init_once(void);
-/* Frees every deferred range and files a released batch (lock held).
+/* free.c: frees every deferred range and files a released batch (lock held).
  * Returns the number of deferred frees done. */
 unsigned jw_backend_drain_deferred(void);
 
