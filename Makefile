@@ -16,8 +16,15 @@ MAKEFLAGS += --no-print-directory
 
 all: build
 
+# What a target installs first (scripts/install-deps.sh): `make` and `make build`
+# a compiler, CMake and liburing only; the tests, the demo and the benchmarks
+# add what they run or compare with. `make deps DEPS=test|all` installs a set alone.
+DEPS ?= build
+test verify fuzz bench-fastpath bench-backend: DEPS = test
+demo bench bench-% stress-iosr: DEPS = all
+
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh $(DEPS)
 
 # A new build folder uses Ninja: on a fresh build it does the same compilations
 # as CMake's Makefiles in about 15% less time (docs/design/architecture.md,
