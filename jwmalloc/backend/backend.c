@@ -53,7 +53,8 @@ void jw_backend_init_once(void) {
    * auto); the backend alone (tests) takes the variable's value, and off
    * when it is unset or refused. */
   if (jw_load(&jw_be.place_mode, JW_RELAXED) == JW_PLACE_UNSET) {
-    unsigned mode = jw_opt_origin(JW_OPT_PLACEMENT) == JW_ORIGIN_ENV ? (unsigned)jw_opt(JW_OPT_PLACEMENT) : JW_PLACE_OFF;
+    unsigned mode = JW_PLACE_OFF;
+    if (jw_opt_origin(JW_OPT_PLACEMENT) == JW_ORIGIN_ENV) mode = (unsigned)jw_opt(JW_OPT_PLACEMENT);
     uint32_t unset = JW_PLACE_UNSET;
     /* Relaxed: a setting; the CAS only keeps a value the tiers set meanwhile. */
     if (jw_cas(&jw_be.place_mode, &unset, mode, JW_RELAXED, JW_RELAXED) && mode == JW_PLACE_ON)

@@ -27,6 +27,10 @@ enum {
 #undef JW_X_TEXT
   TEXT_MAX = 4095,
 };
+#define JW_X_TEXT_FITS(name, type, def, min, max, ...) \
+  _Static_assert(JW_OT_##type != JW_OT_TEXT || (max) <= TEXT_MAX, "JWMALLOC_" #name ": MAX fits text_copy");
+JW_OPTION_TABLE(JW_X_TEXT_FITS)
+#undef JW_X_TEXT_FITS
 static char text_copy[TEXT_ROWS][TEXT_MAX + 1];
 static jw_atomic_ptr text[JW_OPT_COUNT];
 
@@ -85,15 +89,16 @@ static void refuse(jw_option_id id, const char *value) {
 
 /* A TEXT value; only the reporting parse stores it (one writer per byte). */
 static void take_text(jw_option_id id, const char *v, unsigned slot, int report) {
+  const jw_option_def *d = &jw_option_defs[id];
   size_t n = 0;
-  while (v[n] && n <= TEXT_MAX) n++;
-  if (n > TEXT_MAX) {
+  while (v[n] && n <= d->max) n++;
+  if (n > d->max) {
     jw_store(&origin[id], JW_ORIGIN_REFUSED, JW_RELAXED);
-    if (report) jw_dprintf(2, "jwmalloc: JWMALLOC_%s: longer than %u bytes; ignored\n", jw_option_defs[id].name, TEXT_MAX);
+    if (report) jw_dprintf(2, "jwmalloc: JWMALLOC_%s: longer than %llu bytes; ignored\n", d->name, (unsigned long long)d->max);
     return;
   }
   jw_store(&origin[id], JW_ORIGIN_ENV, JW_RELAXED);
-  if (!report || jw_option_defs[id].when == JW_OW_TOOL) return; /* the tool's: known, not kept */
+  if (!report || d->when == JW_OW_TOOL) return; /* the tool's: known, not kept */
   for (size_t i = 0; i <= n; i++) text_copy[slot][i] = v[i];
   jw_store(&text[id], (void *)text_copy[slot], JW_RELEASE); /* see jw_opt_str */
 }
@@ -109,7 +114,8 @@ static void take(const char *rest, int report) {
     for (; rest + n < eq && n < sizeof name - 1; n++) name[n] = rest[n];
     name[n] = 0;
     if (report)
-      jw_dprintf(2, "jwmalloc: JWMALLOC_%s: unknown option, ignored (the options: README \"Options\", `jwmalloc options`)\n", name);
+      jw_dprintf(2, "jwmalloc: JWMALLOC_%s: unknown option, ignored (the options: README \"Options\", "
+                 "`jwmalloc options`)\n", name);
     return;
   }
   if (*eq == 0) return; /* a name without '=' (not a variable): nothing to take */
