@@ -7,7 +7,11 @@
 #include "../common/options.h"
 #include "reclaim_internal.h"
 
-#define MAX_INTERVAL_MS 600000u /* the table's RECLAIM_INTERVAL_MS and RECLAIM_GRACE_MS maximum */
+/* The table's ranges of RECLAIM_INTERVAL_MS and RECLAIM_GRACE_MS, which a
+ * configuration set at run time keeps too. */
+#define INTERVAL_MIN ((uint32_t)jw_option_defs[JW_OPT_RECLAIM_INTERVAL_MS].min)
+#define INTERVAL_MAX ((uint32_t)jw_option_defs[JW_OPT_RECLAIM_INTERVAL_MS].max)
+#define GRACE_MAX ((uint32_t)jw_option_defs[JW_OPT_RECLAIM_GRACE_MS].max)
 
 _Static_assert(JW_POLICY_LIFETIME == 0 && JW_POLICY_FIXED_DELAY == 1, "the table's RECLAIM_POLICY words");
 
@@ -72,7 +76,7 @@ void jw_reclaim_get_config(jw_reclaim_config *o) {
 }
 
 int jw_reclaim_set_config(const jw_reclaim_config *c) {
-  if (c->interval_ms < 1 || c->interval_ms > MAX_INTERVAL_MS || c->grace_ms > MAX_INTERVAL_MS ||
+  if (c->interval_ms < INTERVAL_MIN || c->interval_ms > INTERVAL_MAX || c->grace_ms > GRACE_MAX ||
       (c->policy != JW_POLICY_LIFETIME && c->policy != JW_POLICY_FIXED_DELAY)) {
     errno = EINVAL;
     return -1;
@@ -101,7 +105,7 @@ int jw_reclaim_option(jw_option_id id, long *value, int set) {
       break;
     case JW_OPT_RECLAIM_INTERVAL_MS:
       if (!set) *value = (long)c.interval_ms;
-      c.interval_ms = (uint32_t)(v < 1 || v > (long)MAX_INTERVAL_MS ? 0 : v); /* 0: refused below */
+      c.interval_ms = (uint32_t)(v < (long)INTERVAL_MIN || v > (long)INTERVAL_MAX ? 0 : v); /* 0: refused below */
       break;
     case JW_OPT_RECLAIM_WATERMARK:
       if (!set) *value = (long)c.watermark;
@@ -117,7 +121,7 @@ int jw_reclaim_option(jw_option_id id, long *value, int set) {
       break;
     case JW_OPT_RECLAIM_GRACE_MS:
       if (!set) *value = (long)c.grace_ms;
-      c.grace_ms = (uint32_t)(v < 0 || v > (long)MAX_INTERVAL_MS ? MAX_INTERVAL_MS + 1 : (uint32_t)v); /* refused below */
+      c.grace_ms = v < 0 || v > (long)GRACE_MAX ? GRACE_MAX + 1 : (uint32_t)v; /* GRACE_MAX + 1: refused below */
       break;
     case JW_OPT_RECLAIM_THREAD:
       if (!set) *value = c.thread;
