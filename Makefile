@@ -7,6 +7,9 @@ JOBS    ?= $(shell echo $$(( $$(nproc) + 1 )))
 # core whose job waits on the disk or the linker is kept busy.
 BUILD_JOBS ?= $(shell echo $$(( $$(nproc) + 2 )))
 PREFIX  ?= /usr/local
+# A published report goes to bench/results/DATE-NAME, one folder per run
+# (bench/results/README.md lists them; the README links the latest).
+TODAY := $(shell date +%F)
 DESTDIR ?=
 BUILD_TYPE ?= RelWithDebInfo
 # The build's sub-makes print no "Entering/Leaving directory" pairs.
@@ -16,8 +19,15 @@ MAKEFLAGS += --no-print-directory
 
 all: build
 
+# What a target installs first (scripts/install-deps.sh): `make` and `make build`
+# a compiler, CMake and liburing only; the tests, the demo and the benchmarks
+# add what they run or compare with. `make deps DEPS=test|all` installs a set alone.
+DEPS ?= build
+test verify fuzz bench-fastpath bench-backend: DEPS = test
+demo bench bench-% stress-iosr: DEPS = all
+
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh $(DEPS)
 
 # A new build folder uses Ninja: on a fresh build it does the same compilations
 # as CMake's Makefiles in about 15% less time (docs/design/architecture.md,
@@ -63,13 +73,13 @@ bench-backend: build
 	@tests/backend/bench_backend.sh $(BUILD)
 
 # Evaluation suite (docs/design/bench.md): make bench [QUICK=1] [BENCH_ARGS='--threads 1,4 ...'].
-# The full run publishes its report and plots to bench/results/full; raw data stays in bench/out.
+# The full run publishes its report and plots to bench/results/DATE-full; raw data stays in bench/out.
 .PHONY: bench bench-traces
 bench-traces: build
 	@bench/trace/record.sh $(BUILD)
 
 bench: bench-traces
-	@bench/suite/run.py --build $(BUILD) $(if $(QUICK),--quick --out bench/out/quick,--out bench/out/full --publish bench/results/full) $(BENCH_ARGS)
+	@bench/suite/run.py --build $(BUILD) $(if $(QUICK),--quick --out bench/out/quick,--out bench/out/full --publish bench/results/$(TODAY)-full) $(BENCH_ARGS)
 	@bench/suite/preempt.py --build $(BUILD) $(if $(QUICK),--repeat 1 --duration 0.5 --out bench/out/quick/preempt,--out bench/out/full/preempt) $(PREEMPT_ARGS)
 
 # What a paused thread costs the others (issue 23; docs/design/bench.md,
@@ -116,10 +126,10 @@ bench-tail: build
 # swap and on IOSR under every policy combination, quiet and with a background
 # writer, fio as the disk's limit. Needs root, swapon, memory cgroup v1.
 # make bench-iosr [QUICK=1] [IOSR_BENCH_ARGS='--apps 4 ...']; the full run
-# publishes its report and plots to bench/results/iosr, raw data stays in bench/out/iosr.
+# publishes its report and plots to bench/results/DATE-iosr, raw data stays in bench/out/iosr.
 .PHONY: bench-iosr
 bench-iosr: build
-	@bench/iosr/run.py --build $(BUILD) $(if $(QUICK),--quick,--publish bench/results/iosr) $(IOSR_BENCH_ARGS)
+	@bench/iosr/run.py --build $(BUILD) $(if $(QUICK),--quick,--publish bench/results/$(TODAY)-iosr) $(IOSR_BENCH_ARGS)
 
 # One memory stack (issue 26; docs/design/stack.md): python3, sqlite3 and node
 # switching on glibc or jwmalloc, under Linux swap (a memory cgroup per app) or
@@ -127,10 +137,10 @@ bench-iosr: build
 # variants and python3's share in IOSR. Needs root, swapon, memory cgroup v1
 # (Linux runs skipped otherwise), userfaultfd and gnuplot.
 # make bench-stack [STACK_ARGS='--rounds 5 ...']; report and plots in
-# bench/results/2026-12-06-stack, raw data in bench/out/stack.
+# bench/results/DATE-stack, raw data in bench/out/stack.
 .PHONY: bench-stack
 bench-stack: build
-	@bench/stack/run.py --build $(BUILD) --repeat 3 --publish bench/results/2026-12-06-stack $(STACK_ARGS)
+	@bench/stack/run.py --build $(BUILD) --repeat 3 --publish bench/results/$(TODAY)-stack $(STACK_ARGS)
 
 # jwmalloc reclamation (issue 7): the generational workload in virtual time,
 # lifetime against fixed-delay (figures in build/bench-reclaim/bench.txt).
@@ -140,19 +150,19 @@ bench-reclaim: build
 
 # Android's trace replay (issue 27; docs/design/bench.md, "Android's traces"):
 # every allocator, jwmalloc in its default and low-memory configurations, 3
-# interleaved runs, published to bench/results/2026-12-01-android-replay.
+# interleaved runs, published to bench/results/DATE-android-replay.
 # make bench-android [ANDROID_TRACE=../shared/android-traces/systemui.zip] [ANDROID_ARGS='--repeat 5 ...']
 ANDROID_TRACE ?= ../shared/android-traces/systemui.zip
 .PHONY: bench-android
 bench-android: build
 	@bench/suite/android.py --build $(BUILD) --trace $(ANDROID_TRACE) --out bench/out/android \
-	  --publish bench/results/2026-12-01-android-replay $(ANDROID_ARGS)
+	  --publish bench/results/$(TODAY)-android-replay $(ANDROID_ARGS)
 
 # Heap address entropy across runs (issue 27; docs/design/api.md, "Randomized
 # addresses"): jwmalloc beside glibc, Scudo, jemalloc, mimalloc, tcmalloc.
 .PHONY: bench-aslr
 bench-aslr: build
-	@bench/aslr/entropy.py --build $(BUILD) --runs 100 --publish bench/results/2026-12-01-aslr
+	@bench/aslr/entropy.py --build $(BUILD) --runs 100 --publish bench/results/$(TODAY)-aslr
 
 # IOSR randomized stress over many seeds (issue 22): make stress-iosr [SEEDS=20] [OPS=1000].
 SEEDS ?= 20

@@ -8,7 +8,7 @@
 #   bench/device-run.sh DEST [run.py options]
 # DEST receives report.md and results.tar.gz (the whole results directory).
 # Without gnuplot there the report has no plots: unpack the tarball here and run
-#   bench/suite/report.py DIR --publish bench/results/device-16core
+#   bench/suite/report.py DIR --publish bench/results/2026-11-30-device-16core
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/device-run.sh DEST [run.py options]" >&2; exit 2; }
 DEST=$1; shift

@@ -138,15 +138,22 @@ int jw_stats_get(jw_stats *out, size_t size);
 /* Prints the statistics, human-readable, on fd (no stdio, no allocation). */
 void jw_stats_print(int fd);
 
-/* Options (README "Options"): the value of a JWMALLOC_* option by its name
- * without the prefix ("STATS", "POOL_PERCENT", ...). Returns 0 and sets
- * *value, or -1 with errno=EINVAL for an unknown name. */
+/* Options (README "Options"; `jwmalloc options` lists them; design:
+ * docs/design/architecture.md, "Options"): the value in force of a
+ * JWMALLOC_* option by its name without the prefix ("STATS",
+ * "POOL_PERCENT", ...): the run-time ones and LOW_MEMORY, PAGE_SIZE (bytes).
+ * Words read back as numbers (PLACEMENT auto: 2; RECLAIM_POLICY lifetime: 0,
+ * fixed-delay: 1). Any thread. Returns 0 and sets *value, or -1 with
+ * errno=EINVAL for a name it does not reach or a NULL value. */
 int jw_option_get(const char *name, long *value);
-/* Changes an option at run time (ABORT_ON_ERROR, POOL_PERCENT, POOL_MIN,
- * STATS, and reclamation: RECLAIM 0/1, RECLAIM_INTERVAL_MS 1..600000,
- * RECLAIM_WATERMARK bytes (0: none), RECLAIM_POLICY 0 lifetime / 1
- * fixed-delay, RECLAIM_THREAD 0/1). Returns 0, or -1 with errno=EINVAL
- * (unknown name, bad value). */
+/* Changes a run-time option: STATS, ABORT_ON_ERROR, POOL_PERCENT, POOL_MIN,
+ * HUGE_CACHE_MB, PLACEMENT (0, 1, 2 auto), BIN, LOCK_YIELD (the midend's),
+ * and reclamation's: RECLAIM 0/1, RECLAIM_INTERVAL_MS 1..600000,
+ * RECLAIM_WATERMARK and RECLAIM_WATERMARK_MAX bytes, RECLAIM_GRACE_MS
+ * 0..600000, RECLAIM_POLICY 0 lifetime / 1 fixed-delay, RECLAIM_THREAD 0/1;
+ * the others' ranges are the table's. Any thread; others see the new value
+ * at their next read. Returns 0, or -1 with errno=EINVAL (a name it does not
+ * reach, a value out of range). */
 int jw_option_set(const char *name, long value);
 
 /* Android's extensions (bionic's docs/native_allocator.md; docs/design/api.md,

@@ -7,9 +7,13 @@
 # (a new source is added here, to the list of its layer).
 set(JW_SOURCE_DIR ${CMAKE_CURRENT_LIST_DIR})
 
+# The options table and the output it needs (the `jwmalloc` tool compiles
+# them too: `jwmalloc options` prints the table).
+set(JW_TABLE_SOURCES common/log.c common/option_table.c)
 # The pieces under every build of the backend, the library's and its
-# standalone one's: log, page size, OS mappings, the root map.
-set(JW_BASE_SOURCES common/log.c common/page.c os/os_mem.c pages/root_map.c)
+# standalone one's: the options table and parser, page size, OS mappings, the
+# root map (the table's files are added below).
+set(JW_BASE_SOURCES common/options.c common/page.c os/os_mem.c pages/root_map.c)
 # The page source: the closed-sibling-tree backend (docs/design/backend.md).
 set(JW_BACKEND_SOURCES
   backend/size_class.c backend/tree.c backend/meta.c backend/bins.c backend/fast.c backend/roots.c
@@ -17,26 +21,28 @@ set(JW_BACKEND_SOURCES
   backend/classify.c backend/placement.c backend/stats.c backend/control.c backend/check.c backend/release.c)
 # Lifetime-based reclamation on the backend's release mechanism.
 set(JW_RECLAIM_SOURCES reclaim/options.c reclaim/cycle.c reclaim/watermark.c reclaim/thread.c reclaim/placement.c)
-# The rest of the layers, bottom up, for the library: options, the tiers'
-# doors to the page source, midend, frontend, and the API.
+# The rest of the layers, bottom up, for the library: the tiers' doors to
+# the page source, midend, frontend, and the API.
 set(JW_TIER_SOURCES
-  common/options.c common/random.c os/os_meta.c os/os_swap.c pages/tier_pages.c
+  common/random.c os/os_meta.c os/os_swap.c pages/tier_pages.c
   midend/ptr_cache.c midend/midend.c
   frontend/size_class.c frontend/page_tag.c frontend/slab.c frontend/page_pool.c frontend/thread_cache.c
   frontend/tc_registry.c frontend/remote_free.c frontend/block_cache.c
-  api/alloc.c api/large.c api/huge.c api/huge_cache.c api/runtime.c api/stats.c api/android.c api/iterate.c)
+  api/alloc.c api/large.c api/huge.c api/huge_cache.c api/runtime.c api/stats.c api/android.c api/iterate.c
+  api/options.c)
 # Single files some targets add: the jw_ API's names, the malloc override,
 # the test hooks (JW_TEST_HOOKS builds) and their preloadable export, the
-# `jwmalloc run` tool.
+# `jwmalloc` tool (with the table's files).
 set(JW_API_SOURCE api/jw_api.c)
 set(JW_OVERRIDE_SOURCE api/override.c)
 set(JW_TEST_HOOKS_SOURCE common/test_hooks.c)
 set(JW_TEST_EXPORT_SOURCE api/test_export.c)
 set(JW_TOOL_SOURCE tools/jwmalloc.c)
 
-foreach(list BASE BACKEND RECLAIM TIER)
+foreach(list TABLE BASE BACKEND RECLAIM TIER)
   list(TRANSFORM JW_${list}_SOURCES PREPEND ${JW_SOURCE_DIR}/)
 endforeach()
+list(PREPEND JW_BASE_SOURCES ${JW_TABLE_SOURCES})
 foreach(one API OVERRIDE TEST_HOOKS TEST_EXPORT TOOL)
   set(JW_${one}_SOURCE ${JW_SOURCE_DIR}/${JW_${one}_SOURCE})
 endforeach()
@@ -71,10 +77,12 @@ foreach(f ${jw_listed})
 endforeach()
 
 # -DJWMALLOC_CHECK_DEFAULT=ON: the backend's invariant checks are on unless
-# JWMALLOC_CHECK=0 (README, "jwmalloc backend"). The definition reaches every
+# JWMALLOC_CHECK=0 (README, "jwmalloc backend"): the default of the options
+# table's CHECK row (common/option_table.h). The definition reaches every
 # compilation of the library's sources that builds a library (each variant in
-# jwmalloc/CMakeLists.txt, the standalone backend); the model-checked copy in
-# verify/ keeps its own settings. tests/jwmalloc's jwmalloc.check_default
+# jwmalloc/CMakeLists.txt, the standalone backend) and the `jwmalloc` tool,
+# which prints the table; the model-checked copy in verify/ keeps its own
+# settings. tests/jwmalloc's jwmalloc.check_default
 # shows the built library's default.
 option(JWMALLOC_CHECK_DEFAULT "Backend invariant checks on unless JWMALLOC_CHECK=0" OFF)
 set(JW_CHECK_DEFINES)

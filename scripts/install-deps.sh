@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# Installs, from Debian 12 packages, whatever the build, the tests, the demo and the
-# benchmarks need and this machine lacks. Idempotent: a second run installs nothing.
-# Usage: scripts/install-deps.sh [--bench]
+# Installs, from Debian 12 packages, what one kind of work needs and this machine lacks.
+# Idempotent: a second run installs nothing.
+# Usage: scripts/install-deps.sh [build|test|all]   (default: all)
+#   build  a compiler, CMake, Ninja and liburing: what `make` needs to compile both libraries
+#   test   build's, and what the tests run or compare with: clang (sanitizers, libFuzzer), the i386
+#          compilers, valgrind and strace (counts), python3, sqlite3 and git (real programs), the peer
+#          allocators (comparisons), gnuplot (the report tests' plots)
+#   all    test's, and what the demo and the benchmarks add: fio (the disk's limit), GNU time (wall
+#          time and peak RSS), stress-ng (the test suite on a busy machine)
 set -euo pipefail
 
-pkgs=(
-  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev  # compilers, sanitizers, libFuzzer
-  gcc-multilib g++-multilib                                    # the i386 build (gcc -m32)
-  valgrind strace                                              # callgrind counts, syscall counts
-  liburing-dev                                                 # IOSR swap I/O
-  python3 sqlite3 git                                          # real programs run under jwmalloc
-  libjemalloc2 libmimalloc2.0 libmimalloc-dev libtcmalloc-minimal4  # peer allocators
-  gnuplot-nox fio                                              # reports and disk limits
-  time                                                         # jwmalloc demo: wall time and peak RSS
-  stress-ng                                                    # the test suite under load (a busy machine)
-)
+profile=${1:-all}
+build=(build-essential cmake ninja-build pkg-config liburing-dev)
+test=(clang libclang-rt-14-dev gcc-multilib g++-multilib valgrind strace python3 sqlite3 git
+      libjemalloc2 libmimalloc2.0 libmimalloc-dev libtcmalloc-minimal4 gnuplot-nox)
+all=(fio time stress-ng)
+case "$profile" in
+  build) pkgs=("${build[@]}") ;;
+  test) pkgs=("${build[@]}" "${test[@]}") ;;
+  all) pkgs=("${build[@]}" "${test[@]}" "${all[@]}") ;;
+  *) echo "install-deps: unknown profile '$profile' (build, test or all)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do

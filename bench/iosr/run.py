@@ -330,7 +330,7 @@ def parse_args(argv):
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="build directory (default build)")
     p.add_argument("--quick", action="store_true", help="small apps, the ablation set only, 2 rounds (< 5 min)")
     p.add_argument("--out", help="results directory (default bench/out/iosr/quick or full)")
-    p.add_argument("--publish", help="copy report.md and the plots here (make bench-iosr: bench/results/iosr)")
+    p.add_argument("--publish", help="copy report.md and the plots here (make bench-iosr: bench/results/2026-12-07-iosr)")
     p.add_argument("--dir", default="/var/tmp", help="where swap areas and fio files go: the disk under test")
     p.add_argument("--apps", type=int, help="app processes (default 6; quick 5)")
     p.add_argument("--heap", help="heap per app (default 256M; quick 96M)")

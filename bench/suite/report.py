@@ -857,7 +857,7 @@ def replay_determinism(res, doc, trace_w):
 
 
 def publish(out, dest):
-    """Copies the report and its plots (not the raw data) to dest, e.g. bench/results/full."""
+    """Copies the report and its plots (not the raw data) to dest, e.g. bench/results/2026-11-30-full."""
     import shutil
     os.makedirs(dest, exist_ok=True)
     for f in os.listdir(dest):

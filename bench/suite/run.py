@@ -189,7 +189,7 @@ def main(argv=None):
                     "always measured")
     ap.add_argument("--no-report", action="store_true", help="do not write the report")
     ap.add_argument("--publish", help="copy the report and its plots (no raw data) to this folder, e.g. "
-                    "bench/results/full")
+                    "bench/results/2026-11-30-full")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and the expected time, run nothing")
     args = ap.parse_args(argv)
 

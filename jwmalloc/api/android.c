@@ -163,9 +163,6 @@ void jw_release_immediately(void) {
  * reclamation options from the environment. */
 void jw_backend_init_once(void);
 
-/* Set explicitly in the environment (getenv reads environ: no allocation). */
-static int env_set(const char *name) { return getenv(name) != NULL; }
-
 void jw_low_memory_start(void) {
   if (!jw_low_memory()) return;
   /* docs/design/api.md, "Low-memory configuration". Each setting only where
@@ -173,14 +170,14 @@ void jw_low_memory_start(void) {
   jw_backend_init_once(); /* the reclamation options read from the environment first */
   jw_reclaim_config c;
   jw_reclaim_get_config(&c);
-  if (!env_set("JWMALLOC_RECLAIM_WATERMARK")) c.watermark = JW_LOW_MEMORY_WATERMARK;
-  if (!env_set("JWMALLOC_RECLAIM_INTERVAL_MS")) c.interval_ms = JW_LOW_MEMORY_INTERVAL_MS;
-  if (!env_set("JWMALLOC_RECLAIM_WATERMARK_MAX")) c.watermark_max = 0;
-  if (!env_set("JWMALLOC_RECLAIM_GRACE_MS")) c.grace_ms = 0;
+  if (!jw_opt_in_env(JW_OPT_RECLAIM_WATERMARK)) c.watermark = JW_LOW_MEMORY_WATERMARK;
+  if (!jw_opt_in_env(JW_OPT_RECLAIM_INTERVAL_MS)) c.interval_ms = JW_LOW_MEMORY_INTERVAL_MS;
+  if (!jw_opt_in_env(JW_OPT_RECLAIM_WATERMARK_MAX)) c.watermark_max = 0;
+  if (!jw_opt_in_env(JW_OPT_RECLAIM_GRACE_MS)) c.grace_ms = 0;
   jw_reclaim_set_config(&c);
-  if (!env_set("JWMALLOC_POOL_PERCENT")) jw_option_set("POOL_PERCENT", 0);
-  if (!env_set("JWMALLOC_POOL_MIN")) jw_option_set("POOL_MIN", 0);
-  if (!env_set("JWMALLOC_HUGE_CACHE_MB")) jw_option_set("HUGE_CACHE_MB", 0);
+  if (!jw_opt_in_env(JW_OPT_POOL_PERCENT)) jw_option_set("POOL_PERCENT", 0);
+  if (!jw_opt_in_env(JW_OPT_POOL_MIN)) jw_option_set("POOL_MIN", 0);
+  if (!jw_opt_in_env(JW_OPT_HUGE_CACHE_MB)) jw_option_set("HUGE_CACHE_MB", 0);
 }
 
 static int set_decay(int value) {

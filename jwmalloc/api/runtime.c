@@ -12,6 +12,7 @@
 #include "../common/counter.h"
 #include "../common/log.h"
 #include "../common/options.h"
+#include "../common/page.h"
 #include "../common/random.h"
 #include "../midend/midend.h"
 #include "../os/os_swap.h"
@@ -189,6 +190,11 @@ bool jw_global_init(void) {
   if (s == INIT_RUNNING) return false;
   if (!jw_cas(&init_state, &s, INIT_RUNNING, JW_ACQUIRE, JW_ACQUIRE)) return s == INIT_DONE;
   jw_options_init();
+  /* Before any tier maps memory: the page every slab and range is made of
+   * (JWMALLOC_PAGE_SIZE); then the backend's placement mode (it also runs
+   * without the tiers, where it keeps its own default). */
+  jw_page_init((size_t)jw_opt(JW_OPT_PAGE_SIZE));
+  jw_pages_set_place_mode((unsigned)jw_opt(JW_OPT_PLACEMENT));
   jw_low_memory_start(); /* JWMALLOC_LOW_MEMORY=1: its release settings (android.c) */
   jw_stats_at_start();
   /* Relaxed: published by the release store of INIT_DONE, and no block was

@@ -237,8 +237,8 @@ static int report_fd(void) {
 }
 
 void jw_stats_emit_at_exit(void) {
-  const char *path = jw_options_stats_file();
-  if (path == NULL || *path == 0) {
+  const char *path = jw_opt_str(JW_OPT_STATS_FILE);
+  if (path == NULL) {
     jw_stats_print(report_fd());
     return;
   }

@@ -1,31 +1,23 @@
-/* JWMALLOC_* options, read once from the environment at initialization
- * (without getenv's locale or allocation concerns: environ is scanned
- * directly). Every option is documented in the README with its default.
+/* JWMALLOC_* options: the values of the table's rows (option_table.h), read
+ * once from the environment by one parser and then read by every tier
+ * (docs/design/architecture.md, "Options"). The values are plain data: the
+ * parse calls into no tier; a tier that acts on a value at start-up reads
+ * it at its own initialization.
  *
  * Thread-safety: values are relaxed atomics; jw_option_set() may change the
  * run-time ones while other threads allocate (each read sees the old or the
- * new value).
+ * new value). A string, once stored, never changes.
  */
 #ifndef JW_COMMON_OPTIONS_H
 #define JW_COMMON_OPTIONS_H
 
 #include "atomic.h"
-#include "log.h"
+#include "option_table.h"
 
-typedef enum jw_option_id {
-  JW_OPT_STATS,          /* STATS: 1 prints statistics at exit (default 0) */
-  JW_OPT_ABORT_ON_ERROR, /* ABORT_ON_ERROR: 0 turns bad-free aborts into warnings (default 1) */
-  JW_OPT_POOL_PERCENT,   /* POOL_PERCENT: pool watermark, % of the thread's slabs (default 25) */
-  JW_OPT_POOL_MIN,       /* POOL_MIN: pool watermark floor, pages (default 4) */
-  JW_OPT_HUGE_CACHE_MB,  /* HUGE_CACHE_MB: freed direct mappings kept for reuse, MiB (default 32) */
-  JW_OPT_PLACEMENT,      /* PLACEMENT: 0 never, 1 always, 2 ("auto") when the reclaimer sees a trough; default auto (backend.md 7b) */
-  JW_OPT_BIN,            /* BIN: 1 keeps freed blocks in a per-class bin, 0 frees each to its slab (default 1; frontend.md "The bin") */
-  JW_OPT_LOW_MEMORY,     /* LOW_MEMORY: 1 trades speed for RSS (api.md "Low-memory configuration"); start-up only, default 0 */
-  JW_OPT_LOCK_YIELD,     /* LOCK_YIELD: 1 yields once before a busy lock's fallback (concurrency.md "One yield before a fallback"); default 0 */
-  JW_OPT_PAGE_SIZE,      /* PAGE_SIZE: the logical page, bytes; 0 the kernel's (architecture.md "Page size at run time"); start-up only, default 0 */
-  JW_OPT_COUNT
-} jw_option_id;
-
+/* A number option's value: its environment's value or its default, or what
+ * jw_option_set stored since. For the options a tier copies into its own
+ * state at its initialization (the backend's, reclamation's), the start-up
+ * value; that tier holds the one in force. */
 extern jw_atomic_u64 jw_options[JW_OPT_COUNT];
 
 /* The value of an option; relaxed: options are independent settings. */
@@ -36,27 +28,32 @@ static inline long jw_opt(jw_option_id id) { return (long)jw_load(&jw_options[id
  * midend class's cache). A relaxed load of a start-up setting. */
 static inline int jw_low_memory(void) { return jw_opt(JW_OPT_LOW_MEMORY) != 0; }
 
-/* Parses JWMALLOC_* from environ (called once by global initialization). */
+/* Where an option's value came from. */
+typedef enum jw_option_origin {
+  JW_ORIGIN_DEFAULT,  /* the variable is unset (or ignored: a setuid program) */
+  JW_ORIGIN_ENV,      /* the variable's value */
+  JW_ORIGIN_REFUSED,  /* the variable is set, to a value refused: the default */
+} jw_option_origin;
+
+jw_option_origin jw_opt_origin(jw_option_id id);
+
+/* The variable is set, whatever its value: a setting derived from another
+ * option (JWMALLOC_LOW_MEMORY's) leaves this one alone. */
+static inline int jw_opt_in_env(jw_option_id id) { return jw_opt_origin(id) != JW_ORIGIN_DEFAULT; }
+
+/* A TEXT option's value: the variable's (copied at the parse: a program may
+ * overwrite its environment strings later), or the row's default when it is
+ * unset, empty or refused (NULL when the row has none). */
+const char *jw_opt_str(jw_option_id id);
+
+/* Parses every JWMALLOC_* variable of environ against the table, once per
+ * process: the global initialization calls it, and so does each part that
+ * may run before it or without it (the backend, the swap constructor). A
+ * refused value keeps the default and gets one line on stderr naming the
+ * variable; an unknown JWMALLOC_ name gets one line; a setuid or setgid
+ * program (AT_SECURE) ignores every JWMALLOC_* variable. No allocation,
+ * no stdio, no lock: a call that races the first parses too, silently,
+ * and stores the same numbers (strings are stored by the first alone). */
 void jw_options_init(void);
-
-/* Path from JWMALLOC_STATS_FILE, or NULL (points into environ). */
-const char *jw_options_stats_file(void);
-
-/* Name (without JWMALLOC_) to id; -1 if unknown. */
-int jw_option_lookup(const char *name);
-
-/* The one line every JWMALLOC_* parser prints for a value it refuses (here
- * and in reclaim/options.c, which links without this file's .c: hence
- * inline): "jwmalloc: JWMALLOC_<name>=<value>: expected <want>; default <def>
- * kept", def as the README's tables name it. No allocation (jw_dprintf). */
-static inline void jw_option_bad(const char *name, const char *value, const char *want, const char *def) {
-  jw_dprintf(2, "jwmalloc: JWMALLOC_%s=%s: expected %s; default %s kept\n", name, value, want, def);
-}
-
-/* String equality without the C library (usable before it is set up). */
-static inline int jw_str_eq(const char *a, const char *b) {
-  while (*a && *a == *b) a++, b++;
-  return *a == *b;
-}
 
 #endif

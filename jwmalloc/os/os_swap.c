@@ -19,6 +19,7 @@
 #include "../common/atomic.h"
 #include "../common/backoff.h"
 #include "../common/log.h"
+#include "../common/options.h"
 #include "iosr.h"
 
 typedef iosr_ctx *(*connect_fn)(const iosr_connect_opts *);
@@ -192,10 +193,7 @@ static void *trimmer(void *arg) {
 }
 
 /* JWMALLOC_SWAP_TRIM=0: never trim (the heap is swapped out as it is). */
-static int trim_wanted(void) {
-  const char *v = getenv("JWMALLOC_SWAP_TRIM");
-  return v == NULL || *v == 0 || strcmp(v, "0") != 0;
-}
+static int trim_wanted(void) { return jw_opt(JW_OPT_SWAP_TRIM) != 0; }
 
 static int start_trimmer(void) {
   sigset_t all, old;
@@ -216,10 +214,10 @@ static int start_trimmer(void) {
 /* Runs after ld.so has loaded everything: dlopen and iosr_connect may
  * allocate (their roots come from mmap) and start threads. */
 __attribute__((constructor)) static void swap_start(void) {
-  const char *name = getenv("JWMALLOC_SWAP");
-  if (name == NULL || *name == 0) return;
-  const char *lib = getenv("JWMALLOC_SWAP_LIB");
-  void *h = dlopen(lib && *lib ? lib : "libiosr.so", RTLD_NOW | RTLD_LOCAL);
+  jw_options_init(); /* this constructor may run before the library's */
+  const char *name = jw_opt_str(JW_OPT_SWAP);
+  if (name == NULL) return;
+  void *h = dlopen(jw_opt_str(JW_OPT_SWAP_LIB), RTLD_NOW | RTLD_LOCAL); /* default libiosr.so */
   if (h == NULL) {
     jw_dprintf(2, "jwmalloc: JWMALLOC_SWAP: cannot open libiosr.so; the heap is not swappable\n");
     return;

@@ -38,12 +38,18 @@
 #define JW_ROOT_SHIFT 22
 #define JW_ROOT ((size_t)1 << JW_ROOT_SHIFT)         /* 4 MiB */
 
-/* Placement's order of roots (backend.md 7b): the oldest first. Within a
- * 16 GiB region the kernel maps top-down, so a root mapped later lies lower:
- * the rank inverts the root's index in its region (address bits 22-33), and
- * regions keep their order. Used by every tier that compares roots. */
-#define JW_ROOT_RANK_FLIP 0xfffu /* a root's index bits in its 16 GiB region */
-static inline uintptr_t jw_root_rank(const void *p) { return ((uintptr_t)p >> JW_ROOT_SHIFT) ^ JW_ROOT_RANK_FLIP; }
+/* Placement's order of roots (backend.md 7b): the oldest first. Roots are
+ * mapped top-down from one random start (os/os_mem.c), so a root mapped
+ * later lies lower, also where the roots cross into the 16 GiB region below:
+ * the rank inverts the whole root number. (Inverting only the index within
+ * the region ranked the first root of a lower region oldest of all: the tiers
+ * then filled the newest root first, against the backend's order.) Used by
+ * every tier that compares roots by address. */
+static inline uintptr_t jw_root_rank(const void *p) { return ~((uintptr_t)p >> JW_ROOT_SHIFT); }
+/* A root's index bits in its 16 GiB region, as a range id holds them: the
+ * backend's rank of a range id (backend/bins.h) inverts these and keeps its
+ * regions in order of first use, which is the same order as jw_root_rank's. */
+#define JW_ROOT_RANK_FLIP 0xfffu
 #define JW_ROOT_GRANULES ((uint32_t)(JW_ROOT >> JW_GRANULE_SHIFT)) /* 1024, 256 or 64 */
 #define JW_ROOT_GRANULES_MAX ((uint32_t)(JW_ROOT >> JW_GRANULE_MIN_SHIFT)) /* 1024: at 4 KiB */
 

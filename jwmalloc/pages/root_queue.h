@@ -40,7 +40,7 @@ typedef struct jw_rq_node {
   struct jw_rq_node *group; /* first node of a run: its last; last node: its first; others: unused */
 } jw_rq_node;
 
-static inline uintptr_t jw_rq_key(const jw_rq_node *n, unsigned shift) { return ((uintptr_t)n >> shift) ^ JW_ROOT_RANK_FLIP; /* jw_root_rank */ }
+static inline uintptr_t jw_rq_key(const jw_rq_node *n, unsigned shift) { return ~((uintptr_t)n >> shift); /* jw_root_rank */ }
 
 /* Adds n (in no queue) at the end of its root's run in *q. */
 static inline void jw_rq_add(jw_rq_node **q, jw_rq_node *n, unsigned shift) {

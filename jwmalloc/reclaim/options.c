@@ -1,51 +1,31 @@
-/* Reclamation options: JWMALLOC_RECLAIM* (reclaim.h, README). */
+/* Reclamation options: JWMALLOC_RECLAIM* (reclaim.h, README), their values
+ * from the options table (common/options.h) at start-up, then the
+ * configuration in force. */
 #include <errno.h>
-#include <stdlib.h>
 
 #include "../backend/backend_internal.h"
-#include "../common/log.h"
 #include "../common/options.h"
 #include "reclaim_internal.h"
 
-#define DEFAULT_INTERVAL_MS 500u
-#define MAX_INTERVAL_MS 600000u
-#define DEFAULT_WATERMARK ((uint64_t)64 << 20)
-#define DEFAULT_GRACE_MS 50u /* reclamation.md section 4, "The grace" */
+/* The table's ranges of RECLAIM_INTERVAL_MS and RECLAIM_GRACE_MS, which a
+ * configuration set at run time keeps too. */
+#define INTERVAL_MIN ((uint32_t)jw_option_defs[JW_OPT_RECLAIM_INTERVAL_MS].min)
+#define INTERVAL_MAX ((uint32_t)jw_option_defs[JW_OPT_RECLAIM_INTERVAL_MS].max)
+#define GRACE_MAX ((uint32_t)jw_option_defs[JW_OPT_RECLAIM_GRACE_MS].max)
 
+_Static_assert(JW_POLICY_LIFETIME == 0 && JW_POLICY_FIXED_DELAY == 1, "the table's RECLAIM_POLICY words");
+
+/* Before jw_reclaim_init: the table's defaults. */
 jw_reclaim_state jw_rc = {
-    .enabled = JW_ATOMIC_INIT(1),
-    .interval_ms = JW_ATOMIC_INIT(DEFAULT_INTERVAL_MS),
-    .thread_on = JW_ATOMIC_INIT(1),
-    .watermark = JW_ATOMIC_INIT(DEFAULT_WATERMARK),
-    .wm_now = JW_ATOMIC_INIT(DEFAULT_WATERMARK),
-    .grace_ms = JW_ATOMIC_INIT(DEFAULT_GRACE_MS),
+    .enabled = JW_ATOMIC_INIT(JW_OPT_DEFAULT_RECLAIM),
+    .interval_ms = JW_ATOMIC_INIT(JW_OPT_DEFAULT_RECLAIM_INTERVAL_MS),
+    .thread_on = JW_ATOMIC_INIT(JW_OPT_DEFAULT_RECLAIM_THREAD),
+    .watermark = JW_ATOMIC_INIT(JW_OPT_DEFAULT_RECLAIM_WATERMARK),
+    .wm_now = JW_ATOMIC_INIT(JW_OPT_DEFAULT_RECLAIM_WATERMARK),
+    .watermark_max = JW_ATOMIC_INIT(JW_OPT_DEFAULT_RECLAIM_WATERMARK_MAX),
+    .policy = JW_ATOMIC_INIT(JW_OPT_DEFAULT_RECLAIM_POLICY),
+    .grace_ms = JW_ATOMIC_INIT(JW_OPT_DEFAULT_RECLAIM_GRACE_MS), /* reclamation.md section 4, "The grace" */
 };
-
-/* A refused value: the shared one-line message, naming the value kept (the
- * default: init reads the environment once, before any set call) as the
- * README names it (64M, not 67108864). */
-static void bad(const char *name, const char *value, const char *want, uint64_t kept) {
-  char def[24];
-  int shift = kept == 0 ? 0 : kept % (1u << 30) == 0 ? 30 : kept % (1u << 20) == 0 ? 20 : kept % 1024 == 0 ? 10 : 0;
-  jw_format(def, sizeof def, "%llu%s", (unsigned long long)(kept >> shift),
-            shift == 30 ? "G" : shift == 20 ? "M" : shift == 10 ? "K" : "");
-  jw_option_bad(name, value, want, def);
-}
-
-/* Decimal number with an optional K, M or G suffix (powers of 1024); -1 if
- * malformed or above 2^50. */
-static int64_t parse_size(const char *s, int suffixes) {
-  if (*s < '0' || *s > '9') return -1;
-  int64_t v = 0;
-  for (; *s >= '0' && *s <= '9'; s++)
-    if ((v = v * 10 + (*s - '0')) > ((int64_t)1 << 50)) return -1;
-  if (suffixes && *s) {
-    int shift = (*s == 'K' || *s == 'k') ? 10 : (*s == 'M' || *s == 'm') ? 20 : (*s == 'G' || *s == 'g') ? 30 : -1;
-    if (shift < 0 || s[1] != 0 || v > ((int64_t)1 << (50 - shift))) return -1;
-    return v << shift;
-  }
-  return *s ? -1 : v;
-}
 
 static void apply(const jw_reclaim_config *c) {
   /* Relaxed: independent settings, read racily by the reclaim paths. */
@@ -67,57 +47,17 @@ static void apply(const jw_reclaim_config *c) {
 }
 
 void jw_reclaim_init(void) {
-  /* Called from the backend's one-time initialization; two racing first
-   * calls read the same environment and store the same values. */
-  jw_reclaim_config c;
-  jw_reclaim_get_config(&c);
-  const char *s; /* getenv reads environ only: no allocation */
-  int64_t v;
-  if ((s = getenv("JWMALLOC_RECLAIM")) != NULL) {
-    if ((v = parse_size(s, 0)) == 0 || v == 1)
-      c.enabled = (int)v;
-    else
-      bad("RECLAIM", s, "0 or 1", (uint64_t)c.enabled);
-  }
-  if ((s = getenv("JWMALLOC_RECLAIM_INTERVAL_MS")) != NULL) {
-    if ((v = parse_size(s, 0)) >= 1 && v <= MAX_INTERVAL_MS)
-      c.interval_ms = (uint32_t)v;
-    else
-      bad("RECLAIM_INTERVAL_MS", s, "milliseconds, 1 to 600000", (uint64_t)c.interval_ms);
-  }
-  if ((s = getenv("JWMALLOC_RECLAIM_WATERMARK")) != NULL) {
-    if ((v = parse_size(s, 1)) >= 0)
-      c.watermark = (uint64_t)v;
-    else
-      bad("RECLAIM_WATERMARK", s, "bytes with an optional K, M or G suffix", c.watermark);
-  }
-  if ((s = getenv("JWMALLOC_RECLAIM_WATERMARK_MAX")) != NULL) {
-    if ((v = parse_size(s, 1)) >= 0)
-      c.watermark_max = (uint64_t)v;
-    else
-      bad("RECLAIM_WATERMARK_MAX", s, "bytes with an optional K, M or G suffix", c.watermark_max);
-  }
-  if ((s = getenv("JWMALLOC_RECLAIM_GRACE_MS")) != NULL) {
-    if ((v = parse_size(s, 0)) >= 0 && v <= MAX_INTERVAL_MS)
-      c.grace_ms = (uint32_t)v;
-    else
-      bad("RECLAIM_GRACE_MS", s, "milliseconds, 0 to 600000", (uint64_t)c.grace_ms);
-  }
-  if ((s = getenv("JWMALLOC_RECLAIM_POLICY")) != NULL) {
-    if (jw_str_eq(s, "lifetime"))
-      c.policy = JW_POLICY_LIFETIME;
-    else if (jw_str_eq(s, "fixed-delay"))
-      c.policy = JW_POLICY_FIXED_DELAY;
-    else
-      jw_option_bad("RECLAIM_POLICY", s, "lifetime or fixed-delay",
-                    c.policy == JW_POLICY_FIXED_DELAY ? "fixed-delay" : "lifetime");
-  }
-  if ((s = getenv("JWMALLOC_RECLAIM_THREAD")) != NULL) {
-    if ((v = parse_size(s, 0)) == 0 || v == 1)
-      c.thread = (int)v;
-    else
-      bad("RECLAIM_THREAD", s, "0 or 1", (uint64_t)c.thread);
-  }
+  /* Called from the backend's one-time initialization, after the options'
+   * parse; two racing first calls store the same values. */
+  jw_reclaim_config c = {
+      .enabled = (int)jw_opt(JW_OPT_RECLAIM),
+      .interval_ms = (uint32_t)jw_opt(JW_OPT_RECLAIM_INTERVAL_MS),
+      .watermark = (uint64_t)jw_opt(JW_OPT_RECLAIM_WATERMARK),
+      .policy = (unsigned)jw_opt(JW_OPT_RECLAIM_POLICY),
+      .thread = (int)jw_opt(JW_OPT_RECLAIM_THREAD),
+      .watermark_max = (uint64_t)jw_opt(JW_OPT_RECLAIM_WATERMARK_MAX),
+      .grace_ms = (uint32_t)jw_opt(JW_OPT_RECLAIM_GRACE_MS),
+  };
   apply(&c);
   jw_store(&jw_rc.last_cycle_ns, jw_reclaim_now_ns(), JW_RELAXED); /* a statistic-like clock: relaxed */
   jw_store(&jw_rc.inited, 1, JW_RELAXED);
@@ -136,7 +76,7 @@ void jw_reclaim_get_config(jw_reclaim_config *o) {
 }
 
 int jw_reclaim_set_config(const jw_reclaim_config *c) {
-  if (c->interval_ms < 1 || c->interval_ms > MAX_INTERVAL_MS || c->grace_ms > MAX_INTERVAL_MS ||
+  if (c->interval_ms < INTERVAL_MIN || c->interval_ms > INTERVAL_MAX || c->grace_ms > GRACE_MAX ||
       (c->policy != JW_POLICY_LIFETIME && c->policy != JW_POLICY_FIXED_DELAY)) {
     errno = EINVAL;
     return -1;
@@ -153,37 +93,45 @@ int jw_reclaim_set_config(const jw_reclaim_config *c) {
   return 0;
 }
 
-int jw_reclaim_option(const char *name, long *value, int set) {
+int jw_reclaim_option(jw_option_id id, long *value, int set) {
   jw_backend_init_once(); /* the environment's values first: a set changes one option, not the others */
   jw_reclaim_config c;
   jw_reclaim_get_config(&c);
   long v = set ? *value : 0;
-  if (jw_str_eq(name, "RECLAIM")) {
-    if (!set) *value = c.enabled;
-    c.enabled = (int)v;
-  } else if (jw_str_eq(name, "RECLAIM_INTERVAL_MS")) {
-    if (!set) *value = (long)c.interval_ms;
-    c.interval_ms = (uint32_t)(v < 1 || v > (long)MAX_INTERVAL_MS ? 0 : v); /* 0: refused below */
-  } else if (jw_str_eq(name, "RECLAIM_WATERMARK")) {
-    if (!set) *value = (long)c.watermark;
-    c.watermark = (uint64_t)v;
-  } else if (jw_str_eq(name, "RECLAIM_WATERMARK_MAX")) {
-    if (!set) *value = (long)c.watermark_max;
-    c.watermark_max = (uint64_t)v;
-  } else if (jw_str_eq(name, "RECLAIM_POLICY")) {
-    if (!set) *value = (long)c.policy;
-    c.policy = (unsigned)v;
-  } else if (jw_str_eq(name, "RECLAIM_GRACE_MS")) {
-    if (!set) *value = (long)c.grace_ms;
-    c.grace_ms = (uint32_t)(v < 0 || v > (long)MAX_INTERVAL_MS ? MAX_INTERVAL_MS + 1 : (uint32_t)v); /* refused below */
-  } else if (jw_str_eq(name, "RECLAIM_THREAD")) {
-    if (!set) *value = c.thread;
-    c.thread = (int)v;
-  } else {
-    return -2;
+  switch (id) {
+    case JW_OPT_RECLAIM:
+      if (!set) *value = c.enabled;
+      c.enabled = (int)v;
+      break;
+    case JW_OPT_RECLAIM_INTERVAL_MS:
+      if (!set) *value = (long)c.interval_ms;
+      c.interval_ms = (uint32_t)(v < (long)INTERVAL_MIN || v > (long)INTERVAL_MAX ? 0 : v); /* 0: refused below */
+      break;
+    case JW_OPT_RECLAIM_WATERMARK:
+      if (!set) *value = (long)c.watermark;
+      c.watermark = (uint64_t)v;
+      break;
+    case JW_OPT_RECLAIM_WATERMARK_MAX:
+      if (!set) *value = (long)c.watermark_max;
+      c.watermark_max = (uint64_t)v;
+      break;
+    case JW_OPT_RECLAIM_POLICY:
+      if (!set) *value = (long)c.policy;
+      c.policy = (unsigned)v;
+      break;
+    case JW_OPT_RECLAIM_GRACE_MS:
+      if (!set) *value = (long)c.grace_ms;
+      c.grace_ms = v < 0 || v > (long)GRACE_MAX ? GRACE_MAX + 1 : (uint32_t)v; /* GRACE_MAX + 1: refused below */
+      break;
+    case JW_OPT_RECLAIM_THREAD:
+      if (!set) *value = c.thread;
+      c.thread = (int)v;
+      break;
+    default:
+      return -2;
   }
   if (!set) return 0;
-  if (v < 0 || (v > 1 && (jw_str_eq(name, "RECLAIM") || jw_str_eq(name, "RECLAIM_THREAD")))) {
+  if (v < 0 || (v > 1 && (id == JW_OPT_RECLAIM || id == JW_OPT_RECLAIM_THREAD))) {
     errno = EINVAL;
     return -1;
   }

@@ -39,6 +39,7 @@
 
 #include "../backend/filing.h"
 #include "../backend/upcalls.h"
+#include "../common/option_table.h"
 
 typedef struct jw_reclaim_config {
   int enabled;           /* JWMALLOC_RECLAIM */
@@ -61,14 +62,15 @@ int jw_reclaim_enabled(void);
  * picks up a new interval at its next sleep and exits when disabled. */
 int jw_reclaim_set_config(const jw_reclaim_config *c);
 
-/* The reclamation options by name for jw_option_get/set (include/jwmalloc.h):
- * "RECLAIM" (0/1), "RECLAIM_INTERVAL_MS", "RECLAIM_WATERMARK" (bytes),
- * "RECLAIM_POLICY" (0 lifetime, 1 fixed-delay), "RECLAIM_THREAD" (0/1),
- * "RECLAIM_GRACE_MS" (0..600000).
- * With set == 0 stores the value in *value; else sets it to `value`.
- * Returns 0, -1 with errno = EINVAL (bad value), or -2 when `name` is not
- * one of them. */
-int jw_reclaim_option(const char *name, long *value, int set);
+/* The reclamation options for jw_option_get/set (include/jwmalloc.h), by
+ * their row of the options table (common/option_table.h): RECLAIM (0/1),
+ * RECLAIM_INTERVAL_MS, RECLAIM_WATERMARK (bytes), RECLAIM_WATERMARK_MAX
+ * (bytes), RECLAIM_POLICY (0 lifetime, 1 fixed-delay), RECLAIM_THREAD (0/1),
+ * RECLAIM_GRACE_MS (0..600000).
+ * With set == 0 stores the value in force in *value; else sets it to
+ * *value. Returns 0, -1 with errno = EINVAL (bad value), or -2 when `id` is
+ * not one of them. */
+int jw_reclaim_option(jw_option_id id, long *value, int set);
 
 /* The tiers' caches (docs/design/reclamation.md, section 6): a function that
  * ages them (gives back, through jw_pages_free_aged, what stayed idle in

@@ -1,6 +1,8 @@
-/* jwmalloc: runs a program on jwmalloc and shows what the allocator did.
+/* jwmalloc: runs a program on jwmalloc and shows what the allocator did,
+ * and lists the allocator's options.
  *
  *   jwmalloc run [--stats] [--lib PATH] [--swap NAME] -- PROG [ARGS...]
+ *   jwmalloc options
  *
  * PROG runs with LD_PRELOAD of libjwmalloc.so (found next to this tool: the
  * build tree's ../lib or the install's library directory; --lib or
@@ -18,6 +20,11 @@
  * and sets JWMALLOC_SWAP and JWMALLOC_SWAP_LIB for PROG, and PYTHONMALLOC=malloc
  * unless it is set.
  *
+ * `jwmalloc options` prints the table of every JWMALLOC_* option
+ * (common/option_table.h, the library's own), one tab-separated line each:
+ * name, type, default, what it accepts, when it takes effect, the tiers that
+ * read it (docs/design/architecture.md, "Options").
+ *
  * Brief: "Tiers" (the main job of issue 2: real programs on jwmalloc).
  * This is an ordinary program: it uses stdio and the system's malloc.
  */
@@ -34,6 +41,7 @@
 #include <unistd.h>
 
 #include "api/stats_fields.h"
+#include "common/option_table.h"
 #include "jwmalloc.h"
 
 #ifndef JW_REL_LIBDIR
@@ -43,9 +51,31 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: jwmalloc run [--stats] [--lib PATH] [--swap NAME] -- PROG [ARGS...]\n"
-          "  Runs PROG with libjwmalloc.so preloaded; --stats prints jwmalloc's statistics\n"
+          "       jwmalloc options\n"
+          "  run: runs PROG with libjwmalloc.so preloaded; --stats prints jwmalloc's statistics\n"
           "  for PROG and every process it starts; --swap NAME puts PROG's heap in IOSR\n"
-          "  regions of the running iosrd, registered as app NAME.\n");
+          "  regions of the running iosrd, registered as app NAME.\n"
+          "  options: prints every JWMALLOC_* option: name, type, default, accepted values,\n"
+          "  when it takes effect, the tiers that read it (tab-separated).\n");
+}
+
+/* `jwmalloc options`: the table, one line per row. */
+static int cmd_options(int argc) {
+  static const char *const types[] = {"boolean", "number", "size", "word", "page size", "string"};
+  static const char *const whens[] = {"run-time", "start-up, read back", "start-up", "jwmalloc run"};
+  if (argc != 0) {
+    fprintf(stderr, "jwmalloc options: takes no arguments\n");
+    return 2;
+  }
+  printf("# name\ttype\tdefault\taccepts\twhen\tread by\n");
+  for (int i = 0; i < JW_OPT_COUNT; i++) {
+    const jw_option_def *d = &jw_option_defs[i];
+    char def[128], accepts[256];
+    jw_option_default_text((jw_option_id)i, def, sizeof def);
+    jw_option_accepts_text((jw_option_id)i, accepts, sizeof accepts);
+    printf("JWMALLOC_%s\t%s\t%s\t%s\t%s\t%s\n", d->name, types[d->type], def, accepts, whens[d->when], d->read_by);
+  }
+  return fflush(stdout) == 0 ? 0 : 2;
 }
 
 static int readable(const char *p) { return access(p, R_OK) == 0; }
@@ -137,7 +167,9 @@ static int check_library(const char *lib) {
   return 0;
 }
 
-/* The library: --lib, $JWMALLOC_LIB, then relative to this executable. */
+/* The library: --lib, $JWMALLOC_LIB (the options table's LIB row: the
+ * tool's, which the library only knows by name), then relative to this
+ * executable. */
 static int find_library(const char *opt, char *out) {
   const char *env = getenv("JWMALLOC_LIB");
   const char *given = opt ? opt : (env && *env ? env : NULL);
@@ -307,7 +339,7 @@ static long long json_num(const char *json, const char *after, const char *key) 
 /* 0 when iosrd answers and its area has a free slot, else -1 after one
  * line. swaplib: libiosr.so's path (filled in). */
 static int check_swap(const char *name, const char *lib, char *swaplib) {
-  const char *env = getenv("JWMALLOC_SWAP_LIB");
+  const char *env = getenv("JWMALLOC_SWAP_LIB"); /* the table's SWAP_LIB, which the tool sets for PROG */
   if (env && *env) snprintf(swaplib, PATH_MAX, "%s", env);
   else {
     snprintf(swaplib, PATH_MAX, "%s", lib);
@@ -450,6 +482,7 @@ static int cmd_run(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "options") == 0) return cmd_options(argc - 2);
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     usage(stdout);
     return 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # JWMALLOC_* options with bad values, unknown names and a program's end that
-# loses the exit report (README "Options"; docs/design/api.md "Options").
+# loses the exit report (README "Options"; docs/design/architecture.md "Options").
 #   - a bad value: one line "jwmalloc: JWMALLOC_X=v: expected ...; default D
 #     kept" (the reclamation options too), the default in force, the program
 #     runs as without it;

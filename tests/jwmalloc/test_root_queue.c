@@ -51,7 +51,24 @@ static void check_list(jw_rq_node *q, unsigned members, long op) {
         q ? q - node : -1, want);
 }
 
+/* Roots are mapped top-down (os/os_mem.c): of two roots either side of a
+ * 16 GiB boundary the higher is the older and ranks first, in jw_root_rank
+ * and in the queue's keys. The nodes are only addresses, never touched. */
+static void check_region_boundary(void) {
+#if UINTPTR_MAX > 0xffffffffu
+  uintptr_t boundary = (uintptr_t)0x7f04 << 32; /* a multiple of 16 GiB */
+#else
+  uintptr_t boundary = (uintptr_t)1 << 31;
+#endif
+  uintptr_t older = boundary, younger = boundary - JW_ROOT;
+  CHECK(jw_root_rank((void *)older) < jw_root_rank((void *)younger), "root rank: across a 16 GiB boundary the older (higher) root ranks first");
+  CHECK(jw_rq_key((jw_rq_node *)older, JW_ROOT_SHIFT) < jw_rq_key((jw_rq_node *)younger, JW_ROOT_SHIFT),
+        "queue key: across a 16 GiB boundary the older (higher) root comes first");
+  CHECK(jw_root_rank((void *)(older + JW_ROOT)) < jw_root_rank((void *)older), "root rank: within a region, higher first");
+}
+
 int main(void) {
+  check_region_boundary();
   jw_rq_node *q = NULL;
   unsigned members = 0;
   unsigned long clock = 0;
