@@ -48,7 +48,7 @@ int main(void) {
   snprintf(cmd, sizeof cmd, "%s --swap %s --socket %s.bad --budget 64K 2>&1", bin ? bin : "iosrd", swap, sock);
   int rc = iosr_sh(cmd, out, sizeof out);
   printf("iosrd --budget 64K: exit %d: %s", rc, out);
-  CHECKF(rc != 0 && one_line(out), "iosrd took a budget below the floor (exit %d): %s", rc, out);
+  CHECK(rc != 0 && one_line(out), "iosrd took a budget below the floor (exit %d): %s", rc, out);
   pid_t d = iosr_test_daemon(swap, sock, NULL, NULL);
   int to, from;
   pid_t a = app(&to, &from);
@@ -57,20 +57,20 @@ int main(void) {
   /* 2 MiB: below the foreground app's 4 MiB */
   rc = iosr_tool(sock, "set budget 2M", out, sizeof out);
   printf("iosr set budget 2M: exit %d: %s", rc, out);
-  CHECKF(rc != 0 && one_line(out) && strstr(out, "foreground"), "exit %d: %s", rc, out);
+  CHECK(rc != 0 && one_line(out) && strstr(out, "foreground"), "exit %d: %s", rc, out);
   rc = iosr_tool(sock, "set budget 64K", out, sizeof out);
   printf("iosr set budget 64K: exit %d: %s", rc, out);
-  CHECKF(rc != 0 && one_line(out) && strstr(out, "floor"), "exit %d: %s", rc, out);
+  CHECK(rc != 0 && one_line(out) && strstr(out, "floor"), "exit %d: %s", rc, out);
   iosr_ctl *ctl = iosr_ctl_open(sock);
   CHECK(ctl);
-  CHECKF(iosr_test_stat(ctl, "\"budget_bytes\":") == 0, "a refused budget was set");
+  CHECK(iosr_test_stat(ctl, "\"budget_bytes\":") == 0, "a refused budget was set");
   /* 8 MiB: the app fits */
   rc = iosr_tool(sock, "set budget 8M", out, sizeof out);
-  CHECKF(rc == 0, "exit %d: %s", rc, out);
+  CHECK(rc == 0, "exit %d: %s", rc, out);
   CHECK(iosr_test_stat(ctl, "\"budget_bytes\":") == 8u << 20);
   iosr_ctl_close(ctl);
   chan_send(to, 'v');
-  CHECKF(chan_recv(from) == 'o', "the app's pages changed");
+  CHECK(chan_recv(from) == 'o', "the app's pages changed");
   chan_send(to, 'q');
   int st;
   CHECK(waitpid(a, &st, 0) == a && WIFEXITED(st) && WEXITSTATUS(st) == 0);

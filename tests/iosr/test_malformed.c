@@ -28,11 +28,11 @@ static int expect_closed(int fd) {
       close(fd);
       return err;
     }
-    CHECKF(n > 0, "daemon neither answered nor closed (%s)", strerror(errno));
+    CHECK(n > 0, "daemon neither answered nor closed (%s)", strerror(errno));
     iosr_msg_hdr *h = (iosr_msg_hdr *)buf;
     if (h->type == IOSR_M_REPLY) err = ((iosr_m_reply *)(buf + sizeof *h))->err;
   }
-  CHECKF(0, "connection stayed open");
+  FAIL("connection stayed open");
   return 0;
 }
 
@@ -51,8 +51,8 @@ static void hello(int fd, int role) {
 static uint8_t *page;
 static void still_served(const char *after) {
   char out[256];
-  CHECKF(iosr_tool(sock, "reclaim good", out, sizeof out) == 0, "after %s: %s", after, out);
-  for (int i = 0; i < 64; i++) CHECKF(iosr_check(page + i * 4096, 5, (uint64_t)i, 0), "after %s: page %d", after, i);
+  CHECK(iosr_tool(sock, "reclaim good", out, sizeof out) == 0, "after %s: %s", after, out);
+  for (int i = 0; i < 64; i++) CHECK(iosr_check(page + i * 4096, 5, (uint64_t)i, 0), "after %s: page %d", after, i);
 }
 
 int main(void) {

@@ -74,17 +74,17 @@ static void app(int phase, int late, const char *log, int in, int out) {
   gate_wait(120);
   int i = 0;
   for (; i < 12000 && queued(ctx) < 2; i++) usleep(10000);
-  CHECKF(queued(ctx) >= 2, "only %d drops queued behind the held one", queued(ctx));
+  CHECK(queued(ctx) >= 2, "only %d drops queued behind the held one", queued(ctx));
   chan_send(out, 'h');
   CHECK(chan_recv(in) == 'g'); /* the daemon is dead */
   for (i = 0; i < 12000 && get_int(ctx, &ctx->connected); i++) usleep(10000);
-  CHECKF(!get_int(ctx, &ctx->connected), "the agent did not see the daemon die");
+  CHECK(!get_int(ctx, &ctx->connected), "the agent did not see the daemon die");
   if (!late) gate_open();
   for (;;) {
     char c = chan_recv(in);
     if (late) {
       for (i = 0; i < 12000 && !get_int(ctx, &ctx->connected); i++) usleep(10000);
-      CHECKF(get_int(ctx, &ctx->connected), "the app did not resume");
+      CHECK(get_int(ctx, &ctx->connected), "the app did not resume");
       gate_open();
       late = 0;
     }
@@ -111,7 +111,7 @@ static void reclaim_all(void) {
     if (iosr_tool(sock, "reclaim victim", out, sizeof out) == 0) return;
     usleep(20000); /* the restart grace period */
   }
-  CHECKF(0, "reclaim victim: %s", out);
+  FAIL("reclaim victim: %s", out);
 }
 
 int main(int argc, char **argv) {
@@ -140,18 +140,18 @@ int main(int argc, char **argv) {
   if (c0 == 's') return gate_skip_no_move(a, d);
   CHECK(c0 == 'r');
   reclaim_in_background();
-  CHECKF(chan_recv(from) == 'h', "the app did not get its drops held (see %s)", log);
+  CHECK(chan_recv(from) == 'h', "the app did not get its drops held (see %s)", log);
   kill(d, SIGKILL);
   waitpid(d, NULL, 0);
   chan_send(to, 'g');
   d = iosr_test_daemon(swap, sock, set, dlog);
   chan_send(to, 'v');
   struct pollfd pf = {from, POLLIN, 0};
-  CHECKF(poll(&pf, 1, 180000) == 1, "the app did not answer after the restart");
-  CHECKF(chan_recv(from) == 'o', "pages lost across the restart (see %s)", log);
+  CHECK(poll(&pf, 1, 180000) == 1, "the app did not answer after the restart");
+  CHECK(chan_recv(from) == 'o', "pages lost across the restart (see %s)", log);
   reclaim_all();
   chan_send(to, 'v');
-  CHECKF(chan_recv(from) == 'o', "pages lost after the restart's reclaim (see %s)", log);
+  CHECK(chan_recv(from) == 'o', "pages lost after the restart's reclaim (see %s)", log);
   chan_send(to, 'q');
   int st = wait_child(a, 120, "the app");
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);

@@ -1,5 +1,5 @@
 /* Helpers shared by the IOSR tests: feature checks that skip (exit 77),
- * temporary swap areas, deterministic page contents, assertions. */
+ * temporary swap areas, deterministic page contents, daemons. */
 #ifndef IOSR_TEST_UTIL_H
 #define IOSR_TEST_UTIL_H
 
@@ -21,24 +21,9 @@
 #include "common/mix.h"
 #include "iosr.h"
 
-#define CHECK(c)                                                                   \
-  do {                                                                             \
-    if (!(c)) {                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s (errno %d: %s)\n", __FILE__, __LINE__, #c, errno, \
-              strerror(errno));                                                    \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
-
-#define CHECKF(c, ...)                                                             \
-  do {                                                                             \
-    if (!(c)) {                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #c);       \
-      fprintf(stderr, __VA_ARGS__);                                                \
-      fputc('\n', stderr);                                                         \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
+/* CHECK, FAIL, REQUIRE, the clock and child processes: the first failed
+ * check ends the test (its daemons are killed at exit). */
+#include "test_support.h"
 
 /* Skips (exit 77) unless userfaultfd with write-protect and the events IOSR
  * needs is usable here, and io_uring or at least O_DIRECT file I/O works. */
@@ -96,7 +81,7 @@ static inline void iosr_test_swap(char *path, size_t cap, uint64_t bytes) {
   const char *tool = getenv("IOSR_TOOL");
   snprintf(cmd, sizeof cmd, "%s mkswap %s --size %llu --force >/dev/null", tool ? tool : "iosr", path,
            (unsigned long long)bytes);
-  CHECKF(system(cmd) == 0, "%s", cmd);
+  CHECK(system(cmd) == 0, "%s", cmd);
 }
 
 static inline void iosr_test_cleanup(void) {
@@ -248,10 +233,10 @@ static inline pid_t iosr_test_daemon_nofile(const char *swap, const char *sock, 
     }
     close(fd);
     int st;
-    CHECKF(waitpid(pid, &st, WNOHANG) == 0, "iosrd exited early (status %d)", st);
+    CHECK(waitpid(pid, &st, WNOHANG) == 0, "iosrd exited early (status %d)", st);
     usleep(2000);
   }
-  CHECKF(0, "iosrd did not come up on %s", sock);
+  FAIL("iosrd did not come up on %s", sock);
   return -1;
 }
 
@@ -305,7 +290,7 @@ static inline uint64_t iosr_test_stat(iosr_ctl *ctl, const char *key) {
   char *js = iosr_ctl_stat_json(ctl);
   CHECK(js);
   const char *p = strstr(js, key);
-  CHECKF(p, "%s not in the statistics", key);
+  CHECK(p, "%s not in the statistics", key);
   uint64_t v = strtoull(p + strlen(key), NULL, 10);
   free(js);
   return v;
@@ -315,7 +300,7 @@ static inline uint64_t iosr_test_stat(iosr_ctl *ctl, const char *key) {
 static inline unsigned iosr_test_wait_queued(iosr_ctl *ctl, unsigned n) {
   unsigned q = 0;
   for (int i = 0; i < 5000 && (q = (unsigned)iosr_test_stat(ctl, "\"queued\":")) < n; i++) usleep(1000);
-  CHECKF(q >= n, "only %u requests queued", q);
+  CHECK(q >= n, "only %u requests queued", q);
   return q;
 }
 
@@ -342,7 +327,7 @@ static inline int iosr_touch_bus(volatile const uint8_t *q) {
     (void)q[0];
     return 0;
   }
-  CHECKF(iosr_bus_addr == (uintptr_t)q, "SIGBUS at %#lx touching %p", (unsigned long)iosr_bus_addr, (void *)q);
+  CHECK(iosr_bus_addr == (uintptr_t)q, "SIGBUS at %#lx touching %p", (unsigned long)iosr_bus_addr, (void *)q);
   return 1;
 }
 

@@ -1,7 +1,6 @@
 /* Blocks that check themselves, for the multi-threaded jw_ API tests
  * (test_concurrency.c, test_breakit3.c): each carries its size and a seed in
- * a header and a pattern, verified before it is freed. FAIL counts a failure
- * in `failures` and prints the first 20. */
+ * a header and a pattern, verified before it is freed. */
 #ifndef JW_TEST_CHECKED_BLOCKS_H
 #define JW_TEST_CHECKED_BLOCKS_H
 
@@ -11,29 +10,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "jwmalloc.h"
-
-static atomic_int failures;
-
-#define FAIL(...)                              \
-  do {                                         \
-    if (atomic_fetch_add(&failures, 1) < 20) { \
-      fprintf(stderr, __VA_ARGS__);            \
-      fputc('\n', stderr);                     \
-    }                                          \
-  } while (0)
 
 typedef struct hdr {
   uint64_t size, seed;
 } hdr;
 
-static uint64_t rnd(uint64_t *s) {
+static inline uint64_t rnd(uint64_t *s) {
   *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
   return *s;
 }
 
 /* A block of `size` bytes (>= 16) from jw_malloc, marked with `seed`. */
-static void *make(size_t size, uint64_t seed) {
+static inline void *make(size_t size, uint64_t seed) {
   unsigned char *p = jw_malloc(size);
   if (p == NULL) {
     FAIL("jw_malloc(%zu) failed: %s", size, strerror(errno));
@@ -47,7 +37,7 @@ static void *make(size_t size, uint64_t seed) {
 }
 
 /* Verifies a block from make(), then frees it. */
-static void check_and_free(void *v) {
+static inline void check_and_free(void *v) {
   unsigned char *p = v;
   hdr h;
   memcpy(&h, p, sizeof h);

@@ -46,12 +46,6 @@ static jw_stats stats(void) {
   return s;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static jw_bcache *my_cache(void) {
   jw_tcache *tc = jw_tls_state.tc;
   return tc ? &tc->bc : NULL;
@@ -92,7 +86,7 @@ static int case_reuse(void) {
   CHECK(stats().page_source_live_bytes + 600000 <= live, "trim gave no range back to the backend");
   jw_free(warm);
   printf("reuse: a freed 600 KiB range came back to its thread with no backend call; trim gave it back\n");
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- an idle thread's cache ages ---- */
@@ -143,7 +137,7 @@ static int case_aging(void) {
          cached >> 10, limit1 >> 10, bc->limit[1] >> 10);
   set_step(2);
   pthread_join(t, NULL);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 static int case_reclaimer(void) {
@@ -158,10 +152,10 @@ static int case_reclaimer(void) {
   pthread_create(&t, NULL, idle_owner, NULL);
   wait_step(1);
   jw_bcache *bc = idle_bc;
-  double t0 = now();
+  double t0 = test_now_s();
   /* Read without the owner's lock: the owner is idle, the reclaimer changes
    * the field under the pool lock; a torn read only delays the loop. */
-  while (__atomic_load_n(&bc->used[1], __ATOMIC_RELAXED) != 0 && now() - t0 < HANG) {
+  while (__atomic_load_n(&bc->used[1], __ATOMIC_RELAXED) != 0 && test_now_s() - t0 < HANG) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
@@ -170,7 +164,7 @@ static int case_reclaimer(void) {
   printf("reclaimer: the reclaim thread emptied an idle thread's large ranges\n");
   set_step(2);
   pthread_join(t, NULL);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- the budgets hold under churn ---- */
@@ -208,7 +202,7 @@ static int case_bound(int ops) {
       CHECK(bc->used[1] <= bc->limit[1], "after a pass, group 1 holds %u bytes over its budget %u", bc->used[1],
             bc->limit[1]);
     }
-    if (failures) break;
+    if (test_failures()) break;
   }
   CHECK(max_limit == JW_BC_BIG_MAX_BYTES, "the budget never grew while the thread recycled (%u)", max_limit);
   CHECK(max_used > JW_BC_BIG_MIN_BYTES, "the cache never used more than its least budget (%u)", max_used);
@@ -222,7 +216,7 @@ static int case_bound(int ops) {
          "%u KiB; %llu of %llu range mallocs reached the backend\n",
          ops, max_used >> 10, max_limit >> 10, (unsigned)(JW_BC_MAX_BYTES >> 10), (unsigned long long)back,
          (unsigned long long)hits);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- thread exit ---- */
@@ -252,7 +246,7 @@ static int case_exit(void) {
   printf("exit: a thread exited with %u KiB cached; the backend's live bytes are back to %llu KiB\n",
          exit_cached >> 10, (unsigned long long)(live1 >> 10));
   jw_free(warm);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 int main(int argc, char **argv) {

@@ -50,11 +50,6 @@
 
 static int scale = 100;
 
-#define CHECK(c, ...)            \
-  do {                           \
-    if (!(c)) FAIL(__VA_ARGS__); \
-  } while (0)
-
 static long scaled(long n) { return n * scale / 100 > 0 ? n * scale / 100 : 1; }
 
 static jw_stats st(void) {
@@ -925,7 +920,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "test_breakit3: unknown case %s\n", c);
     return 2;
   }
-  int f = atomic_load(&failures);
+  int f = test_failures();
   if (f) fprintf(stderr, "test_breakit3 %s: %d failures\n", c, f);
   return f ? 1 : 0;
 }

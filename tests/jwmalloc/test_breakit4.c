@@ -184,10 +184,10 @@ static int case_keys(void) {
         "keys: the consumer's cross-thread frees never reached the slab: %ld bytes still live after the owner "
         "freed the rest and trimmed",
         owner_after - owner_before);
-  if (!failures) printf("keys: %d keys taken before jwmalloc; program keys untouched, %d destructor calls, frees reached the "
+  if (!test_failures()) printf("keys: %d keys taken before jwmalloc; program keys untouched, %d destructor calls, frees reached the "
          "slab\n",
          prog_nkeys, atomic_load(&dtor_calls));
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- lastround: first frees in the last destructor round ---- */
@@ -219,8 +219,8 @@ static int case_lastround(void) {
         "lastround: frees made in the last destructor round never reached the slab: %ld bytes still live after "
         "the owner freed the rest and trimmed",
         owner_after - owner_before);
-  if (!failures) printf("lastround: frees from the last destructor round reached the slab\n");
-  return failures ? 1 : 0;
+  if (!test_failures()) printf("lastround: frees from the last destructor round reached the slab\n");
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- placerace: concurrent switches agree at the end ---- */
@@ -268,7 +268,7 @@ static int case_placerace(void) {
         "mode disagreeing", opt_mode_differ, race_rounds);
   printf("placerace: %ld rounds of two concurrent switches; %ld disagreements (switch), %ld (option vs mode)\n",
          race_rounds, bad, opt_mode_differ);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- flipexit: flips during trims, chains and thread exits ---- */
@@ -374,7 +374,7 @@ static int case_flipexit(void) {
         (unsigned long long)e.page_source_live_bytes);
   printf("flipexit: %ld generations of 3 threads, %ld flips, %ld blocks checked, %llu bytes live at the end\n",
          gens, atomic_load(&flips), atomic_load(&checked_blocks), (unsigned long long)e.page_source_live_bytes);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- fork with a chain pending ---- */
@@ -397,7 +397,7 @@ static void *fork_consumer(void *arg) {
       if (p == NULL) _exit(3);
       check_and_free(p);
     }
-    _exit(inv1 == inv0 + 1 && failures == 0 ? 0 : 4);
+    _exit(inv1 == inv0 + 1 && test_failures() == 0 ? 0 : 4);
   }
   int status = 0;
   CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork: fork/waitpid failed");
@@ -410,8 +410,8 @@ static int case_fork(void) {
   run_owner_consumer(fork_consumer, NULL);
   CHECK(owner_after <= owner_before, "fork: the forking thread's chain never reached the slab (%ld bytes live)",
         owner_after - owner_before);
-  if (!failures) printf("fork: chained block's second free reported in the child, chain pushed in both\n");
-  return failures ? 1 : 0;
+  if (!test_failures()) printf("fork: chained block's second free reported in the child, chain pushed in both\n");
+  return test_failures() ? 1 : 0;
 }
 
 
@@ -464,8 +464,8 @@ static int case_dblabandon(void) {
   CHECK((long)e.page_source_live_bytes <= before, "dblabandon: %ld bytes live after every block was freed",
         (long)e.page_source_live_bytes - before);
   jw_option_set("ABORT_ON_ERROR", 1);
-  if (!failures) printf("dblabandon: double frees of a chained block of an abandoned slab reported, page back\n");
-  return failures ? 1 : 0;
+  if (!test_failures()) printf("dblabandon: double frees of a chained block of an abandoned slab reported, page back\n");
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- keys40: jwmalloc's exit key beyond glibc's first 32 ---- */
@@ -490,8 +490,8 @@ static int case_keys40(void) {
           "keys40 (first call %s): the consumer's chain never reached the slab (%ld bytes live)",
           k40_malloc_first ? "malloc" : "a cross-thread free", owner_after - owner_before);
   }
-  if (!failures) printf("keys40: exit key past glibc's first 32: chains of both threads reached the slab\n");
-  return failures ? 1 : 0;
+  if (!test_failures()) printf("keys40: exit key past glibc's first 32: chains of both threads reached the slab\n");
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- dtorexit: pthread_exit inside a destructor, chain pending ---- */
@@ -519,10 +519,10 @@ static int case_dtorexit(int do_exit) {
         "(%ld bytes live)",
         do_exit ? "dtorexit" : "dtorchain", do_exit ? " and called pthread_exit there" : "",
         owner_after - owner_before);
-  if (!failures)
+  if (!test_failures())
     printf("%s: frees in a destructor run before jwmalloc's%s: the chain reached its slab\n",
            do_exit ? "dtorexit" : "dtorchain", do_exit ? ", then pthread_exit" : "");
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- sigfree: frees from a signal handler ---- */
@@ -604,7 +604,7 @@ static int case_sigfree(void) {
   printf("sigfree: %ld frees, %d of them from the signal handler; %ld bytes live at the end\n", main_nb,
          (int)sig_count, owner_after - before);
   free(main_blocks);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 int main(int argc, char **argv) {

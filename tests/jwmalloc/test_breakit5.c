@@ -74,12 +74,6 @@
 
 #define HANG 60.0 /* seconds: a bound for a hang, never a timing check */
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static long live_bytes(void) { return (long)st().page_source_live_bytes; }
 
 /* Every thread's caches emptied (the calling thread's by trim, exited
@@ -93,11 +87,11 @@ static long settled_live(void) {
  * be giving back blocks it took out of a cache (aging) when the test looks,
  * which is not a leak; a leak never settles. Returns the last figure. */
 static long settle_to(long want) {
-  double t0 = now();
+  double t0 = test_now_s();
   long l;
-  while ((l = settled_live()) != want && now() - t0 < HANG) usleep(2000);
-  if (l == want && now() - t0 > 0.5)
-    fprintf(stderr, "note: live bytes took %.1f s to settle (in transit in the reclaimer)\n", now() - t0);
+  while ((l = settled_live()) != want && test_now_s() - t0 < HANG) usleep(2000);
+  if (l == want && test_now_s() - t0 > 0.5)
+    fprintf(stderr, "note: live bytes took %.1f s to settle (in transit in the reclaimer)\n", test_now_s() - t0);
   return l;
 }
 
@@ -164,7 +158,7 @@ static int case_apis(int ops) {
   blk live[NLIVE] = {{0}};
   void *warm = jw_malloc(48);
   long live0 = settled_live();
-  for (int op = 0; op < ops && failures == 0; op++) {
+  for (int op = 0; op < ops && test_failures() == 0; op++) {
     int k = (int)(rnd(&rng) % NLIVE);
     blk *b = &live[k];
     if (b->p) {
@@ -249,7 +243,7 @@ static int case_apis(int ops) {
   printf("apis: %d ops, live bytes back to %ld, %llu large mallocs\n", ops, live1,
          (unsigned long long)s.large_mallocs);
   jw_free(warm);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- dbl ---- */
@@ -350,7 +344,7 @@ static int case_dbl(void) {
   uint64_t inv1 = st().invalid_frees;
   CHECK(inv1 == inv0, "dbl: %llu valid frees reported", (unsigned long long)(inv1 - inv0));
   printf("dbl: every double free of a cached range reported once\n");
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- xexit ---- */
@@ -417,7 +411,7 @@ static int case_xexit(int rounds) {
         (unsigned long long)(b.large_frees - a.large_frees));
   printf("xexit: %d rounds of %d threads, live bytes back to %ld\n", rounds, XT, live1);
   jw_free(warm);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- trim ---- */
@@ -497,7 +491,7 @@ static int case_trim(void) {
   CHECK(st().invalid_frees == 0, "trim: valid frees reported");
   printf("trim: %d churners, 4 trimmers; live bytes back to %ld\n", TT, live1);
   jw_free(warm);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- fork ---- */
@@ -565,9 +559,9 @@ static int child_main(void) {
   }
   /* Every root the child emptied (reserve included) is given back by its
    * reclaimer (restarted in the child) in time: none stuck. */
-  double t0 = now();
+  double t0 = test_now_s();
   uint64_t roots = 0;
-  while (now() - t0 < HANG) {
+  while (test_now_s() - t0 < HANG) {
     jw_malloc_trim(0);
     if ((roots = st().backend_root_bytes) <= roots0) break;
     usleep(5000);
@@ -590,9 +584,9 @@ static int case_fork(void) {
     pid_t pid = fork();
     if (pid == 0) _exit(child_main());
     int status = 0;
-    double t0 = now();
+    double t0 = test_now_s();
     while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (now() - t0 > HANG) {
+      if (test_now_s() - t0 > HANG) {
         FAIL("fork: child %d hangs", (int)pid);
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
@@ -606,7 +600,7 @@ static int case_fork(void) {
   for (int i = 0; i < 6; i++) pthread_join(t[i], NULL);
   CHECK(st().invalid_frees == 0, "fork: valid frees reported in the parent");
   printf("fork: %ld children forked from a churning parent, each reused emptied roots\n", scaled(20));
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- reserve ---- */
@@ -643,9 +637,9 @@ static int case_reserve(void) {
   long live1 = settle_to(live0);
   CHECK(live1 == live0, "reserve: %ld live bytes after everything was freed, %ld before", live1, live0);
   /* The reclaimer gives the emptied roots back (reserve included) in time. */
-  double t0 = now();
+  double t0 = test_now_s();
   uint64_t roots = 0;
-  while (now() - t0 < HANG) {
+  while (test_now_s() - t0 < HANG) {
     jw_malloc_trim(0);
     roots = st().backend_root_bytes;
     if (roots <= (4u << 20) * 2) break;
@@ -656,7 +650,7 @@ static int case_reserve(void) {
   printf("reserve: %d threads emptied roots; %llu roots reused from the reserve, %llu MiB mapped at the end\n", RT,
          (unsigned long long)st().backend_roots_reused, (unsigned long long)(roots >> 20));
   jw_free(warm);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- lazypark ---- */
@@ -710,11 +704,11 @@ static int case_lazypark(void) {
     long live1 = settle_to(live0);
     CHECK(live1 == live0, "lazypark round %d (owner %s): %ld live bytes after every block was freed, %ld before",
           round, stay ? "idles and trims" : "exits", live1, live0);
-    if (failures) break;
+    if (test_failures()) break;
   }
   printf("lazypark: %ld rounds, every slab page came back\n", scaled(20));
   jw_free(warm);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- retain ---- */
@@ -736,7 +730,7 @@ static int case_retain(void) {
   }
   printf("retain: free roots beyond JWMALLOC_RETAIN_ROOTS=1 unmapped\n");
   jw_free(warm);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- frozen ---- */
@@ -793,8 +787,8 @@ static int case_frozen(void) {
   jw_test_set_lock_hook(freeze_hook);
   pthread_t h, w[FT];
   pthread_create(&h, NULL, frozen_holder, NULL);
-  double t0 = now();
-  while (!atomic_load(&frozen) && now() - t0 < HANG) usleep(1000);
+  double t0 = test_now_s();
+  while (!atomic_load(&frozen) && test_now_s() - t0 < HANG) usleep(1000);
   CHECK(atomic_load(&frozen), "frozen: the holder never took the backend lock");
   jw_stats a = st();
   for (int i = 0; i < FT; i++) pthread_create(&w[i], NULL, frozen_worker, (void *)(intptr_t)i);
@@ -823,7 +817,7 @@ static int case_frozen(void) {
          (unsigned long long)(b.backend_lf_roots - a.backend_lf_roots),
          (unsigned long long)(b.backend_lf_recycled - a.backend_lf_recycled));
   jw_free(warm);
-  return failures != 0;
+  return test_failures() != 0;
 }
 #endif
 

@@ -57,12 +57,6 @@
 
 #define HANG 60.0 /* seconds: a bound for a hang, never a timing check */
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static long settled_live(void) {
   jw_malloc_trim(0);
   return (long)st().page_source_live_bytes;
@@ -71,9 +65,9 @@ static long settled_live(void) {
 /* Live bytes until they are `want` (the reclaimer may hold blocks it took out
  * of a cache to age them when the test looks: in transit, not a leak). */
 static long settle_to(long want) {
-  double t0 = now();
+  double t0 = test_now_s();
   long l;
-  while ((l = settled_live()) != want && now() - t0 < HANG) usleep(2000);
+  while ((l = settled_live()) != want && test_now_s() - t0 < HANG) usleep(2000);
   return l;
 }
 
@@ -439,7 +433,7 @@ static void *fork_churn(void *a) {
 /* The child: single-threaded peaks and troughs of its own, then everything
  * freed. Returns its failures. */
 static int fork_child(void) {
-  atomic_store(&failures, 0); /* the parent's, counted before the fork */
+  test_reset_failures(); /* the parent's, counted before the fork */
   long live0 = settled_live();
   uint64_t r = 0x1234567ull ^ (uint64_t)getpid();
   peak_blocks = 3000;
@@ -452,22 +446,22 @@ static int fork_child(void) {
    * orphaned in the child (runtime.c, fork_child), and the child's aging
    * passes may give their pages back meanwhile, so live bytes can end below
    * the level after the fork; only above it would memory be lost. */
-  double t0 = now();
+  double t0 = test_now_s();
   long l;
-  while ((l = settled_live()) > live0 && now() - t0 < HANG) usleep(2000);
+  while ((l = settled_live()) > live0 && test_now_s() - t0 < HANG) usleep(2000);
   check_backend("in the child");
   CHECK(l <= live0, "child: live bytes %ld after everything was freed, %ld after the fork", l, live0);
   /* Its reclaimer runs: cycles go on in the child. The thread stops when it
    * has nothing to do and a free starts it again, so each wait frees a
    * range (a slow machine may have let it go idle above). */
   uint64_t c0 = st().reclaim_cycles;
-  t0 = now();
-  while (st().reclaim_cycles == c0 && now() - t0 < HANG) {
+  t0 = test_now_s();
+  while (st().reclaim_cycles == c0 && test_now_s() - t0 < HANG) {
     jw_free(jw_malloc((size_t)64 << 10));
     usleep(1000);
   }
   CHECK(st().reclaim_cycles != c0, "child: no reclaim cycle in %.0f s", HANG);
-  return atomic_load(&failures);
+  return test_failures();
 }
 
 static int case_fork(void) {
@@ -490,10 +484,10 @@ static int case_fork(void) {
     if (pid == 0) _exit(fork_child() ? 1 : 0);
     CHECK(pid > 0, "fork: %s", strerror(errno));
     int ws = 0;
-    double t0 = now();
+    double t0 = test_now_s();
     /* Twice the child's own bounds: a child that reports is never killed. */
-    while (waitpid(pid, &ws, WNOHANG) == 0 && now() - t0 < 3 * HANG) usleep(2000);
-    if (now() - t0 >= 3 * HANG) {
+    while (waitpid(pid, &ws, WNOHANG) == 0 && test_now_s() - t0 < 3 * HANG) usleep(2000);
+    if (test_now_s() - t0 >= 3 * HANG) {
       kill(pid, SIGKILL);
       waitpid(pid, &ws, 0);
       FAIL("fork child %d hung", k);
@@ -571,7 +565,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown case %s\n", c);
     return 2;
   }
-  int f = atomic_load(&failures);
+  int f = test_failures();
   if (f) fprintf(stderr, "%s: %d failures\n", c, f);
   return f ? 1 : 0;
 }

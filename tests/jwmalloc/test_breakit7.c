@@ -69,12 +69,6 @@
 #define HANG 60.0 /* seconds: a bound for a hang, never a timing check */
 #define BIG ((size_t)3 << 20) /* one per 4 MiB root */
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- the interposed mmap ---- */
 
 enum { MM_PASS, MM_PARK_ONE, MM_FAIL, MM_BUDGET };
@@ -97,8 +91,8 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
 }
 
 static void wait_parked(void) {
-  double t0 = now();
-  while (!atomic_load(&mm_parked) && now() - t0 < HANG) usleep(500);
+  double t0 = test_now_s();
+  while (!atomic_load(&mm_parked) && test_now_s() - t0 < HANG) usleep(500);
   CHECK(atomic_load(&mm_parked), "no root map was parked");
 }
 
@@ -110,9 +104,9 @@ static void check_backend(const char *when) {
 }
 
 static long settled_live(void) {
-  double t0 = now();
+  double t0 = test_now_s();
   long l;
-  while ((l = (long)st().page_source_live_bytes) != 0 && now() - t0 < HANG) {
+  while ((l = (long)st().page_source_live_bytes) != 0 && test_now_s() - t0 < HANG) {
     jw_malloc_trim(0);
     usleep(2000);
   }
@@ -167,8 +161,8 @@ static void *forker(void *arg) {
     }
     for (int i = 0; i < 8; i++) jw_free(q[i]);
     if (jw_backend_check_all(err, sizeof err) != 0) bad = 1, fprintf(stderr, "child: backend check: %s\n", err);
-    double t0 = now();
-    while ((long)st().page_source_live_bytes != live0 && now() - t0 < HANG) jw_malloc_trim(0), usleep(2000);
+    double t0 = test_now_s();
+    while ((long)st().page_source_live_bytes != live0 && test_now_s() - t0 < HANG) jw_malloc_trim(0), usleep(2000);
     if ((long)st().page_source_live_bytes != live0) bad = 1, fprintf(stderr, "child: live bytes not back\n");
     _exit(bad);
   }
@@ -223,7 +217,7 @@ static int case_parked(const char *what) {
   check_backend("at the end");
   printf("%s: ok (roots mapped %llu, without the lock %llu)\n", what, (unsigned long long)st().backend_roots_mapped,
          (unsigned long long)st().backend_lf_roots);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- enomem ---- */
@@ -289,7 +283,7 @@ static int case_enomem(void) {
   CHECK(settled_live() == 0, "live bytes not back");
   check_backend("at the end");
   printf("enomem: ok (%d of %d got a block, %ld root maps refused)\n", got, NRACE, atomic_load(&mm_failed));
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- rlimit (in a child) ---- */
@@ -362,7 +356,7 @@ static int case_rlimit(void) {
     check_backend("after freeing at the limit");
     printf("rlimit: %ld blocks, %ld refused with ENOMEM\n", atomic_load(&rl_blocks), atomic_load(&rl_refused));
     fflush(stdout);
-    _exit(failures ? 1 : 0);
+    _exit(test_failures() ? 1 : 0);
   }
   int s = 0;
   CHECK(pid > 0 && waitpid(pid, &s, 0) == pid, "fork/waitpid");
@@ -371,7 +365,7 @@ static int case_rlimit(void) {
     return 77;
   }
   CHECK(WIFEXITED(s) && WEXITSTATUS(s) == 0, "child at RLIMIT_AS failed (status %d)", s);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- storm ---- */
@@ -439,7 +433,7 @@ static int case_storm(void) {
          "splits)\n",
          nt, (long)checks, (unsigned long long)s.backend_roots_mapped, (unsigned long long)s.backend_lf_roots,
          (unsigned long long)s.backend_lf_splits);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- guard ---- */
@@ -494,7 +488,7 @@ static int case_guard(void) {
   guard_step(9, 13, 1);
   jw_test_set_lock_hook(NULL);
   for (int i = 0; i < nguard; i++) jw_free(guard_blocks[i]);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 int main(int argc, char **argv) {

@@ -243,7 +243,7 @@ static int child_work(int round) {
   if (pthread_create(&t, NULL, child_thread, (void *)(uintptr_t)round) != 0) return 2;
   pthread_join(t, NULL);
 #endif
-  return atomic_load(&failures) ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 static int case_fork(void) {
@@ -380,5 +380,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown case %s\n", c);
     return 2;
   }
-  return atomic_load(&failures) ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }

@@ -130,7 +130,7 @@ static void run(void *(*fn)(void *)) {
 int main(void) {
   run(owner);
   run(churn);
-  if (failures) return 1;
+  if (test_failures()) return 1;
   printf("lazy park: queued slabs reused, remote frees into them trimmed, churn clean\n");
   return 0;
 }

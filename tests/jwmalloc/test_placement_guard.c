@@ -96,5 +96,5 @@ int main(void) {
          (unsigned long long)r.placement_on, (unsigned long long)r.placement_off);
   CHECK(r.placement_active, "placement never switched on after the cooldown");
   while (n) drop(--n);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }

@@ -476,5 +476,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown case %s\n", c);
     return 2;
   }
-  return atomic_load(&failures) ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }

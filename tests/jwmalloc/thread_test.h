@@ -1,7 +1,7 @@
 /* What the cross-thread tests share (test_xbatch.c, test_breakit4.c): a step
  * handshake (a thread waits until another has reached a given step, for
- * deterministic orderings; test_backoff for any other wait), a scale for their iteration counts, CHECK on top
- * of checked_blocks.h's FAIL, and the statistics. Header-only: each test
+ * deterministic orderings; test_backoff for any other wait), a scale for their
+ * iteration counts, and the statistics. Header-only: each test
  * program has its own copy of the state. */
 #ifndef JW_TEST_THREAD_TEST_H
 #define JW_TEST_THREAD_TEST_H
@@ -38,11 +38,6 @@ static inline void test_backoff(unsigned *round) {
 /* Percent of each case's default iteration counts (argument of the TSan runs). */
 static int scale = 100;
 static inline long scaled(long n) { return n * scale / 100 > 0 ? n * scale / 100 : 1; }
-
-#define CHECK(c, ...)            \
-  do {                           \
-    if (!(c)) FAIL(__VA_ARGS__); \
-  } while (0)
 
 static inline jw_stats st(void) {
   jw_stats s;
