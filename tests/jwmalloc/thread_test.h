@@ -1,13 +1,15 @@
-/* What the cross-thread tests share (test_xbatch.c, test_breakit4.c): a step
- * handshake (a thread waits until another has reached a given step, for
- * deterministic orderings; test_backoff for any other wait), a scale for their
- * iteration counts, and the statistics. Header-only: each test
- * program has its own copy of the state. */
+/* What the multi-threaded jw_ API tests share: a step handshake (a thread
+ * waits until another has reached a given step, for deterministic orderings;
+ * test_backoff for any other wait), a scale for their iteration counts, the
+ * statistics, and their main(): `test_x CASE [SCALE]` runs one case.
+ * Header-only: each test program has its own copy of the state. */
 #ifndef JW_TEST_THREAD_TEST_H
 #define JW_TEST_THREAD_TEST_H
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "checked_blocks.h"
@@ -63,5 +65,34 @@ static inline void set_step(int s) {
   pthread_cond_broadcast(&step_cv);
   pthread_mutex_unlock(&step_mu);
 }
+
+/* One case of a test program, run as `test_x NAME [SCALE]`: its exit status
+ * (0, 77 to skip). */
+typedef struct test_case {
+  const char *name;
+  int (*run)(void);
+} test_case;
+
+/* main() of a program of cases: runs the case argv[1] names, with `scale`
+ * set from argv[2] (percent, 100 when absent or not positive). Returns the
+ * case's status, 1 where it returned 0 but a check failed, 2 for a usage
+ * error. */
+static inline int test_main(int argc, char **argv, const test_case *cases, size_t ncases) {
+  if (argc > 2) scale = atoi(argv[2]);
+  if (scale <= 0) scale = 100;
+  for (size_t i = 0; argc > 1 && i < ncases; i++) {
+    if (strcmp(argv[1], cases[i].name) != 0) continue;
+    int r = cases[i].run();
+    if (r == 0 && test_failures()) r = 1;
+    if (test_failures()) fprintf(stderr, "%s %s: %d failed checks\n", argv[0], argv[1], test_failures());
+    return r;
+  }
+  fprintf(stderr, "usage: %s CASE [SCALE]; CASE is one of:", argv[0]);
+  for (size_t i = 0; i < ncases; i++) fprintf(stderr, " %s", cases[i].name);
+  fputc('\n', stderr);
+  return 2;
+}
+
+#define TEST_MAIN(cases) test_main(argc, argv, cases, sizeof cases / sizeof *cases)
 
 #endif
