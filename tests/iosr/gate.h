@@ -76,11 +76,7 @@ static inline void gate_open(void) {
 
 /* Waits for child pid at most `secs`; returns its wait status (kills it and
  * fails on a hang). */
-static inline int wait_child(pid_t pid, int secs, const char *what) {
-  int st = test_wait_bounded(pid, secs);
-  CHECK(st != -1, "%s did not finish within %d s", what, secs);
-  return st;
-}
+static inline int wait_child(pid_t pid, int secs, const char *what) { return test_wait_child(pid, secs, what); }
 
 /* The app said the dropper does not move here (no UFFDIO_MOVE before Linux
  * 6.8, or no graveyard): waits for it, stops the daemon and returns 77, the

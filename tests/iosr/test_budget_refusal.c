@@ -18,13 +18,9 @@ static int one_line(const char *s) {
 static pid_t app(int *to, int *from) {
   pid_t pid = iosr_test_fork(to, from);
   if (pid) return pid;
-  iosr_connect_opts o = {.app_name = "front", .socket_path = sock};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_region *r = iosr_region_create(ctx, NPAGES * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (uint64_t i = 0; i < NPAGES; i++) iosr_fill(p + i * 4096, 11, i, 0);
+  iosr_ctx *ctx;
+  iosr_region *r;
+  uint8_t *p = iosr_test_filled_region("front", sock, NPAGES, 11, &ctx, &r);
   chan_send(*to, 'r');
   for (;;) {
     char c = chan_recv(*from);

@@ -69,12 +69,9 @@ static void app(const char *log, int in, int out) {
 
 int main(void) {
   iosr_test_require();
-  iosr_test_swap(swap, sizeof swap, 32u << 20);
-  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   char log[300], dlog[300], out[4096];
-  snprintf(log, sizeof log, "%s/app.log", iosr_test_dir);
-  snprintf(dlog, sizeof dlog, "%s/iosrd.log", iosr_test_dir);
-  pid_t d = iosr_test_daemon(swap, sock, "restart_grace_ms=300,reclaim_batch=64", dlog);
+  pid_t d = iosr_test_start_daemon(swap, 32u << 20, sock, "restart_grace_ms=300,reclaim_batch=64", dlog);
+  iosr_test_path(log, sizeof log, "app.log");
   int to, from;
   pid_t a = iosr_test_fork(&to, &from);
   if (a == 0) app(log, from, to);

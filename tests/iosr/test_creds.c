@@ -25,13 +25,9 @@ int main(void) {
   snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   pid_t d = iosr_test_daemon(swap, sock, NULL, NULL);
   /* a root client, with data swapped out */
-  iosr_connect_opts o = {.app_name = "rootapp", .socket_path = sock};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_region *r = iosr_region_create(ctx, 256 * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (int i = 0; i < 256; i++) iosr_fill(p + i * 4096, 3, (uint64_t)i, 0);
+  iosr_ctx *ctx;
+  iosr_region *r;
+  uint8_t *p = iosr_test_filled_region("rootapp", sock, 256, 3, &ctx, &r);
   char out[4096];
   CHECK(iosr_tool(sock, "reclaim rootapp", out, sizeof out) == 0);
   pid_t c = fork();

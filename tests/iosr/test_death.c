@@ -70,13 +70,10 @@ static void reclaim_all(const char *name) {
 
 int main(void) {
   iosr_test_require();
-  iosr_test_swap(swap, sizeof swap, 16u << 20);
-  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   char log1[300], log2[300], dlog[300];
-  snprintf(log1, sizeof log1, "%s/victim.log", iosr_test_dir);
-  snprintf(log2, sizeof log2, "%s/orphan.log", iosr_test_dir);
-  snprintf(dlog, sizeof dlog, "%s/iosrd.log", iosr_test_dir);
-  pid_t d = iosr_test_daemon(swap, sock, NULL, dlog);
+  pid_t d = iosr_test_start_daemon(swap, 16u << 20, sock, NULL, dlog);
+  iosr_test_path(log1, sizeof log1, "victim.log");
+  iosr_test_path(log2, sizeof log2, "orphan.log");
   int to, from;
   pid_t v = app("victim", log1, NULL, &to, &from);
   CHECK(chan_recv(from) == 'r');

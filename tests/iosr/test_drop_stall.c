@@ -71,14 +71,11 @@ int main(int argc, char **argv) {
   }
   if (full) frozen_pages = IOSR_GRAVE_PAGES + 4096;
   iosr_test_require();
-  iosr_test_swap(swap, sizeof swap, (32u << 20) + (size_t)frozen_pages * 4096 * 5 / 4);
-  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   char dlog[300], out[4096];
-  snprintf(dlog, sizeof dlog, "%s/iosrd.log", iosr_test_dir);
-  pid_t d = iosr_test_daemon(swap, sock,
-                             full ? "restart_grace_ms=300,drop_stall_ms=500,reclaim_inflight=128"
-                                  : "restart_grace_ms=300,reclaim_batch=64,reclaim_inflight=2,drop_stall_ms=500",
-                             dlog);
+  pid_t d = iosr_test_start_daemon(swap, (32u << 20) + (size_t)frozen_pages * 4096 * 5 / 4, sock,
+                                   full ? "restart_grace_ms=300,drop_stall_ms=500,reclaim_inflight=128"
+                                        : "restart_grace_ms=300,reclaim_batch=64,reclaim_inflight=2,drop_stall_ms=500",
+                                   dlog);
   int to_f, from_f, to_o, from_o;
   pid_t f = iosr_test_fork(&to_f, &from_f);
   if (f == 0) app("frozen", 31, frozen_pages, from_f, to_f);

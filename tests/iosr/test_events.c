@@ -30,10 +30,8 @@ int main(void) {
   iosr_ctx *ctx = env.ctx;
   iosr_ctl *ctl = env.ctl;
   const uint64_t N = 1024;
-  iosr_region *r = iosr_region_create(ctx, N * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (uint64_t i = 0; i < N; i++) iosr_fill(p + i * 4096, 21, i, 0);
+  iosr_region *r;
+  uint8_t *p = iosr_test_fill_new_region(ctx, N, 21, &r);
 
   /* 1. discard while the pages are being written out */
   CHECK(iosr_ctl_test(ctl, IOSR_TEST_PAUSE, 1) == 0);

@@ -24,18 +24,13 @@ static void on_bus(int sig, siginfo_t *si, void *uc) {
 int main(void) {
   iosr_test_require();
   /* ---- 1. full swap area: 300 slots for 512 pages ---- */
-  char swap[256];
-  iosr_test_swap(swap, sizeof swap, 301 * 4096);
-  iosr_engine *eng = iosr_engine_start(swap, "test_hooks=1");
-  CHECK(eng);
-  iosr_connect_opts o = {.app_name = "big", .engine = eng};
-  iosr_ctx *ctx = iosr_connect(&o);
-  iosr_ctl *ctl = iosr_ctl_open_engine(eng);
-  CHECK(ctx && ctl);
-  iosr_region *r = iosr_region_create(ctx, 512 * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (int i = 0; i < 512; i++) iosr_fill(p + i * 4096, 11, (uint64_t)i, 0);
+  iosr_test_env env;
+  iosr_test_inproc(&env, 301 * 4096, "test_hooks=1", "big");
+  iosr_engine *eng = env.eng;
+  iosr_ctx *ctx = env.ctx;
+  iosr_ctl *ctl = env.ctl;
+  iosr_region *r;
+  uint8_t *p = iosr_test_fill_new_region(ctx, 512, 11, &r);
   uint64_t got = 0;
   errno = 0;
   CHECK(iosr_ctl_reclaim(ctl, "big", 0, &got) == -1 && errno == ENOSPC);
@@ -70,6 +65,7 @@ int main(void) {
   CHECK(iosr_engine_stop(eng) == 0);
 
   /* ---- 3. read error: SIGBUS in the faulting thread, other apps served ---- */
+  char swap[256];
   iosr_test_swap(swap, sizeof swap, 16u << 20);
   eng = iosr_engine_start(swap, "test_hooks=1,readahead=cluster,page_cluster=0");
   CHECK(eng);

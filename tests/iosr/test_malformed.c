@@ -58,16 +58,10 @@ static void still_served(const char *after) {
 int main(void) {
   iosr_test_require();
   char swap[256];
-  iosr_test_swap(swap, sizeof swap, 16u << 20);
-  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
-  pid_t d = iosr_test_daemon(swap, sock, NULL, NULL);
-  iosr_connect_opts o = {.app_name = "good", .socket_path = sock};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_region *r = iosr_region_create(ctx, 64 * 4096);
-  CHECK(r);
-  page = iosr_region_base(r);
-  for (int i = 0; i < 64; i++) iosr_fill(page + i * 4096, 5, (uint64_t)i, 0);
+  pid_t d = iosr_test_start_daemon(swap, 16u << 20, sock, NULL, NULL);
+  iosr_ctx *ctx;
+  iosr_region *r;
+  page = iosr_test_filled_region("good", sock, 64, 5, &ctx, &r);
   still_served("start");
   int n = 0;
 

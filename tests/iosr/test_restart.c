@@ -57,13 +57,9 @@ static int verify(const uint8_t *p) {
 static void app(int phase, int late, const char *log, int in, int out) {
   int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   dup2(fd, 2);
-  iosr_connect_opts o = {.app_name = "victim", .socket_path = sock};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_region *r = iosr_region_create(ctx, NPAGES * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (uint64_t i = 0; i < NPAGES; i++) iosr_fill(p + i * 4096, 91, i, 0);
+  iosr_ctx *ctx;
+  iosr_region *r;
+  uint8_t *p = iosr_test_filled_region("victim", sock, NPAGES, 91, &ctx, &r);
   if (phase == 4 && !(ctx->grave && (ctx->features & UFFD_FEATURE_MOVE))) {
     chan_send(out, 's'); /* the dropper does not move here */
     _exit(0);
@@ -125,14 +121,11 @@ int main(int argc, char **argv) {
   }
   iosr_test_require();
   int late = !strcmp(k, "confirm-after-resume");
-  iosr_test_swap(swap, sizeof swap, 32u << 20);
-  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   char log[300], dlog[300];
-  snprintf(log, sizeof log, "%s/app.log", iosr_test_dir);
-  snprintf(dlog, sizeof dlog, "%s/iosrd.log", iosr_test_dir);
   char set[160];
   snprintf(set, sizeof set, "restart_grace_ms=300,reclaim_batch=64%s%s", argc == 3 ? "," : "", argc == 3 ? argv[2] : "");
-  pid_t d = iosr_test_daemon(swap, sock, set, dlog);
+  pid_t d = iosr_test_start_daemon(swap, 32u << 20, sock, set, dlog);
+  iosr_test_path(log, sizeof log, "app.log");
   int to, from;
   pid_t a = iosr_test_fork(&to, &from);
   if (a == 0) app(phase, late, log, from, to);

@@ -82,9 +82,8 @@ int main(int argc, char **argv) {
   eng = env.eng;
   iosr_ctx *ctx = env.ctx;
   iosr_ctl *ctl = env.ctl;
-  iosr_region *r = iosr_region_create(ctx, N * 4096);
-  uint8_t *p = iosr_region_base(r);
-  for (uint64_t i = 0; i < N; i++) iosr_fill(p + i * 4096, 41, i, 0);
+  iosr_region *r;
+  uint8_t *p = iosr_test_fill_new_region(ctx, N, 41, &r);
   if (deferred) {
     deferred_unprotect(ctl, p);
     iosr_test_inproc_end(&env);

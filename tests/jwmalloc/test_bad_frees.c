@@ -190,10 +190,8 @@ static int case_abandoned_chain(void) {
   jw_malloc_trim(0);
   long before = pages_live();
   jw_stats a = st();
-  step = 0;
   pthread_t to, tc;
-  pthread_create(&to, NULL, exiting_owner, NULL);
-  pthread_create(&tc, NULL, dbl_consumer, NULL);
+  start_step_pair(&to, exiting_owner, &tc, dbl_consumer);
   pthread_join(to, NULL);
   set_step(3);
   wait_step(4);
@@ -211,7 +209,8 @@ static int case_abandoned_chain(void) {
   CHECK((long)e.page_source_live_bytes <= before, "abandoned_chain: %ld bytes live after every block was freed",
         (long)e.page_source_live_bytes - before);
   jw_option_set("ABORT_ON_ERROR", 1);
-  if (!test_failures()) printf("abandoned_chain: double frees of a chained block of an abandoned slab reported, page back\n");
+  if (!test_failures())
+    printf("abandoned_chain: double frees of a chained block of an abandoned slab reported, page back\n");
   return test_failures() ? 1 : 0;
 }
 
@@ -249,7 +248,8 @@ static void do_remote_free(void *p) {
  * class get distinct ranges (the cached one at most once). */
 static void distinct_after(const char *what, size_t n) {
   void *a = jw_malloc(n), *b = jw_malloc(n), *c = jw_malloc(n);
-  CHECK(a && b && c && a != b && b != c && a != c, "cached_ranges: %s: the same range handed out twice (%p %p %p)", what, a,
+  CHECK(a && b && c && a != b && b != c && a != c, "cached_ranges: %s: the same range handed out twice (%p %p %p)",
+        what, a,
         b, c);
   jw_free(a);
   jw_free(b);

@@ -67,9 +67,11 @@ static void *fork_consumer(void *arg) {
 
 static int case_chain_pending(void) {
   run_owner_consumer(fork_consumer, NULL);
-  CHECK(owner_after <= owner_before, "chain_pending: the forking thread's chain never reached the slab (%ld bytes live)",
+  CHECK(owner_after <= owner_before,
+        "chain_pending: the forking thread's chain never reached the slab (%ld bytes live)",
         owner_after - owner_before);
-  if (!test_failures()) printf("chain_pending: chained block's second free reported in the child, chain pushed in both\n");
+  if (!test_failures())
+    printf("chain_pending: chained block's second free reported in the child, chain pushed in both\n");
   return test_failures() ? 1 : 0;
 }
 

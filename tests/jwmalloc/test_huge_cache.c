@@ -118,9 +118,11 @@ static int case_calls(void) {
   void *al = jw_memalign(4096, 5 * MiB); /* reuses */
   CHECK(al != NULL && jw_malloc_usable_size(al) >= 5 * MiB, "calls: memalign(4096, 5 MiB)");
   jw_free(al);
-  p = jw_memalign((size_t)1 << (sizeof(size_t) * 8 - 24), 5 * MiB); /* no kept mapping is aligned so: fresh, or ENOMEM */
+  /* No kept mapping is aligned so: fresh, or ENOMEM. */
+  p = jw_memalign((size_t)1 << (sizeof(size_t) * 8 - 24), 5 * MiB);
   if (p) {
-    CHECK(((uintptr_t)p & (((size_t)1 << (sizeof(size_t) * 8 - 24)) - 1)) == 0, "calls: memalign(1 TiB; 256 B on 32-bit) misaligned");
+    CHECK(((uintptr_t)p & (((size_t)1 << (sizeof(size_t) * 8 - 24)) - 1)) == 0,
+          "calls: memalign(1 TiB; 256 B on 32-bit) misaligned");
     jw_free(p);
   }
   jw_malloc_trim(0);
@@ -178,7 +180,8 @@ static int case_calls(void) {
   for (int i = 0; i < 10; i++) v[i] = jw_malloc(5 * MiB);
   for (int i = 0; i < 10; i++) jw_free(v[i]);
   b = st();
-  CHECK(b.huge_kept_bytes <= 8 * 5 * MiB, "calls: %llu bytes kept, over 8 mappings", (unsigned long long)b.huge_kept_bytes);
+  CHECK(b.huge_kept_bytes <= 8 * 5 * MiB, "calls: %llu bytes kept, over 8 mappings",
+        (unsigned long long)b.huge_kept_bytes);
   jw_option_set("HUGE_CACHE_MB", 32);
 
   /* Statistics: everything freed and trimmed, the direct bytes and the
@@ -255,15 +258,6 @@ static void *huge_worker(void *arg) {
   return NULL;
 }
 
-static void *trimmer(void *arg) {
-  (void)arg;
-  while (!atomic_load(&race_stop)) {
-    jw_malloc_trim(0);
-    test_sleep_ms(1);
-  }
-  return NULL;
-}
-
 static int case_race(void) {
   huge_setup();
   jw_free(jw_malloc(16));
@@ -273,7 +267,7 @@ static int case_race(void) {
   CHECK(jw_option_set("RECLAIM_INTERVAL_MS", 1) == 0, "interval 1 ms"); /* the aging pass runs all along */
   enum { W = 4 };
   pthread_t w[W], tr;
-  pthread_create(&tr, NULL, trimmer, NULL);
+  pthread_create(&tr, NULL, trim_until, &race_stop);
   for (int i = 0; i < W; i++) pthread_create(&w[i], NULL, huge_worker, (void *)(uintptr_t)i);
   for (int i = 0; i < W; i++) pthread_join(w[i], NULL);
   atomic_store(&race_stop, 1);

@@ -131,7 +131,8 @@ static void map_roots(int nlf, uint64_t total, uint64_t since) {
     atomic_store(&release_holder, 1);
     pthread_join(h, NULL);
   }
-  while (stats_now().backend_roots_mapped - since < total) CHECK((guard_blocks[nguard++] = jw_malloc(BIG)) != NULL, "3 MiB");
+  while (stats_now().backend_roots_mapped - since < total)
+    CHECK((guard_blocks[nguard++] = jw_malloc(BIG)) != NULL, "3 MiB");
 }
 
 static int guard_step(int nlf, uint64_t total, int want_trip) {

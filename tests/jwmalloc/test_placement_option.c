@@ -77,11 +77,14 @@ static int case_concurrent_sets(void) {
     pthread_barrier_wait(&bar);
   }
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
-  CHECK(bad == 0, "concurrent_sets: %ld of %ld rounds ended with the mode and the switch in force disagreeing (first at "
+  CHECK(bad == 0,
+        "concurrent_sets: %ld of %ld rounds ended with the mode and the switch in force disagreeing (first at "
         "round %ld): PLACEMENT reads one thing, the tiers do the other",
         bad, race_rounds, first_bad);
-  CHECK(opt_mode_differ == 0, "concurrent_sets: %ld of %ld rounds ended with jw_option_get(PLACEMENT) and the backend's "
-        "mode disagreeing", opt_mode_differ, race_rounds);
+  CHECK(opt_mode_differ == 0,
+        "concurrent_sets: %ld of %ld rounds ended with jw_option_get(PLACEMENT) and the backend's mode "
+        "disagreeing",
+        opt_mode_differ, race_rounds);
   printf("concurrent_sets: %ld rounds of two concurrent switches; %ld disagreements (switch), %ld (option vs mode)\n",
          race_rounds, bad, opt_mode_differ);
   return test_failures() ? 1 : 0;
@@ -172,7 +175,8 @@ static int case_flips_during_exits(void) {
     for (long i = 0; i < 3; i++) pthread_create(&w[i], NULL, churner, (void *)(g * 3 + i + 1));
     for (int i = 0; i < 3; i++) pthread_join(w[i], NULL);
     char err[256];
-    CHECK(jw_backend_check_all(err, sizeof err) == 0, "flips_during_exits: backend check after generation %ld: %s", g, err);
+    CHECK(jw_backend_check_all(err, sizeof err) == 0, "flips_during_exits: backend check after generation %ld: %s", g,
+          err);
   }
   atomic_store(&race_stop, 1);
   for (int i = 0; i < 3; i++) pthread_join(fl[i], NULL);
@@ -188,7 +192,8 @@ static int case_flips_during_exits(void) {
   CHECK(e.page_source_live_bytes == 0 || e.page_source_live_bytes <= 64 * 4096,
         "flips_during_exits: %llu bytes of pages live with every block freed and every thread gone",
         (unsigned long long)e.page_source_live_bytes);
-  printf("flips_during_exits: %ld generations of 3 threads, %ld flips, %ld blocks checked, %llu bytes live at the end\n",
+  printf("flips_during_exits: %ld generations of 3 threads, %ld flips, %ld blocks checked, %llu bytes live at the "
+         "end\n",
          gens, atomic_load(&flips), atomic_load(&checked_blocks), (unsigned long long)e.page_source_live_bytes);
   return test_failures() ? 1 : 0;
 }

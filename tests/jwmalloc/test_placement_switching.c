@@ -198,7 +198,8 @@ static void swing_rounds(int me, blk *slot, uint64_t *r, int nthreads, int exit_
         slot[k++] = slot[i];
         continue;
       }
-      if (rnd(r) % 3 == 0 && nthreads > 1 && post(me + 1 + (int)(rnd(r) % (unsigned)(nthreads - 1)), &slot[i])) continue;
+      if (rnd(r) % 3 == 0 && nthreads > 1 && post(me + 1 + (int)(rnd(r) % (unsigned)(nthreads - 1)), &slot[i]))
+        continue;
       put(&slot[i]);
     }
     n = k;

@@ -491,7 +491,8 @@ static int case_fork(void) {
   }
   for (int i = 0; i < 64; i++) check_block(mine[i], "in the parent after the forks");
   for (int i = 0; i < 64; i++) M(free)(mine[i]);
-  if (!test_failures()) printf("fork: 16 forks during churn, one with a batch in flight, one during an aging pass: ok\n");
+  if (!test_failures())
+    printf("fork: 16 forks during churn, one with a batch in flight, one during an aging pass: ok\n");
   return test_failures() != 0;
 }
 
@@ -501,14 +502,6 @@ static void exit_handler(void) {
   /* Allocates and frees in every tier while the reclaimer is frozen. */
   for (size_t n = 16; n <= (8u << 20); n *= 3) M(free)(make(n, 1));
   if (write(3, "x", 1) != 1) _exit(9);
-}
-
-static void on_alarm(int sig) {
-  (void)sig;
-  static const char msg[] = "hang: the process did not end\n";
-  if (write(2, msg, sizeof msg - 1)) {
-  }
-  _exit(99);
 }
 
 /* Runs `fn` in a child and waits for it, with a bound for a hang. */
@@ -526,11 +519,7 @@ static int child_status(void (*fn)(int), int arg, int *wrote) {
     _exit(98);
   }
   close(fds[1]);
-  signal(SIGALRM, on_alarm);
-  alarm((unsigned)HANG);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  alarm(0);
+  int st = test_wait_child(pid, HANG, "the process");
   char c = 0;
   *wrote = read(fds[0], &c, 1) == 1 && c == 'x';
   close(fds[0]);
@@ -551,7 +540,8 @@ static int case_exit(void) {
           aging ? "an aging pass" : "a release batch", st);
     CHECK(wrote, "the exit handler did not allocate and free");
   }
-  if (!test_failures()) printf("exit: with a release batch and with an aging pass in flight, the process ended at once\n");
+  if (!test_failures())
+    printf("exit: with a release batch and with an aging pass in flight, the process ended at once\n");
   return test_failures() != 0;
 }
 

@@ -251,22 +251,13 @@ static void *churn_consumer(void *arg) {
   return NULL;
 }
 
-/* malloc_trim in a loop (the midend's trim and the kept mappings race the
- * frees); a thread that allocates only through its trims. */
-static void *churn_trimmer(void *arg) {
-  (void)arg;
-  while (!atomic_load(&stop_consumers)) {
-    jw_malloc_trim(0);
-    test_sleep_ms(1);
-  }
-  return NULL;
-}
-
 static void churn_phase(int waves) {
   enum { C = 3, W = 6 };
   pthread_t cs[C], tr;
   atomic_store(&stop_consumers, 0);
-  pthread_create(&tr, NULL, churn_trimmer, NULL);
+  /* malloc_trim in a loop (the midend's trim and the kept mappings race the
+   * frees); a thread that allocates only through its trims. */
+  pthread_create(&tr, NULL, trim_until, &stop_consumers);
   for (int i = 0; i < C; i++) pthread_create(&cs[i], NULL, churn_consumer, (void *)(uintptr_t)i);
   for (int w = 0; w < waves; w++) {
     pthread_t ps[W];

@@ -107,8 +107,8 @@ static int case_keys_exhausted(void) {
   CHECK(atomic_load(&dtor_bad) == 0, "keys_exhausted: a program key's destructor got %d values it never set",
         atomic_load(&dtor_bad));
   CHECK(owner_after <= owner_before,
-        "keys_exhausted: the consumer's cross-thread frees never reached the slab: %ld bytes still live after the owner "
-        "freed the rest and trimmed",
+        "keys_exhausted: the consumer's cross-thread frees never reached the slab: %ld bytes still live after the "
+        "owner freed the rest and trimmed",
         owner_after - owner_before);
   if (!test_failures())
     printf("keys_exhausted: %d keys taken before jwmalloc; program keys untouched, %d destructor calls, frees "
@@ -172,7 +172,8 @@ static int case_key_past_32(void) {
           "key_past_32 (first call %s): the consumer's chain never reached the slab (%ld bytes live)",
           k40_malloc_first ? "malloc" : "a cross-thread free", owner_after - owner_before);
   }
-  if (!test_failures()) printf("key_past_32: exit key past glibc's first 32: chains of both threads reached the slab\n");
+  if (!test_failures())
+    printf("key_past_32: exit key past glibc's first 32: chains of both threads reached the slab\n");
   return test_failures() ? 1 : 0;
 }
 

@@ -93,7 +93,8 @@ static int case_during_churn(void) {
     jw_free(b);
   }
   long live1 = settle_to(live0);
-  CHECK(live1 == live0, "during_churn: %ld live bytes after everything was freed and trimmed, %ld before", live1, live0);
+  CHECK(live1 == live0, "during_churn: %ld live bytes after everything was freed and trimmed, %ld before", live1,
+        live0);
   CHECK(st().invalid_frees == 0, "during_churn: valid frees reported");
   printf("during_churn: %d churners, 4 trimmers; live bytes back to %ld\n", TT, live1);
   jw_free(warm);

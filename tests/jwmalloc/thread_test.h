@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -64,6 +65,24 @@ static inline void set_step(int s) {
   step = s;
   pthread_cond_broadcast(&step_cv);
   pthread_mutex_unlock(&step_mu);
+}
+
+/* A thread body: malloc_trim every millisecond until *(atomic_int *)stop is
+ * set (trims racing the other threads' mallocs and frees). */
+static inline void *trim_until(void *stop) {
+  while (!atomic_load((atomic_int *)stop)) {
+    jw_malloc_trim(0);
+    test_sleep_ms(1);
+  }
+  return NULL;
+}
+
+/* Sets the step to 0, then starts threads a (running fa) and b (fb): an
+ * owner and a consumer handing over at given steps. */
+static inline void start_step_pair(pthread_t *a, void *(*fa)(void *), pthread_t *b, void *(*fb)(void *)) {
+  step = 0;
+  pthread_create(a, NULL, fa, NULL);
+  pthread_create(b, NULL, fb, NULL);
 }
 
 /* One case of a test program, run as `test_x NAME [SCALE]`: its exit status

@@ -436,13 +436,9 @@ static void t_exit_in_flight(void) {
     exit(7);
   }
   close(fds[1]);
-  signal(SIGALRM, on_alarm);
-  alarm((unsigned)HANG);
+  int status = test_wait_child(pid, HANG, "the exiting process");
   char c = 0;
   ssize_t got = read(fds[0], &c, 1);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  alarm(0);
   close(fds[0]);
   CHECK(got == 1 && c == 'x', "exit handler did not allocate and free");
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 7, "exit while a release was in flight: status %#x", status);
@@ -460,11 +456,7 @@ static void t_pthread_exit_main(void) {
     if (rt_threads() != 2) _exit(5);
     pthread_exit(NULL);
   }
-  signal(SIGALRM, on_alarm);
-  alarm((unsigned)HANG);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  alarm(0);
+  int status = test_wait_child(pid, HANG, "the process whose main thread called pthread_exit");
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pthread_exit from main: status %#x", status);
 }
 

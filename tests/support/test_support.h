@@ -159,6 +159,14 @@ static inline int test_wait_bounded(pid_t pid, double seconds) {
   return -1;
 }
 
+/* test_wait_bounded for a child that must end: a hang ends the test
+ * (REQUIRE, naming the child `what`). Returns its wait status. */
+static inline int test_wait_child(pid_t pid, double seconds, const char *what) {
+  int st = test_wait_bounded(pid, seconds);
+  REQUIRE(st != -1, "%s did not end within %.0f s (a hang)", what, seconds);
+  return st;
+}
+
 /* 1 when a wait status says the child exited with status 0. */
 static inline int test_exited_ok(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
