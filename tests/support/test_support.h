@@ -5,8 +5,8 @@
  *
  * A failed check prints one line to stderr,
  *   FILE:LINE: check failed: EXPRESSION[: MESSAGE][ (errno N: TEXT)]
- * (errno as it was when the condition was found false, shown when not 0),
- * and counts. What happens next is the subject's choice, made once in its
+ * (errno as it was when the condition was found false, shown when not 0;
+ * FAIL prints FILE:LINE: failed: MESSAGE), and counts. What happens next is the subject's choice, made once in its
  * header before it includes this one:
  * - by default the first failed check ends the process (exit status 1, so
  *   atexit handlers run: a test's daemons are killed): later steps would
