@@ -20,6 +20,15 @@ void jwb_meta_free(void *p, size_t bytes) {
   if (p) munmap(p, bytes ? bytes : 1);
 }
 
+void *jwb_meta_grow(void *p, size_t used_bytes, size_t old_bytes, size_t new_bytes) {
+  void *g = jwb_meta_alloc(new_bytes);
+  if (p) {
+    memcpy(g, p, used_bytes);
+    jwb_meta_free(p, old_bytes);
+  }
+  return g;
+}
+
 void jwb_fill_small(unsigned char *b, size_t n, uint64_t tag) {
   for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(tag >> (8 * i));
 }

@@ -259,6 +259,9 @@ const char *jwb_pause_kind_list(void);
  * with a message when the system refuses it. */
 void *jwb_meta_alloc(size_t bytes);
 void jwb_meta_free(void *p, size_t bytes);
+/* Bookkeeping memory p of old_bytes (NULL: none yet) grown to new_bytes: a
+ * new zeroed block holding p's first used_bytes; p is freed. */
+void *jwb_meta_grow(void *p, size_t used_bytes, size_t old_bytes, size_t new_bytes);
 
 /* Writes tag into the first and last 8 bytes of the block (only the first
  * below 16 bytes, fewer below 8) and one byte into every 4 KiB page beyond

@@ -113,11 +113,19 @@ typedef struct sample {
   uint64_t rss_kb, anon_kb;
 } sample;
 
-int main(int argc, char **argv) {
-  const char *preload = NULL, *samples_path = NULL;
-  double hz = 50, timeout_s = 0;
-  char **envs = calloc((size_t)argc, sizeof(char *));
-  int nenv = 0, i = 1;
+/* What the command line asks for. */
+typedef struct run_opts {
+  const char *preload, *samples_path;
+  double hz, timeout_s;
+  char **envs;
+  int nenv;
+  char **prog;
+} run_opts;
+
+/* Parses the command line (exits with status 2 on bad usage). */
+static void parse_args(int argc, char **argv, run_opts *o) {
+  *o = (run_opts){.hz = 50, .envs = calloc((size_t)argc, sizeof(char *))};
+  int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--") == 0) {
@@ -125,38 +133,34 @@ int main(int argc, char **argv) {
       break;
     }
     if (i + 1 >= argc) die_usage("missing value for", a);
-    if (strcmp(a, "--preload") == 0) preload = argv[++i];
+    if (strcmp(a, "--preload") == 0) o->preload = argv[++i];
     else if (strcmp(a, "--env") == 0) {
       if (!strchr(argv[i + 1], '=')) die_usage("--env needs K=V, got", argv[i + 1]);
-      envs[nenv++] = argv[++i];
+      o->envs[o->nenv++] = argv[++i];
     } else if (strcmp(a, "--rss-hz") == 0) {
       char *end;
-      hz = strtod(argv[++i], &end);
-      if (*end || hz < 20 || hz > 1000) die_usage("--rss-hz must be 20..1000, got", argv[i]);
-    } else if (strcmp(a, "--samples") == 0) samples_path = argv[++i];
+      o->hz = strtod(argv[++i], &end);
+      if (*end || o->hz < 20 || o->hz > 1000) die_usage("--rss-hz must be 20..1000, got", argv[i]);
+    } else if (strcmp(a, "--samples") == 0) o->samples_path = argv[++i];
     else if (strcmp(a, "--timeout") == 0) {
       char *end;
-      timeout_s = strtod(argv[++i], &end);
-      if (*end || timeout_s < 0) die_usage("--timeout must be seconds >= 0, got", argv[i]);
+      o->timeout_s = strtod(argv[++i], &end);
+      if (*end || o->timeout_s < 0) die_usage("--timeout must be seconds >= 0, got", argv[i]);
     } else die_usage("unknown option", a);
   }
   if (i >= argc) die_usage("no program given", NULL);
-  char **prog = &argv[i];
-  if (preload && *preload && access(preload, R_OK) != 0) {
-    fprintf(stderr, "jwbench-run: cannot read the allocator library %s: %s\n", preload, strerror(errno));
-    return 2;
-  }
+  o->prog = &argv[i];
+}
 
-  int mark_pipe[2], go_pipe[2];
-  if (pipe(mark_pipe) || pipe2(go_pipe, O_CLOEXEC)) {
-    perror("jwbench-run: pipe");
-    return 2;
-  }
+/* Forks the child: it waits for a byte on go_pipe, then execs the program with
+ * its environment (JWBENCH_MARK_FD, LD_PRELOAD, --env). Returns its pid, or
+ * -1 (reported). */
+static pid_t spawn_child(const run_opts *o, int mark_pipe[2], int go_pipe[2]) {
   fflush(stdout);
   pid_t pid = fork();
   if (pid < 0) {
     perror("jwbench-run: fork");
-    return 2;
+    return -1;
   }
   if (pid == 0) {
     close(mark_pipe[0]);
@@ -164,76 +168,77 @@ int main(int argc, char **argv) {
     char fd[16];
     snprintf(fd, sizeof fd, "%d", mark_pipe[1]);
     setenv("JWBENCH_MARK_FD", fd, 1);
-    if (preload && *preload) setenv("LD_PRELOAD", preload, 1);
+    if (o->preload && *o->preload) setenv("LD_PRELOAD", o->preload, 1);
     else unsetenv("LD_PRELOAD");
-    for (int e = 0; e < nenv; e++) putenv(envs[e]);
+    for (int e = 0; e < o->nenv; e++) putenv(o->envs[e]);
     char c;
     if (read(go_pipe[0], &c, 1) != 1) _exit(127);    /* the parent died or failed */
-    execvp(prog[0], prog);
-    fprintf(stderr, "jwbench-run: cannot run %s: %s\n", prog[0], strerror(errno));
+    execvp(o->prog[0], o->prog);
+    fprintf(stderr, "jwbench-run: cannot run %s: %s\n", o->prog[0], strerror(errno));
     _exit(127);
   }
   close(mark_pipe[1]);
   close(go_pipe[0]);
   fcntl(mark_pipe[0], F_SETFL, O_NONBLOCK);
-  /* The sampler must keep its rate while the program oversubscribes the CPUs
-   * (10 threads per core): a real-time priority for this mostly sleeping
-   * process (the child, forked before, keeps the normal one), else a better
-   * nice value, else as is. Which one applied is reported. */
-  const char *prio = "normal";
+  return pid;
+}
+
+/* The sampler must keep its rate while the program oversubscribes the CPUs
+ * (10 threads per core): a real-time priority for this mostly sleeping
+ * process (the child, forked before, keeps the normal one), else a better
+ * nice value, else as is. Returns which one applied. */
+static const char *raise_priority(void) {
   struct sched_param sp = {.sched_priority = 1};
-  if (sched_setscheduler(0, SCHED_FIFO, &sp) == 0) prio = "fifo";
-  else if (setpriority(PRIO_PROCESS, 0, -10) == 0) prio = "nice-10";
+  if (sched_setscheduler(0, SCHED_FIFO, &sp) == 0) return "fifo";
+  if (setpriority(PRIO_PROCESS, 0, -10) == 0) return "nice-10";
+  return "normal";
+}
 
-  int fds[NSYS];
-  char why[96] = "";
-  int counting = open_counters(pid, fds, why, sizeof why);
-  char statm_path[64];
-  snprintf(statm_path, sizeof statm_path, "/proc/%d/statm", (int)pid);
-  int statm = open(statm_path, O_RDONLY | O_CLOEXEC);
+/* What the sampling loop gathers. */
+typedef struct run_record {
+  sample *s;
+  size_t n, cap;
+  char *marks;
+  size_t mark_len, mark_cap;
+  uint64_t t0, t1;
+  int timed_out;
+} run_record;
+
+/* One RSS sample of the child, from its statm (fd). Returns -1 when there
+ * is no memory for it (sampling stops), else 0. */
+static int take_sample(int statm, long page_kb, run_record *r) {
+  char buf[256];
+  ssize_t len = statm >= 0 ? pread(statm, buf, sizeof buf - 1, 0) : -1;
+  if (len <= 0) return 0;
+  buf[len] = 0;
+  unsigned long size, resident, shared;
+  /* an exiting process reads as 0 resident pages: not a sample */
+  if (sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) != 3 || resident == 0) return 0;
+  if (r->n == r->cap) {
+    sample *g = realloc(r->s, r->cap * 2 * sizeof *r->s);
+    if (!g) return -1;
+    r->s = g;
+    r->cap *= 2;
+  }
+  r->s[r->n++] = (sample){now_ns(), resident * (uint64_t)page_kb, (resident - shared) * (uint64_t)page_kb};
+  return 0;
+}
+
+/* Samples the child's RSS (statm: its /proc/PID/statm) at o->hz on an
+ * absolute clock from r->t0, and reads its marks, until it exits (killed at
+ * the timeout). */
+static void sample_until_exit(const run_opts *o, pid_t pid, int statm, int mark_fd, run_record *r) {
   long page_kb = sysconf(_SC_PAGESIZE) / 1024;
-
-  size_t cap = 4096, n = 0;
-  sample *s = malloc(cap * sizeof *s);
-  size_t mark_len = 0, mark_cap = 4096;
-  char *marks = malloc(mark_cap);
-  if (!s || !marks) {
-    fprintf(stderr, "jwbench-run: out of memory\n");
-    kill(pid, SIGKILL);
-    return 2;
-  }
-
-  uint64_t t0 = now_ns(), period = (uint64_t)(1e9 / hz), next = t0;
-  if (write(go_pipe[1], "g", 1) != 1) {
-    perror("jwbench-run: cannot start the child");
-    kill(pid, SIGKILL);
-  }
-  close(go_pipe[1]);
-  int timed_out = 0;
+  uint64_t period = (uint64_t)(1e9 / o->hz), next = r->t0;
   for (;;) {
     siginfo_t si;
     memset(&si, 0, sizeof si);
     if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) break;
-    char buf[256];
-    ssize_t len = statm >= 0 ? pread(statm, buf, sizeof buf - 1, 0) : -1;
-    if (len > 0) {
-      buf[len] = 0;
-      unsigned long size, resident, shared;
-      /* an exiting process reads as 0 resident pages: not a sample */
-      if (sscanf(buf, "%lu %lu %lu", &size, &resident, &shared) == 3 && resident > 0) {
-        if (n == cap) {
-          cap *= 2;
-          sample *g = realloc(s, cap * sizeof *s);
-          if (!g) break;
-          s = g;
-        }
-        s[n++] = (sample){now_ns(), resident * (uint64_t)page_kb, (resident - shared) * (uint64_t)page_kb};
-      }
-    }
-    read_marks(mark_pipe[0], &marks, &mark_len, &mark_cap);
-    if (timeout_s > 0 && !timed_out && now_ns() - t0 > (uint64_t)(timeout_s * 1e9)) {
+    if (take_sample(statm, page_kb, r)) break;
+    read_marks(mark_fd, &r->marks, &r->mark_len, &r->mark_cap);
+    if (o->timeout_s > 0 && !r->timed_out && now_ns() - r->t0 > (uint64_t)(o->timeout_s * 1e9)) {
       kill(pid, SIGKILL);
-      timed_out = 1;
+      r->timed_out = 1;
     }
     next += period;
     uint64_t now = now_ns();
@@ -242,14 +247,102 @@ int main(int argc, char **argv) {
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
   }
+}
+
+/* Writes the samples and the marks to path. */
+static void write_samples(const char *path, run_record *r) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "jwbench-run: cannot write %s: %s\n", path, strerror(errno));
+    return;
+  }
+  fprintf(f, "# jwbench-run samples: t_ms rss_kb anon_kb; marks: # mark t_ms name\n");
+  for (size_t k = 0; k < r->n; k++)
+    fprintf(f, "%.3f %" PRIu64 " %" PRIu64 "\n", (double)(r->s[k].t_ns - r->t0) / 1e6, r->s[k].rss_kb,
+            r->s[k].anon_kb);
+  for (char *line = r->marks, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+    nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    unsigned long long ns;
+    char name[64];
+    if (sscanf(line, "%llu %63s", &ns, name) == 2)
+      fprintf(f, "# mark %.3f %s\n", ns >= r->t0 ? (double)(ns - r->t0) / 1e6 : 0.0, name);
+  }
+  fclose(f);
+}
+
+/* The line "jwbench-run key=value ..." on stdout. counts: NULL when the
+ * system calls were not counted (why says why). */
+static void print_report(const run_record *r, int status, const struct rusage *ru, const char *prio,
+                         const uint64_t *counts, const char *why) {
+  uint64_t peak = 0, anon_peak = 0;
+  for (size_t k = 0; k < r->n; k++) {
+    if (r->s[k].rss_kb > peak) peak = r->s[k].rss_kb;
+    if (r->s[k].anon_kb > anon_peak) anon_peak = r->s[k].anon_kb;
+  }
+  double wall = (double)(r->t1 - r->t0) / 1e9;
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  printf("jwbench-run exit_code=%d signal=%d timed_out=%d wall_s=%.6f user_s=%.6f sys_s=%.6f maxrss_kb=%ld "
+         "rss_samples=%zu rss_hz=%.1f sampler=%s rss_peak_kb=%" PRIu64 " anon_peak_kb=%" PRIu64
+         " minflt=%ld majflt=%ld nvcsw=%ld nivcsw=%ld",
+         code, sig, r->timed_out, wall, (double)ru->ru_utime.tv_sec + (double)ru->ru_utime.tv_usec / 1e6,
+         (double)ru->ru_stime.tv_sec + (double)ru->ru_stime.tv_usec / 1e6, ru->ru_maxrss, r->n,
+         wall > 0 ? (double)r->n / wall : 0.0, prio, peak, anon_peak, ru->ru_minflt, ru->ru_majflt, ru->ru_nvcsw,
+         ru->ru_nivcsw);
+  if (counts) {
+    printf(" sys_count=perf");
+    for (size_t k = 0; k < NSYS; k++) printf(" sys_%s=%" PRIu64, syscalls[k], counts[k]);
+  } else {
+    printf(" sys_count=unavailable:%s", why[0] ? why : "unknown");
+  }
+  printf("\n");
+  fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+  run_opts o;
+  parse_args(argc, argv, &o);
+  if (o.preload && *o.preload && access(o.preload, R_OK) != 0) {
+    fprintf(stderr, "jwbench-run: cannot read the allocator library %s: %s\n", o.preload, strerror(errno));
+    return 2;
+  }
+  int mark_pipe[2], go_pipe[2];
+  if (pipe(mark_pipe) || pipe2(go_pipe, O_CLOEXEC)) {
+    perror("jwbench-run: pipe");
+    return 2;
+  }
+  pid_t pid = spawn_child(&o, mark_pipe, go_pipe);
+  if (pid < 0) return 2;
+  const char *prio = raise_priority();
+  int fds[NSYS];
+  char why[96] = "";
+  int counting = open_counters(pid, fds, why, sizeof why);
+  char statm_path[64];
+  snprintf(statm_path, sizeof statm_path, "/proc/%d/statm", (int)pid);
+  int statm = open(statm_path, O_RDONLY | O_CLOEXEC); /* before the exec: the child cannot be gone */
+  run_record r = {.cap = 4096, .mark_cap = 4096};
+  r.s = malloc(r.cap * sizeof *r.s);
+  r.marks = malloc(r.mark_cap);
+  if (!r.s || !r.marks) {
+    fprintf(stderr, "jwbench-run: out of memory\n");
+    kill(pid, SIGKILL);
+    return 2;
+  }
+  r.t0 = now_ns();
+  if (write(go_pipe[1], "g", 1) != 1) {
+    perror("jwbench-run: cannot start the child");
+    kill(pid, SIGKILL);
+  }
+  close(go_pipe[1]);
+  sample_until_exit(&o, pid, statm, mark_pipe[0], &r);
   int status = 0;
   struct rusage ru;
   memset(&ru, 0, sizeof ru);
   wait4(pid, &status, 0, &ru);
-  uint64_t t1 = now_ns();
-  read_marks(mark_pipe[0], &marks, &mark_len, &mark_cap);
-  marks[mark_len] = 0;
-
+  r.t1 = now_ns();
+  read_marks(mark_pipe[0], &r.marks, &r.mark_len, &r.mark_cap);
+  r.marks[r.mark_len] = 0;
   uint64_t counts[NSYS] = {0};
   for (size_t k = 0; k < NSYS; k++) {
     if (fds[k] < 0) continue;
@@ -259,50 +352,9 @@ int main(int argc, char **argv) {
     }
     close(fds[k]);
   }
-
-  uint64_t peak = 0, anon_peak = 0;
-  for (size_t k = 0; k < n; k++) {
-    if (s[k].rss_kb > peak) peak = s[k].rss_kb;
-    if (s[k].anon_kb > anon_peak) anon_peak = s[k].anon_kb;
-  }
-  if (samples_path) {
-    FILE *f = fopen(samples_path, "w");
-    if (!f) {
-      fprintf(stderr, "jwbench-run: cannot write %s: %s\n", samples_path, strerror(errno));
-    } else {
-      fprintf(f, "# jwbench-run samples: t_ms rss_kb anon_kb; marks: # mark t_ms name\n");
-      for (size_t k = 0; k < n; k++)
-        fprintf(f, "%.3f %" PRIu64 " %" PRIu64 "\n", (double)(s[k].t_ns - t0) / 1e6, s[k].rss_kb, s[k].anon_kb);
-      for (char *line = marks, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-        nl = strchr(line, '\n');
-        if (nl) *nl = 0;
-        unsigned long long ns;
-        char name[64];
-        if (sscanf(line, "%llu %63s", &ns, name) == 2)
-          fprintf(f, "# mark %.3f %s\n", ns >= t0 ? (double)(ns - t0) / 1e6 : 0.0, name);
-      }
-      fclose(f);
-    }
-  }
-
-  double wall = (double)(t1 - t0) / 1e9;
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  printf("jwbench-run exit_code=%d signal=%d timed_out=%d wall_s=%.6f user_s=%.6f sys_s=%.6f maxrss_kb=%ld "
-         "rss_samples=%zu rss_hz=%.1f sampler=%s rss_peak_kb=%" PRIu64 " anon_peak_kb=%" PRIu64
-         " minflt=%ld majflt=%ld nvcsw=%ld nivcsw=%ld",
-         code, sig, timed_out, wall, (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6,
-         (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6, ru.ru_maxrss, n,
-         wall > 0 ? (double)n / wall : 0.0, prio, peak, anon_peak, ru.ru_minflt, ru.ru_majflt, ru.ru_nvcsw, ru.ru_nivcsw);
-  if (counting) {
-    printf(" sys_count=perf");
-    for (size_t k = 0; k < NSYS; k++) printf(" sys_%s=%" PRIu64, syscalls[k], counts[k]);
-  } else {
-    printf(" sys_count=unavailable:%s", why[0] ? why : "unknown");
-  }
-  printf("\n");
-  fflush(stdout);
-  if (timed_out) return 124;
-  if (sig) return 128 + sig;
-  return code;
+  if (o.samples_path) write_samples(o.samples_path, &r);
+  print_report(&r, status, &ru, prio, counting ? counts : NULL, why);
+  if (r.timed_out) return 124;
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

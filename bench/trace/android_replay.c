@@ -143,16 +143,8 @@ static uint32_t thread_of(uint64_t tid) {
   pslot *f, *s = ptab_find(&tids, tid + 2, &f);
   if (s) return s->val;
   uint32_t n = nthreads++;
-  rthread *g = jwb_meta_alloc(nthreads * sizeof(rthread));
-  uint32_t *l = jwb_meta_alloc(nthreads * sizeof(uint32_t));
-  if (threads) {
-    memcpy(g, threads, n * sizeof(rthread));
-    memcpy(l, last_line, n * sizeof(uint32_t));
-    jwb_meta_free(threads, n * sizeof(rthread));
-    jwb_meta_free(last_line, n * sizeof(uint32_t));
-  }
-  threads = g;
-  last_line = l;
+  threads = jwb_meta_grow(threads, n * sizeof(rthread), n * sizeof(rthread), nthreads * sizeof(rthread));
+  last_line = jwb_meta_grow(last_line, n * sizeof(uint32_t), n * sizeof(uint32_t), nthreads * sizeof(uint32_t));
   threads[n].first = NO_NEXT;
   last_line[n] = NO_NEXT;
   ptab_put(&tids, tid + 2, n);
@@ -162,12 +154,7 @@ static uint32_t thread_of(uint64_t tid) {
 static void add_line(uint32_t thread, jwr_op op) {
   if (nlines == cap_lines) {
     size_t cap = cap_lines ? cap_lines * 2 : 1 << 16;
-    line *g = jwb_meta_alloc(cap * sizeof(line));
-    if (lines) {
-      memcpy(g, lines, nlines * sizeof(line));
-      jwb_meta_free(lines, cap_lines * sizeof(line));
-    }
-    lines = g;
+    lines = jwb_meta_grow(lines, nlines * sizeof(line), cap_lines * sizeof(line), cap * sizeof(line));
     cap_lines = cap;
   }
   if (nlines >= NO_NEXT) fatal("more than 2^32 lines");

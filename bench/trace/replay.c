@@ -48,23 +48,13 @@ static void fatal(const char *what) {
 static void push(unsigned t, jwr_op r) {
   if (t >= nlists) {
     unsigned n = t + 1;
-    tlist *g = jwb_meta_alloc(n * sizeof(tlist));
-    if (lists) {
-      memcpy(g, lists, nlists * sizeof(tlist));
-      jwb_meta_free(lists, nlists * sizeof(tlist));
-    }
-    lists = g;
+    lists = jwb_meta_grow(lists, nlists * sizeof(tlist), nlists * sizeof(tlist), n * sizeof(tlist));
     nlists = n;
   }
   tlist *l = &lists[t];
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 4096;
-    jwr_op *g = jwb_meta_alloc(cap * sizeof(jwr_op));
-    if (l->ops) {
-      memcpy(g, l->ops, l->n * sizeof(jwr_op));
-      jwb_meta_free(l->ops, l->cap * sizeof(jwr_op));
-    }
-    l->ops = g;
+    l->ops = jwb_meta_grow(l->ops, l->n * sizeof(jwr_op), l->cap * sizeof(jwr_op), cap * sizeof(jwr_op));
     l->cap = cap;
   }
   l->ops[l->n++] = r;

@@ -72,12 +72,6 @@ static void ls_drain(live_set *s) {
   free(s->n);
 }
 
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
 static int check(const char *pattern) {
   char err[300];
   if (jw_backend_check_all(err, sizeof err) != 0) {
@@ -104,7 +98,7 @@ static int reformatting(uint64_t ops, uint32_t live_target, uint32_t phase_ops, 
   while (s.granules < live_target) ls_alloc(&s, jw_class_granules[dom]);
   jw_backend_stats a = stats();
   uint64_t c0 = calls;
-  double t0 = now_ns();
+  double t0 = test_now_s();
   for (uint64_t i = 0; i < ops; i++) {
     if (i % phase_ops == 0) dom = 3 + tb_below(&r, 25);
     if (s.granules >= live_target) {
@@ -114,10 +108,10 @@ static int reformatting(uint64_t ops, uint32_t live_target, uint32_t phase_ops, 
       ls_alloc(&s, n);
     }
   }
-  double t1 = now_ns();
+  double t1 = test_now_s();
   jw_backend_stats b = stats();
   double n = (double)(calls - c0);
-  double ns = (t1 - t0) / n;
+  double ns = (t1 - t0) * 1e9 / n;
   printf("reformatting: %" PRIu64 " operations, live %.1f MiB constant, dominant class changes every %u ops "
          "(%.2f ms)\n",
          (uint64_t)n, (double)live_target * JW_GRANULE / 1048576.0, phase_ops, ns * phase_ops / 1e6);

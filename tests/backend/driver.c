@@ -27,7 +27,7 @@ static bd_root *root_of(bd *d, uintptr_t base, int create) {
   for (unsigned i = 0; i < BD_MAX_ROOTS && !freeslot; i++)
     if (d->roots[i].base && d->roots[i].live_granules == 0 && jw_root_map_get((void *)d->roots[i].base) == NULL)
       freeslot = &d->roots[i];
-  TB_REQUIRE(freeslot != NULL, "more than %d roots in the model", BD_MAX_ROOTS);
+  REQUIRE(freeslot != NULL, "more than %d roots in the model", BD_MAX_ROOTS);
   memset(freeslot, 0, sizeof *freeslot);
   freeslot->base = base;
   return freeslot;
@@ -38,7 +38,7 @@ static inline uintptr_t root_base(uintptr_t a) { return a & ~(uintptr_t)(JW_ROOT
 void bd_init(bd *d, uint32_t check_every) {
   memset(d, 0, sizeof *d);
   d->roots = calloc(BD_MAX_ROOTS, sizeof *d->roots);
-  TB_REQUIRE(d->roots != NULL, "calloc");
+  REQUIRE(d->roots != NULL, "calloc");
   d->next_id = 1;
   d->check_every = check_every ? check_every : 1;
   jw_backend_set_check(1); /* always on in tests */
@@ -49,11 +49,11 @@ void bd_destroy(bd *d) { free(d->roots); }
 static void expect_lookup(uintptr_t a, const bd_range *want, int resolves, const char *what) {
   jw_range_info info = {0};
   bool got = jw_pages_lookup((void *)a, &info);
-  TB_REQUIRE(got == (resolves != 0), "%s: lookup(%#lx) = %d, want %d", what, (unsigned long)a, got, resolves);
+  REQUIRE(got == (resolves != 0), "%s: lookup(%#lx) = %d, want %d", what, (unsigned long)a, got, resolves);
   if (got)
-    TB_REQUIRE((uintptr_t)info.start == want->start && info.granules == want->granules && info.kind == want->kind,
-               "%s: lookup(%#lx) gave %p+%u kind %d, want %#lx+%u kind %d", what, (unsigned long)a, info.start,
-               info.granules, info.kind, (unsigned long)want->start, want->granules, want->kind);
+    REQUIRE((uintptr_t)info.start == want->start && info.granules == want->granules && info.kind == want->kind,
+            "%s: lookup(%#lx) gave %p+%u kind %d, want %#lx+%u kind %d", what, (unsigned long)a, info.start,
+            info.granules, info.kind, (unsigned long)want->start, want->granules, want->kind);
 }
 
 static void maybe_check(bd *d) {
@@ -67,21 +67,21 @@ int bd_alloc(bd *d, uint32_t granules, jw_range_kind kind) {
   errno = 0;
   void *p = jw_pages_alloc(granules, kind, &got, &zeroed);
   if (granules == 0 || granules > JW_ROOT_GRANULES || kind < JW_KIND_SMALL_SLAB || kind > JW_KIND_LARGE) {
-    TB_REQUIRE(p == NULL && errno == ENOMEM, "alloc(%u, kind %d) out of bounds gave %p errno %d", granules, kind,
-               p, errno);
+    REQUIRE(p == NULL && errno == ENOMEM, "alloc(%u, kind %d) out of bounds gave %p errno %d", granules, kind,
+            p, errno);
     return 0;
   }
-  TB_REQUIRE(p != NULL, "alloc(%u) failed: errno %d", granules, errno);
+  REQUIRE(p != NULL, "alloc(%u) failed: errno %d", granules, errno);
   unsigned c = jw_class_index_up(granules);
-  TB_REQUIRE(got == jw_class_granules[c], "alloc(%u) reserved %u, class is %u", granules, got,
-             jw_class_granules[c]);
+  REQUIRE(got == jw_class_granules[c], "alloc(%u) reserved %u, class is %u", granules, got,
+          jw_class_granules[c]);
   uintptr_t a = (uintptr_t)p, base = root_base(a);
   uint32_t g = (uint32_t)((a - base) >> JW_GRANULE_SHIFT);
-  TB_REQUIRE((a & (JW_GRANULE - 1)) == 0 && g + got <= JW_ROOT_GRANULES, "range %p+%u misplaced", p, got);
+  REQUIRE((a & (JW_GRANULE - 1)) == 0 && g + got <= JW_ROOT_GRANULES, "range %p+%u misplaced", p, got);
   bd_root *rt = root_of(d, base, 1);
   uint32_t id = d->next_id++;
   for (uint32_t i = g; i < g + got; i++) {
-    TB_REQUIRE(rt->owner[i] == 0, "range %p+%u overlaps live range %u at granule %u", p, got, rt->owner[i], i);
+    REQUIRE(rt->owner[i] == 0, "range %p+%u overlaps live range %u at granule %u", p, got, rt->owner[i], i);
     rt->owner[i] = id;
   }
   rt->live_granules += got;
@@ -89,7 +89,7 @@ int bd_alloc(bd *d, uint32_t granules, jw_range_kind kind) {
   volatile uint64_t *first = (uint64_t *)p, *last = (uint64_t *)(a + (size_t)got * JW_GRANULE) - 1;
   if (zeroed) {
     volatile uint64_t *mid = (uint64_t *)(a + (size_t)(got / 2) * JW_GRANULE);
-    TB_REQUIRE(*first == 0 && *last == 0 && *mid == 0, "range %p+%u said zeroed, holds data", p, got);
+    REQUIRE(*first == 0 && *last == 0 && *mid == 0, "range %p+%u said zeroed, holds data", p, got);
     d->zeroed_allocs++;
   }
   *first = PATTERN | id;
@@ -114,9 +114,9 @@ void bd_free(bd *d, uint32_t i) {
   bd_range r = d->live[i];
   d->live[i] = d->live[--d->nlive];
   volatile uint64_t *first = (uint64_t *)r.start, *last = (uint64_t *)(r.start + (size_t)r.granules * JW_GRANULE) - 1;
-  TB_REQUIRE(*first == (PATTERN | r.id) && *last == ~(PATTERN | r.id),
-             "live range %#lx+%u (id %u) was overwritten or released", (unsigned long)r.start, r.granules, r.id);
-  TB_REQUIRE(jw_backend_free((void *)r.start) == 0, "free(%#lx) rejected: errno %d", (unsigned long)r.start, errno);
+  REQUIRE(*first == (PATTERN | r.id) && *last == ~(PATTERN | r.id),
+          "live range %#lx+%u (id %u) was overwritten or released", (unsigned long)r.start, r.granules, r.id);
+  REQUIRE(jw_backend_free((void *)r.start) == 0, "free(%#lx) rejected: errno %d", (unsigned long)r.start, errno);
   uintptr_t base = root_base(r.start);
   bd_root *rt = root_of(d, base, 0);
   uint32_t g = (uint32_t)((r.start - base) >> JW_GRANULE_SHIFT);
@@ -158,20 +158,20 @@ void bd_probe(bd *d, uint64_t x) {
   jw_ptr_class pc = jw_backend_classify((void *)a, &info);
   if (id == 0) {
     expect_lookup(a, NULL, 0, "probe of free granule");
-    TB_REQUIRE(pc == JW_PTR_FREE || pc == JW_PTR_NOT_OURS, "classify(free granule) = %s",
-               jw_backend_ptr_class_name(pc));
+    REQUIRE(pc == JW_PTR_FREE || pc == JW_PTR_NOT_OURS, "classify(free granule) = %s",
+            jw_backend_ptr_class_name(pc));
     return;
   }
   bd_range *r = NULL;
   for (uint32_t k = 0; k < d->nlive; k++)
     if (d->live[k].id == id) r = &d->live[k];
-  TB_REQUIRE(r != NULL, "model: owner %u not live", id);
+  REQUIRE(r != NULL, "model: owner %u not live", id);
   uint32_t off = (uint32_t)((a - r->start) >> JW_GRANULE_SHIFT);
   int resolves = off == 0 || r->kind != JW_KIND_LARGE || (r->marked && off == r->marked);
   expect_lookup(a, r, resolves, "probe of live granule");
   jw_ptr_class want = (a == r->start) ? JW_PTR_RANGE_START : resolves ? JW_PTR_RESOLVED : JW_PTR_INTERIOR;
-  TB_REQUIRE(pc == want && (uintptr_t)info.start == r->start, "classify(%#lx) = %s, want %s",
-             (unsigned long)a, jw_backend_ptr_class_name(pc), jw_backend_ptr_class_name(want));
+  REQUIRE(pc == want && (uintptr_t)info.start == r->start, "classify(%#lx) = %s, want %s",
+          (unsigned long)a, jw_backend_ptr_class_name(pc), jw_backend_ptr_class_name(want));
 }
 
 void bd_bad_free(bd *d, uint64_t x) {
@@ -211,11 +211,11 @@ void bd_bad_free(bd *d, uint64_t x) {
       break;
   }
   errno = 0;
-  TB_REQUIRE(jw_backend_free((void *)a) == -1 && errno == EINVAL, "bad free of %#lx (case %d) accepted",
-             (unsigned long)a, (int)(x % 4));
+  REQUIRE(jw_backend_free((void *)a) == -1 && errno == EINVAL, "bad free of %#lx (case %d) accepted",
+          (unsigned long)a, (int)(x % 4));
   jw_backend_get_stats(&after);
-  TB_REQUIRE(after.pages.live_bytes == before.pages.live_bytes && after.frees == before.frees,
-             "bad free changed the backend");
+  REQUIRE(after.pages.live_bytes == before.pages.live_bytes && after.frees == before.frees,
+          "bad free changed the backend");
   d->bad_frees++;
 }
 
@@ -227,23 +227,23 @@ void bd_reclaim(bd *d) {
 
 void bd_check_all(bd *d) {
   char err[300];
-  TB_REQUIRE(jw_backend_check_all(err, sizeof err) == 0, "backend check: %s", err);
+  REQUIRE(jw_backend_check_all(err, sizeof err) == 0, "backend check: %s", err);
   jw_backend_stats s;
   jw_backend_get_stats_quiet(&s); /* consistent even with a reclaim thread at work */
-  TB_REQUIRE(s.pages.live_bytes == d->live_granules * JW_GRANULE, "live bytes %llu, model %llu",
-             (unsigned long long)s.pages.live_bytes, (unsigned long long)(d->live_granules * JW_GRANULE));
+  REQUIRE(s.pages.live_bytes == d->live_granules * JW_GRANULE, "live bytes %llu, model %llu",
+          (unsigned long long)s.pages.live_bytes, (unsigned long long)(d->live_granules * JW_GRANULE));
   /* A root with no live range has merged back into one free leaf. */
   uint64_t live_roots = 0;
   for (unsigned i = 0; i < BD_MAX_ROOTS; i++) live_roots += d->roots[i].base && d->roots[i].live_granules;
-  TB_REQUIRE(s.pages.roots == live_roots + s.free_roots, "%llu roots: %llu with live ranges + %llu whole free",
-             (unsigned long long)s.pages.roots, (unsigned long long)live_roots, (unsigned long long)s.free_roots);
+  REQUIRE(s.pages.roots == live_roots + s.free_roots, "%llu roots: %llu with live ranges + %llu whole free",
+          (unsigned long long)s.pages.roots, (unsigned long long)live_roots, (unsigned long long)s.free_roots);
   /* Metadata: 12 bytes per granule of the mapped roots (those mapped ahead,
    * unpublished, too: backend.md 7a), nothing per range. */
   uint64_t ahead = s.ahead_bytes / JW_ROOT;
-  TB_REQUIRE(s.record_bytes == (s.pages.roots + ahead) * JW_META_SLOT_BYTES,
-             "record bytes %llu for %llu roots and %llu mapped ahead", (unsigned long long)s.record_bytes,
-             (unsigned long long)s.pages.roots, (unsigned long long)ahead);
-  TB_REQUIRE(s.pages.metadata_bytes == s.record_bytes + s.root_map_bytes, "metadata bytes");
+  REQUIRE(s.record_bytes == (s.pages.roots + ahead) * JW_META_SLOT_BYTES,
+          "record bytes %llu for %llu roots and %llu mapped ahead", (unsigned long long)s.record_bytes,
+          (unsigned long long)s.pages.roots, (unsigned long long)ahead);
+  REQUIRE(s.pages.metadata_bytes == s.record_bytes + s.root_map_bytes, "metadata bytes");
 }
 
 void bd_free_all(bd *d) {
@@ -251,9 +251,9 @@ void bd_free_all(bd *d) {
   bd_check_all(d);
   jw_backend_stats s;
   jw_backend_get_stats_quiet(&s);
-  TB_REQUIRE(s.pages.live_bytes == 0 && s.free_ranges == s.free_roots && s.pages.roots == s.free_roots,
-             "after freeing everything: %llu roots, %llu free ranges, %llu whole free roots",
-             (unsigned long long)s.pages.roots, (unsigned long long)s.free_ranges, (unsigned long long)s.free_roots);
+  REQUIRE(s.pages.live_bytes == 0 && s.free_ranges == s.free_roots && s.pages.roots == s.free_roots,
+          "after freeing everything: %llu roots, %llu free ranges, %llu whole free roots",
+          (unsigned long long)s.pages.roots, (unsigned long long)s.free_ranges, (unsigned long long)s.free_roots);
   /* With no root retained, every root and its metadata go back; and the
    * roots mapped ahead (a reclaim thread may hold some, backend.md 7a): the
    * target 0 first, then a quiet point (no filler half-way), then a cycle's
@@ -264,9 +264,9 @@ void bd_free_all(bd *d) {
   jw_backend_get_stats_quiet(&s);
   jw_ahead_cycle(0);
   jw_backend_get_stats_quiet(&s);
-  TB_REQUIRE(s.pages.roots == 0 && s.record_bytes == 0 && s.pages.mapped_bytes == 0,
-             "retain 0 left %llu roots, %llu record bytes", (unsigned long long)s.pages.roots,
-             (unsigned long long)s.record_bytes);
+  REQUIRE(s.pages.roots == 0 && s.record_bytes == 0 && s.pages.mapped_bytes == 0,
+          "retain 0 left %llu roots, %llu record bytes", (unsigned long long)s.pages.roots,
+          (unsigned long long)s.record_bytes);
   jw_backend_set_retain_roots(1);
   jw_ahead_set_target(ahead_target);
   for (unsigned i = 0; i < BD_MAX_ROOTS; i++) d->roots[i].base = 0;

@@ -1,5 +1,6 @@
-/* Small helpers shared by the backend tests: checks that report and count,
- * and a deterministic random generator (splitmix64). */
+/* Small helpers shared by the backend tests: test_support.h's checks (CHECK
+ * goes on after a failure, REQUIRE stops: state afterwards would only add
+ * noise), and a deterministic random generator (splitmix64). */
 #ifndef JW_TESTS_BACKEND_TB_H
 #define JW_TESTS_BACKEND_TB_H
 
@@ -7,22 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int tb_failures __attribute__((unused));
-
-/* Reports a failed condition; fatal ones stop at once (state afterwards
- * would only add noise), others after 20 failures. */
-#define TB_ASSERT_(fatal, cond, ...)                                            \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "%s:%d: %s: %s: ", __FILE__, __LINE__, (fatal) ? "required" : "check failed", #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fputc('\n', stderr);                                                      \
-      if ((fatal) || ++tb_failures > 20) exit(1);                               \
-    }                                                                           \
-  } while (0)
-
-#define TB_CHECK(cond, ...) TB_ASSERT_(0, cond, __VA_ARGS__)
-#define TB_REQUIRE(cond, ...) TB_ASSERT_(1, cond, __VA_ARGS__)
+#define TEST_CONTINUE_AFTER_FAILURE /* CHECK goes on; REQUIRE stops at once */
+#include "test_support.h"
 
 typedef struct tb_rng {
   uint64_t s;

@@ -27,14 +27,14 @@ static jw_backend_stats st(void) {
 
 static void check_all(const char *what) {
   char err[300];
-  TB_REQUIRE(jw_backend_check_all(err, sizeof err) == 0, "%s: %s", what, err);
+  REQUIRE(jw_backend_check_all(err, sizeof err) == 0, "%s: %s", what, err);
 }
 
 static char *alloc(uint32_t n, jw_range_kind k, bool *zeroed) {
   uint32_t got;
   bool z;
   char *p = jw_pages_alloc(n, k, &got, &z);
-  TB_REQUIRE(p != NULL && got == jw_class_granules[jw_class_index_up(n)], "alloc(%u)", n);
+  REQUIRE(p != NULL && got == jw_class_granules[jw_class_index_up(n)], "alloc(%u)", n);
   if (zeroed) *zeroed = z;
   return p;
 }
@@ -42,8 +42,8 @@ static char *alloc(uint32_t n, jw_range_kind k, bool *zeroed) {
 static void release_everything(void) {
   jw_backend_set_retain_roots(0);
   jw_backend_stats s = st();
-  TB_CHECK(s.pages.roots == 0 && s.record_bytes == 0, "roots or metadata left: %llu roots",
-           (unsigned long long)s.pages.roots);
+  CHECK(s.pages.roots == 0 && s.record_bytes == 0, "roots or metadata left: %llu roots",
+        (unsigned long long)s.pages.roots);
   jw_backend_set_retain_roots(1);
 }
 
@@ -51,19 +51,19 @@ static void t_root_exactly(void) {
   /* A range that fills a root exactly is the root itself: no split. */
   uint64_t splits = st().pages.splits;
   char *p = alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL);
-  TB_CHECK(((uintptr_t)p & (JW_ROOT - 1)) == 0, "whole-root range %p not root aligned", (void *)p);
-  TB_CHECK(st().pages.splits == splits, "whole-root allocation split something");
+  CHECK(((uintptr_t)p & (JW_ROOT - 1)) == 0, "whole-root range %p not root aligned", (void *)p);
+  CHECK(st().pages.splits == splits, "whole-root allocation split something");
   jw_range_info info;
-  TB_CHECK(jw_pages_lookup(p, &info) && info.granules == JW_ROOT_GRANULES, "root lookup");
-  TB_CHECK(!jw_pages_lookup(p + JW_ROOT - 1, &info), "interior of a large range resolved");
+  CHECK(jw_pages_lookup(p, &info) && info.granules == JW_ROOT_GRANULES, "root lookup");
+  CHECK(!jw_pages_lookup(p + JW_ROOT - 1, &info), "interior of a large range resolved");
   /* Freed, it has no sibling to merge with: it is a whole free root. */
   uint64_t merges = st().pages.merges;
   jw_pages_free(p);
-  TB_CHECK(st().pages.merges == merges, "root merged with a sibling it cannot have");
-  TB_CHECK(st().free_roots == 1, "freed root not kept (retain 1)");
+  CHECK(st().pages.merges == merges, "root merged with a sibling it cannot have");
+  CHECK(st().free_roots == 1, "freed root not kept (retain 1)");
   /* Reused as is. */
   char *q = alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL);
-  TB_CHECK(q == p && st().pages.roots == 1, "free root not reused");
+  CHECK(q == p && st().pages.roots == 1, "free root not reused");
   jw_pages_free(q);
   check_all("root exactly");
   release_everything();
@@ -71,15 +71,15 @@ static void t_root_exactly(void) {
 
 static void t_first_last_child_and_largest(void) {
   char *a = alloc(512, JW_KIND_LARGE, NULL), *b = alloc(512, JW_KIND_LARGE, NULL);
-  TB_CHECK(b == a + 512 * JW_GRANULE, "halves of one root");
+  CHECK(b == a + 512 * JW_GRANULE, "halves of one root");
   uint64_t m = st().pages.merges;
   jw_pages_free(b); /* last child: its only sibling is live */
-  TB_CHECK(st().pages.merges == m, "last child merged");
+  CHECK(st().pages.merges == m, "last child merged");
   jw_pages_free(a); /* first child: merges with its right sibling into the root */
-  TB_CHECK(st().pages.merges == m + 1 && st().free_roots == 1, "first child did not merge into the root");
+  CHECK(st().pages.merges == m + 1 && st().free_roots == 1, "first child did not merge into the root");
   /* The largest class below a root beside the smallest. */
   char *big = alloc(896, JW_KIND_LARGE, NULL), *one = alloc(1, JW_KIND_SMALL_SLAB, NULL);
-  TB_CHECK(one == big + 896 * JW_GRANULE, "1 granule not next to 896");
+  CHECK(one == big + 896 * JW_GRANULE, "1 granule not next to 896");
   check_all("largest");
   jw_pages_free(one);
   jw_pages_free(big);
@@ -92,18 +92,18 @@ static void t_worked_example(void) {
   uint64_t splits = st().pages.splits;
   bool z;
   char *p = alloc(3, JW_KIND_LARGE, &z);
-  TB_CHECK(z, "fresh root range not zeroed");
-  TB_CHECK(((uintptr_t)p & (JW_ROOT - 1)) == 0 && st().pages.splits == splits + 4, "3 from a root: 4 splits");
+  CHECK(z, "fresh root range not zeroed");
+  CHECK(((uintptr_t)p & (JW_ROOT - 1)) == 0 && st().pages.splits == splits + 4, "3 from a root: 4 splits");
   static const struct { uint32_t at, n; } rem[] = {{3, 1}, {4, 12}, {16, 112}, {128, 896}};
   for (unsigned i = 0; i < 4; i++) {
     jw_range_info info;
     jw_ptr_class c = jw_backend_classify(p + rem[i].at * JW_GRANULE, &info);
-    TB_CHECK(c == JW_PTR_FREE && info.start == p + rem[i].at * JW_GRANULE && info.granules == rem[i].n,
-             "remainder %u+%u: %s %p+%u", rem[i].at, rem[i].n, jw_backend_ptr_class_name(c), info.start,
-             info.granules);
+    CHECK(c == JW_PTR_FREE && info.start == p + rem[i].at * JW_GRANULE && info.granules == rem[i].n,
+          "remainder %u+%u: %s %p+%u", rem[i].at, rem[i].n, jw_backend_ptr_class_name(c), info.start,
+          info.granules);
   }
   jw_pages_free(p);
-  TB_CHECK(st().free_ranges == 1 && st().free_roots == 1, "example did not merge back");
+  CHECK(st().free_ranges == 1 && st().free_roots == 1, "example did not merge back");
   check_all("worked example");
   release_everything();
 }
@@ -112,31 +112,31 @@ static void t_bad_input(void) {
   char *big = alloc(64, JW_KIND_LARGE, NULL), *slab = alloc(8, JW_KIND_MID_SLAB, NULL);
   jw_range_info info;
   /* Middle of a large range: not resolvable, not freeable, nothing changes. */
-  TB_CHECK(!jw_pages_lookup(big + 5 * JW_GRANULE + 16, &info), "middle of a large range resolved");
-  TB_CHECK(jw_backend_classify(big + 5 * JW_GRANULE, &info) == JW_PTR_INTERIOR && info.start == big,
-           "middle of a large range not classified");
+  CHECK(!jw_pages_lookup(big + 5 * JW_GRANULE + 16, &info), "middle of a large range resolved");
+  CHECK(jw_backend_classify(big + 5 * JW_GRANULE, &info) == JW_PTR_INTERIOR && info.start == big,
+        "middle of a large range not classified");
   errno = 0;
-  TB_CHECK(jw_backend_free(big + 5 * JW_GRANULE) == -1 && errno == EINVAL, "free of a middle pointer accepted");
-  TB_CHECK(jw_backend_free(big + 8) == -1 && errno == EINVAL, "free of an unaligned pointer accepted");
+  CHECK(jw_backend_free(big + 5 * JW_GRANULE) == -1 && errno == EINVAL, "free of a middle pointer accepted");
+  CHECK(jw_backend_free(big + 8) == -1 && errno == EINVAL, "free of an unaligned pointer accepted");
   /* Slabs resolve from every granule. */
-  TB_CHECK(jw_pages_lookup(slab + 7 * JW_GRANULE + 100, &info) && info.start == slab && info.kind == JW_KIND_MID_SLAB,
-           "slab interior");
+  CHECK(jw_pages_lookup(slab + 7 * JW_GRANULE + 100, &info) && info.start == slab && info.kind == JW_KIND_MID_SLAB,
+        "slab interior");
   /* An over-aligned large block registers its interior pointer. */
   jw_pages_mark_interior(big, big + 9 * JW_GRANULE + 64);
-  TB_CHECK(jw_pages_lookup(big + 9 * JW_GRANULE, &info) && info.start == big, "marked interior");
-  TB_CHECK(!jw_pages_lookup(big + 10 * JW_GRANULE, &info), "unmarked interior resolved");
+  CHECK(jw_pages_lookup(big + 9 * JW_GRANULE, &info) && info.start == big, "marked interior");
+  CHECK(!jw_pages_lookup(big + 10 * JW_GRANULE, &info), "unmarked interior resolved");
   /* Free ranges and double frees. */
-  TB_CHECK(jw_backend_classify(big + 200 * JW_GRANULE, &info) == JW_PTR_FREE, "free space");
-  TB_CHECK(jw_backend_free(big + 200 * JW_GRANULE) == -1, "free of free space accepted");
-  TB_CHECK(jw_backend_free(slab) == 0, "slab free");
-  TB_CHECK(!jw_pages_lookup(slab, &info) && !jw_pages_lookup(slab + 3 * JW_GRANULE, &info), "freed slab resolves");
-  TB_CHECK(jw_backend_free(slab) == -1 && errno == EINVAL, "double free accepted");
+  CHECK(jw_backend_classify(big + 200 * JW_GRANULE, &info) == JW_PTR_FREE, "free space");
+  CHECK(jw_backend_free(big + 200 * JW_GRANULE) == -1, "free of free space accepted");
+  CHECK(jw_backend_free(slab) == 0, "slab free");
+  CHECK(!jw_pages_lookup(slab, &info) && !jw_pages_lookup(slab + 3 * JW_GRANULE, &info), "freed slab resolves");
+  CHECK(jw_backend_free(slab) == -1 && errno == EINVAL, "double free accepted");
   int local;
-  TB_CHECK(jw_backend_classify(&local, &info) == JW_PTR_NOT_OURS && jw_backend_free(&local) == -1, "stack pointer");
-  TB_CHECK(st().pages.live_bytes == 64 * JW_GRANULE, "bad frees changed live bytes");
+  CHECK(jw_backend_classify(&local, &info) == JW_PTR_NOT_OURS && jw_backend_free(&local) == -1, "stack pointer");
+  CHECK(st().pages.live_bytes == 64 * JW_GRANULE, "bad frees changed live bytes");
   jw_pages_free(big);
   /* The marked granule's record went with the range. */
-  TB_CHECK(!jw_pages_lookup(big + 9 * JW_GRANULE, &info), "mark survived the free");
+  CHECK(!jw_pages_lookup(big + 9 * JW_GRANULE, &info), "mark survived the free");
   check_all("bad input");
   release_everything();
 }
@@ -147,20 +147,20 @@ static void t_metadata_falls(void) {
   static char *p[N];
   for (int i = 0; i < N; i++) p[i] = alloc(64, JW_KIND_LARGE, NULL);
   jw_backend_stats peak = st();
-  TB_CHECK(peak.pages.roots == 48 && peak.record_bytes == 48 * JW_META_SLOT_BYTES,
-           "peak: %llu roots, %llu record bytes", (unsigned long long)peak.pages.roots,
-           (unsigned long long)peak.record_bytes);
+  CHECK(peak.pages.roots == 48 && peak.record_bytes == 48 * JW_META_SLOT_BYTES,
+        "peak: %llu roots, %llu record bytes", (unsigned long long)peak.pages.roots,
+        (unsigned long long)peak.record_bytes);
   /* Trough: one root's ranges stay live. */
   for (int i = 16; i < N; i++) jw_pages_free(p[i]);
   jw_backend_stats trough = st();
-  TB_CHECK(trough.pages.roots == 2 && trough.record_bytes == 2 * JW_META_SLOT_BYTES,
-           "trough: %llu roots (1 live + 1 retained), %llu record bytes", (unsigned long long)trough.pages.roots,
-           (unsigned long long)trough.record_bytes);
+  CHECK(trough.pages.roots == 2 && trough.record_bytes == 2 * JW_META_SLOT_BYTES,
+        "trough: %llu roots (1 live + 1 retained), %llu record bytes", (unsigned long long)trough.pages.roots,
+        (unsigned long long)trough.record_bytes);
   /* Every record byte of the returned roots leaves the metadata figure; root-map
    * leaves stay (how many the roots needed depends on where the kernel put them). */
-  TB_CHECK(peak.pages.metadata_bytes - trough.pages.metadata_bytes >= peak.record_bytes - trough.record_bytes,
-           "metadata did not fall by the returned records: %llu -> %llu bytes",
-           (unsigned long long)peak.pages.metadata_bytes, (unsigned long long)trough.pages.metadata_bytes);
+  CHECK(peak.pages.metadata_bytes - trough.pages.metadata_bytes >= peak.record_bytes - trough.record_bytes,
+        "metadata did not fall by the returned records: %llu -> %llu bytes",
+        (unsigned long long)peak.pages.metadata_bytes, (unsigned long long)trough.pages.metadata_bytes);
   for (int i = 0; i < 16; i++) jw_pages_free(p[i]);
   check_all("metadata");
   release_everything();
@@ -174,23 +174,23 @@ static void t_reclaim_buffers(void) {
   jw_os_counts c0, c1;
   jw_os_get_counts(&c0);
   uint64_t cached = st().pages.cached_bytes;
-  TB_CHECK(jw_backend_reclaim_step() == 0 || st().released_bytes == 0, "first step released an active range");
-  TB_CHECK(st().pages.cached_bytes == cached, "active range moved");
+  CHECK(jw_backend_reclaim_step() == 0 || st().released_bytes == 0, "first step released an active range");
+  CHECK(st().pages.cached_bytes == cached, "active range moved");
   jw_backend_reclaim_step(); /* still in standby: released */
   jw_os_get_counts(&c1);
-  TB_CHECK(st().released_bytes >= 20 * JW_GRANULE && c1.madvise_calls > c0.madvise_calls, "standby not released");
+  CHECK(st().released_bytes >= 20 * JW_GRANULE && c1.madvise_calls > c0.madvise_calls, "standby not released");
   bool z;
   char *b = alloc(20, JW_KIND_LARGE, &z);
-  TB_CHECK(b == a && z && b[0] == 0 && b[20 * JW_GRANULE - 1] == 0, "released range not reused zeroed");
-  for (size_t i = 0; i < 20 * JW_GRANULE; i += 512) TB_CHECK((unsigned char)keep[i] == 0xcd, "live range released");
+  CHECK(b == a && z && b[0] == 0 && b[20 * JW_GRANULE - 1] == 0, "released range not reused zeroed");
+  for (size_t i = 0; i < 20 * JW_GRANULE; i += 512) CHECK((unsigned char)keep[i] == 0xcd, "live range released");
   jw_pages_free(b);
   jw_pages_free(keep);
   /* An entirely free root still in standby at a step goes back with its
    * metadata. */
-  TB_CHECK(st().free_roots == 1, "root kept");
+  CHECK(st().free_roots == 1, "root kept");
   jw_backend_reclaim_step();
   jw_backend_reclaim_step();
-  TB_CHECK(st().pages.roots == 0 && st().record_bytes == 0, "idle root not returned by reclamation");
+  CHECK(st().pages.roots == 0 && st().record_bytes == 0, "idle root not returned by reclamation");
   check_all("reclaim");
   release_everything();
 }
@@ -198,11 +198,11 @@ static void t_reclaim_buffers(void) {
 static void t_zeroed(void) {
   bool z;
   char *a = alloc(4, JW_KIND_LARGE, &z), *guard = alloc(4, JW_KIND_LARGE, NULL);
-  TB_CHECK(z, "fresh range not zeroed");
+  CHECK(z, "fresh range not zeroed");
   a[100] = 1;
   jw_pages_free(a);
   char *b = alloc(4, JW_KIND_LARGE, &z);
-  TB_CHECK(b == a && !z, "reused dirty range claimed zeroed");
+  CHECK(b == a && !z, "reused dirty range claimed zeroed");
   jw_pages_free(b);
   jw_pages_free(guard);
   release_everything();
@@ -236,17 +236,17 @@ static void t_deferred_free(void) {
   signal(SIGALRM, on_alarm);
   alarm(60); /* a bound for a hang, not a timing check */
   /* A free: into its class's bitmap or onto the deferred list, never waiting. */
-  TB_CHECK(jw_backend_free(a) == 0, "free with the lock held failed");
+  CHECK(jw_backend_free(a) == 0, "free with the lock held failed");
   jw_range_info info;
-  TB_CHECK(!jw_pages_lookup(a, &info) && !jw_pages_lookup(a + JW_GRANULE, &info), "freed range resolves");
-  TB_CHECK(jw_backend_free(a) == -1 && errno == EINVAL, "double free of a freed range accepted");
-  TB_CHECK(jw_backend_free(a + JW_GRANULE) == -1, "interior free accepted after free");
+  CHECK(!jw_pages_lookup(a, &info) && !jw_pages_lookup(a + JW_GRANULE, &info), "freed range resolves");
+  CHECK(jw_backend_free(a) == -1 && errno == EINVAL, "double free of a freed range accepted");
+  CHECK(jw_backend_free(a + JW_GRANULE) == -1, "interior free accepted after free");
   jw_backend_stats s1 = st();
-  TB_CHECK(s1.deferred_frees + s1.fast_frees == s0.deferred_frees + s0.fast_frees + 1,
-           "free neither deferred nor in a bitmap");
+  CHECK(s1.deferred_frees + s1.fast_frees == s0.deferred_frees + s0.fast_frees + 1,
+        "free neither deferred nor in a bitmap");
   /* An aged free skips the bitmaps: deferred. */
   jw_pages_free_aged(aged);
-  TB_CHECK(st().deferred_frees == s1.deferred_frees + 1, "aged free was not deferred");
+  CHECK(st().deferred_frees == s1.deferred_frees + 1, "aged free was not deferred");
   /* Allocations with the lock held (docs/design/backend.md, section 7a):
    * every class, slabs and blocks; none waits. A fresh root mapped without
    * the lock feeds the bitmaps, whose ranges are taken or subdivided. */
@@ -261,16 +261,16 @@ static void t_deferred_free(void) {
   for (unsigned i = 0; i < nq; i += 2) jw_pages_free(q[i]);
   for (unsigned i = 0; i < 3 * 8; i++) jw_pages_free(alloc(1 + i % 8, JW_KIND_LARGE, NULL));
   jw_backend_stats s2 = st();
-  TB_CHECK(s2.lf_roots > s1.lf_roots && s2.lf_splits > s1.lf_splits && s2.fast_allocs > s1.fast_allocs,
-           "lock-free paths not taken: %llu roots, %llu splits, %llu bitmap allocations",
-           (unsigned long long)(s2.lf_roots - s1.lf_roots), (unsigned long long)(s2.lf_splits - s1.lf_splits),
-           (unsigned long long)(s2.fast_allocs - s1.fast_allocs));
+  CHECK(s2.lf_roots > s1.lf_roots && s2.lf_splits > s1.lf_splits && s2.fast_allocs > s1.fast_allocs,
+        "lock-free paths not taken: %llu roots, %llu splits, %llu bitmap allocations",
+        (unsigned long long)(s2.lf_roots - s1.lf_roots), (unsigned long long)(s2.lf_splits - s1.lf_splits),
+        (unsigned long long)(s2.fast_allocs - s1.fast_allocs));
   alarm(0);
   jw_store(&hold_state, 2, JW_RELEASE);
   pthread_join(th, NULL);
   for (unsigned i = 1; i < nq; i += 2) jw_pages_free(q[i]);
   jw_pages_free(b);
-  TB_CHECK(st().pages.live_bytes == 0, "frees not drained: %llu live bytes", (unsigned long long)st().pages.live_bytes);
+  CHECK(st().pages.live_bytes == 0, "frees not drained: %llu live bytes", (unsigned long long)st().pages.live_bytes);
   check_all("deferred");
   release_everything();
 }
@@ -289,16 +289,16 @@ static void t_root_reserve(void) {
   jw_reclaim_get_config(&saved);
   on = saved;
   on.enabled = 1, on.interval_ms = 600000, on.watermark = 0, on.thread = 0;
-  TB_REQUIRE(jw_reclaim_set_config(&on) == 0, "reclamation on");
+  REQUIRE(jw_reclaim_set_config(&on) == 0, "reclamation on");
   for (unsigned i = 0; i < R; i++) (r[i] = alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL))[0] = 1;
   jw_backend_stats s0 = st();
   for (unsigned i = 0; i < R; i++) jw_pages_free(r[i]);
   jw_backend_stats s1 = st();
-  TB_CHECK(s1.roots_reserved - s0.roots_reserved == SLOTS && s1.free_roots == R && s1.pages.roots == R,
-           "reserve: %llu roots reserved of %u emptied, %llu free roots", (unsigned long long)(s1.roots_reserved - s0.roots_reserved),
-           R, (unsigned long long)s1.free_roots);
-  TB_CHECK(s1.fast_bytes == (uint64_t)SLOTS * JW_ROOT, "reserve holds %llu bytes, bound %llu",
-           (unsigned long long)s1.fast_bytes, (unsigned long long)SLOTS * JW_ROOT);
+  CHECK(s1.roots_reserved - s0.roots_reserved == SLOTS && s1.free_roots == R && s1.pages.roots == R,
+        "reserve: %llu roots reserved of %u emptied, %llu free roots", (unsigned long long)(s1.roots_reserved - s0.roots_reserved),
+        R, (unsigned long long)s1.free_roots);
+  CHECK(s1.fast_bytes == (uint64_t)SLOTS * JW_ROOT, "reserve holds %llu bytes, bound %llu",
+        (unsigned long long)s1.fast_bytes, (unsigned long long)SLOTS * JW_ROOT);
   /* The lock held: whole roots, then 1 MiB ranges, come from the reserve. */
   pthread_t th;
   jw_store(&hold_state, 0, JW_RELEASE);
@@ -309,14 +309,14 @@ static void t_root_reserve(void) {
   for (unsigned i = 0; i < SLOTS - 1; i++) r[i] = alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL);
   char *mib = alloc(256, JW_KIND_LARGE, NULL);
   jw_backend_stats s2 = st();
-  TB_CHECK(s2.roots_reused - s1.roots_reused == SLOTS && s2.roots_mapped_total == s1.roots_mapped_total &&
-               s2.lf_roots == s1.lf_roots,
-           "lock held: %llu reserved roots reused, %llu roots mapped (none expected)",
-           (unsigned long long)(s2.roots_reused - s1.roots_reused),
-           (unsigned long long)(s2.roots_mapped_total - s1.roots_mapped_total));
+  CHECK(s2.roots_reused - s1.roots_reused == SLOTS && s2.roots_mapped_total == s1.roots_mapped_total &&
+            s2.lf_roots == s1.lf_roots,
+        "lock held: %llu reserved roots reused, %llu roots mapped (none expected)",
+        (unsigned long long)(s2.roots_reused - s1.roots_reused),
+        (unsigned long long)(s2.roots_mapped_total - s1.roots_mapped_total));
   /* The reserve is empty: the bounded fallback maps a root without the lock. */
   r[R] = alloc(JW_ROOT_GRANULES, JW_KIND_LARGE, NULL);
-  TB_CHECK(st().lf_roots == s2.lf_roots + 1, "empty reserve: no root mapped without the lock");
+  CHECK(st().lf_roots == s2.lf_roots + 1, "empty reserve: no root mapped without the lock");
   alarm(0);
   jw_store(&hold_state, 2, JW_RELEASE);
   pthread_join(th, NULL);
@@ -328,11 +328,11 @@ static void t_root_reserve(void) {
    * unused, its roots age out with the cycles like any free root. */
   jw_backend_stats q;
   jw_backend_get_stats_quiet(&q);
-  TB_CHECK(q.fast_bytes == 0 && q.free_roots == q.pages.roots, "flush left %llu bytes in the bitmaps",
-           (unsigned long long)q.fast_bytes);
+  CHECK(q.fast_bytes == 0 && q.free_roots == q.pages.roots, "flush left %llu bytes in the bitmaps",
+        (unsigned long long)q.fast_bytes);
   for (int i = 0; i < 3; i++) jw_backend_reclaim_step();
-  TB_CHECK(st().pages.roots == 0, "%llu reserved roots never aged out", (unsigned long long)st().pages.roots);
-  TB_REQUIRE(jw_reclaim_set_config(&saved) == 0, "reclamation restored");
+  CHECK(st().pages.roots == 0, "%llu reserved roots never aged out", (unsigned long long)st().pages.roots);
+  REQUIRE(jw_reclaim_set_config(&saved) == 0, "reclamation restored");
   release_everything();
 }
 
@@ -346,16 +346,16 @@ static void *worker(void *arg) {
     unsigned s = tb_below(&r, SLOTS);
     uint32_t n = jw_class_granules[tb_below(&r, 20)];
     char *p = jw_pages_alloc(n, n == 1 ? JW_KIND_SMALL_SLAB : JW_KIND_LARGE, NULL, NULL);
-    TB_REQUIRE(p != NULL, "alloc in thread");
+    REQUIRE(p != NULL, "alloc in thread");
     p[0] = (char)s;
     /* Lock-free lookups of a live range while other threads split and merge
      * its neighbours (its head's boundary bits change under it). */
     jw_range_info info;
-    TB_REQUIRE(jw_pages_lookup(p + n * JW_GRANULE - 1, &info) == (n == 1) && jw_pages_lookup(p, &info) &&
-                   info.start == p && info.granules == n,
-               "lookup in thread");
+    REQUIRE(jw_pages_lookup(p + n * JW_GRANULE - 1, &info) == (n == 1) && jw_pages_lookup(p, &info) &&
+                info.start == p && info.granules == n,
+            "lookup in thread");
     char *old = jw_xchg(&shared_slots[s], p, JW_ACQ_REL); /* frees land in other threads */
-    if (old) TB_REQUIRE(jw_backend_free(old) == 0, "cross-thread free");
+    if (old) REQUIRE(jw_backend_free(old) == 0, "cross-thread free");
   }
   return NULL;
 }
@@ -368,7 +368,7 @@ static void t_threads(void) {
     char *p = jw_xchg(&shared_slots[s], NULL, JW_ACQ_REL);
     if (p) jw_pages_free(p);
   }
-  TB_CHECK(st().pages.live_bytes == 0, "threads leaked");
+  CHECK(st().pages.live_bytes == 0, "threads leaked");
   printf("threads: %llu frees deferred while the lock was busy\n", (unsigned long long)st().deferred_frees);
   check_all("threads");
   release_everything();
@@ -389,7 +389,7 @@ static void t_fork(void) {
   jw_pages_atfork_parent();
   int status = 0;
   waitpid(pid, &status, 0);
-  TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child after fork: status %d", status);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child after fork: status %d", status);
   jw_pages_free(a);
   check_all("fork");
   release_everything();
@@ -429,7 +429,7 @@ static void t_out_of_memory(void) {
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "out of memory child: status %d", status);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "out of memory child: status %d", status);
 #endif
 }
 
@@ -444,15 +444,15 @@ static void t_fast_order(void) {
   const jw_rid put[3] = {newer, older_hi, older_lo}, want[3] = {older_lo, older_hi, newer};
   for (int i = 0; i < 3; i++) {
     int slot = jw_fast_reserve(0);
-    TB_CHECK(slot >= 0, "class 0 bitmap full before the test");
+    CHECK(slot >= 0, "class 0 bitmap full before the test");
     if (slot < 0) return;
     jw_fast_publish(0, slot, put[i]);
   }
   for (int i = 0; i < 3; i++) {
     jw_rid got = jw_fast_take(0);
-    TB_CHECK(got == want[i], "take %d: range id %#x, want %#x", i, got, want[i]);
+    CHECK(got == want[i], "take %d: range id %#x, want %#x", i, got, want[i]);
   }
-  TB_CHECK(jw_fast_take(0) == 0, "bitmap not empty after three takes");
+  CHECK(jw_fast_take(0) == 0, "bitmap not empty after three takes");
 }
 
 int main(void) {
@@ -471,7 +471,7 @@ int main(void) {
   t_threads();
   t_fork();
   t_out_of_memory();
-  if (tb_failures) return 1;
+  if (test_failures()) return 1;
   puts("backend: ok");
   return 0;
 }

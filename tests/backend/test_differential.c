@@ -65,13 +65,13 @@ int main(int argc, char **argv) {
   jw_backend_stats s;
   jw_backend_get_stats(&s);
   for (unsigned c = 0; c < JW_NCLASSES; c++)
-    TB_CHECK(d.class_allocs[c] >= ops / 2000, "class %u (%u granules) allocated only %" PRIu64 " times", c,
-             jw_class_granules[c], d.class_allocs[c]);
+    CHECK(d.class_allocs[c] >= ops / 2000, "class %u (%u granules) allocated only %" PRIu64 " times", c,
+          jw_class_granules[c], d.class_allocs[c]);
   uint64_t peak_records = d.peak_record_bytes, peak_roots = d.peak_roots;
   bd_free_all(&d);
   jw_backend_stats e;
   jw_backend_get_stats(&e);
-  TB_CHECK(peak_records > 0 && e.record_bytes == 0, "metadata did not fall after the peak");
+  CHECK(peak_records > 0 && e.record_bytes == 0, "metadata did not fall after the peak");
   printf("differential: %" PRIu64 " ops: %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " probes, %" PRIu64
          " bad frees rejected, %" PRIu64 " reclaim steps, %" PRIu64 " zeroed ranges checked\n",
          d.ops, d.allocs, d.frees, d.probes, d.bad_frees, d.reclaims, d.zeroed_allocs);
@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
          peak_roots ? (double)peak_records / (double)(peak_roots * JW_ROOT_GRANULES) : 0.0, peak_records >> 10,
          e.record_bytes);
   bd_destroy(&d);
-  if (tb_failures) return 1;
+  if (test_failures()) return 1;
   puts("differential: ok");
   return 0;
 }

@@ -35,7 +35,7 @@ static uint64_t live_now(void) {
 
 static char *alloc1(void) {
   char *p = jw_pages_alloc(1, JW_KIND_SMALL_SLAB, NULL, NULL);
-  TB_REQUIRE(p != NULL, "alloc");
+  REQUIRE(p != NULL, "alloc");
   return p;
 }
 
@@ -60,8 +60,8 @@ static void t_after_release(void) {
   jw_store(&go, 1, JW_RELEASE);  /* now it pushes, the lock free */
   pthread_join(th, NULL);
   uint64_t live = live_now();
-  TB_CHECK(live == base, "after_release: %llu bytes still live after the free returned (left on the deferred list)",
-           (unsigned long long)(live - base));
+  CHECK(live == base, "after_release: %llu bytes still live after the free returned (left on the deferred list)",
+        (unsigned long long)(live - base));
 }
 
 /* after_drain: a holder parks after its last drain; a free of a range whose
@@ -96,10 +96,10 @@ static void t_after_drain(void) {
   jw_store(&go, 1, JW_RELEASE);
   pthread_join(th, NULL);
   uint64_t live = live_now();
-  TB_CHECK(s1.deferred_frees == s0.deferred_frees + 1, "after_drain: the free was not deferred (%s)",
-           "its buddy was not free: the case did not run");
-  TB_CHECK(live == base, "after_drain: %llu bytes still live after the free returned (left on the deferred list)",
-           (unsigned long long)(live - base));
+  CHECK(s1.deferred_frees == s0.deferred_frees + 1, "after_drain: the free was not deferred (%s)",
+        "its buddy was not free: the case did not run");
+  CHECK(live == base, "after_drain: %llu bytes still live after the free returned (left on the deferred list)",
+        (unsigned long long)(live - base));
 }
 
 int main(void) {
@@ -111,8 +111,8 @@ int main(void) {
     t_after_drain();
   }
   char err[300];
-  TB_CHECK(jw_backend_check_all(err, sizeof err) == 0, "check_all: %s", err);
-  if (tb_failures) return 1;
+  CHECK(jw_backend_check_all(err, sizeof err) == 0, "check_all: %s", err);
+  if (test_failures()) return 1;
   puts("handoff: ok");
   return 0;
 }

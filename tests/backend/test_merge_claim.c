@@ -45,20 +45,20 @@ static void one_case(int left) {
   uint32_t half = JW_ROOT_GRANULES / 2, quarter = JW_ROOT_GRANULES / 4;
   size_t quarter_bytes = (size_t)quarter * JW_GRANULE;
   char *lo = jw_pages_alloc(half, JW_KIND_LARGE, NULL, NULL), *hi = jw_pages_alloc(half, JW_KIND_LARGE, NULL, NULL);
-  TB_REQUIRE(lo && hi, "%s: allocations", side);
+  REQUIRE(lo && hi, "%s: allocations", side);
   if (lo > hi) {
     char *t = lo;
     lo = hi, hi = t;
   }
-  TB_REQUIRE(((uintptr_t)lo & (JW_ROOT - 1)) == 0 && hi == lo + (JW_ROOT / 2),
-             "%s: the two halves of one root expected, got %p and %p", side, (void *)lo, (void *)hi);
+  REQUIRE(((uintptr_t)lo & (JW_ROOT - 1)) == 0 && hi == lo + (JW_ROOT / 2),
+          "%s: the two halves of one root expected, got %p and %p", side, (void *)lo, (void *)hi);
   char *s = left ? lo : hi, *x = left ? hi : lo;
   /* S into its class's bitmap: a free that finds the lock held. */
   uint64_t ff = fast_frees();
   jw_backend_test_lock();
   jw_pages_free(s);
   jw_backend_test_unlock();
-  TB_REQUIRE(fast_frees() == ff + 1, "%s: the sibling did not go into its bitmap", side);
+  REQUIRE(fast_frees() == ff + 1, "%s: the sibling did not go into its bitmap", side);
 
   arm(JW_TP_BE_SIBLING);
   freed_under_lock = x;
@@ -67,22 +67,22 @@ static void one_case(int left) {
   wait_for(&parked); /* T holds the lock, has read S's head, has not claimed it */
   char *a = jw_pages_alloc(quarter, JW_KIND_LARGE, NULL, NULL); /* S taken and split */
   char *b = jw_pages_alloc(quarter, JW_KIND_LARGE, NULL, NULL); /* its rest */
-  TB_REQUIRE(a == s && b == s + quarter_bytes, "%s: S split into %p and %p, expected %p and %p", side, (void *)a,
-             (void *)b, (void *)s, (void *)(s + quarter_bytes));
+  REQUIRE(a == s && b == s + quarter_bytes, "%s: S split into %p and %p, expected %p and %p", side, (void *)a,
+          (void *)b, (void *)s, (void *)(s + quarter_bytes));
   ff = fast_frees();
   jw_pages_free(a); /* S's head: a free bitmap range of the quarter class */
-  TB_REQUIRE(fast_frees() == ff + 1, "%s: the quarter did not go into its bitmap", side);
+  REQUIRE(fast_frees() == ff + 1, "%s: the quarter did not go into its bitmap", side);
   jw_store(&go, 1, JW_RELEASE);
   pthread_join(th, NULL);
 
   char err[300];
-  TB_CHECK(jw_backend_check_all(err, sizeof err) == 0, "%s: check_all after the merge: %s", side, err);
+  CHECK(jw_backend_check_all(err, sizeof err) == 0, "%s: check_all after the merge: %s", side, err);
   jw_pages_free(b);
-  TB_CHECK(jw_backend_check_all(err, sizeof err) == 0, "%s: check_all at the end: %s", side, err);
+  CHECK(jw_backend_check_all(err, sizeof err) == 0, "%s: check_all at the end: %s", side, err);
   jw_backend_stats s1;
   jw_backend_get_stats_quiet(&s1);
-  TB_CHECK(s1.pages.live_bytes == s0.pages.live_bytes, "%s: %llu live bytes, %llu before", side,
-           (unsigned long long)s1.pages.live_bytes, (unsigned long long)s0.pages.live_bytes);
+  CHECK(s1.pages.live_bytes == s0.pages.live_bytes, "%s: %llu live bytes, %llu before", side,
+        (unsigned long long)s1.pages.live_bytes, (unsigned long long)s0.pages.live_bytes);
 }
 
 int main(void) {
@@ -93,7 +93,7 @@ int main(void) {
     one_case(0);
     one_case(1);
   }
-  if (tb_failures) return 1;
+  if (test_failures()) return 1;
   puts("merge_claim: ok");
   return 0;
 }

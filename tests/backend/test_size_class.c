@@ -38,25 +38,25 @@ int main(void) {
   unsigned count = 0;
   for (uint32_t n = 1; n <= 1024; n++) {
     int want = three_bits(n);
-    TB_CHECK(jw_is_class(n) == want, "jw_is_class(%u)", n);
+    CHECK(jw_is_class(n) == want, "jw_is_class(%u)", n);
     if (want) {
-      TB_CHECK(count < JW_NCLASSES && jw_class_granules[count] == n, "class %u should be %u", count, n);
-      TB_CHECK(jw_class_index(n) == count, "index of %u", n);
+      CHECK(count < JW_NCLASSES && jw_class_granules[count] == n, "class %u should be %u", count, n);
+      CHECK(jw_class_index(n) == count, "index of %u", n);
       count++;
     }
     unsigned up = jw_class_index_up(n);
-    TB_REQUIRE(up < JW_NCLASSES, "no class for %u", n);
+    REQUIRE(up < JW_NCLASSES, "no class for %u", n);
     uint32_t c = jw_class_granules[up];
-    TB_CHECK(c >= n && (up == 0 || jw_class_granules[up - 1] < n), "round up %u -> %u", n, c);
-    TB_CHECK(c * 4 < n * 5, "rounding %u up to %u wastes 25%% or more", n, c);
+    CHECK(c >= n && (up == 0 || jw_class_granules[up - 1] < n), "round up %u -> %u", n, c);
+    CHECK(c * 4 < n * 5, "rounding %u up to %u wastes 25%% or more", n, c);
   }
-  TB_CHECK(count == JW_NCLASSES, "%u classes", count);
-  TB_CHECK(jw_class_index_up(0) == JW_CLASS_NONE && jw_class_index_up(1025) == JW_CLASS_NONE, "out of range");
-  TB_CHECK(!jw_is_class(0) && !jw_is_class(1025) && !jw_is_class(2048), "out of range classes");
+  CHECK(count == JW_NCLASSES, "%u classes", count);
+  CHECK(jw_class_index_up(0) == JW_CLASS_NONE && jw_class_index_up(1025) == JW_CLASS_NONE, "out of range");
+  CHECK(!jw_is_class(0) && !jw_is_class(1025) && !jw_is_class(2048), "out of range classes");
   for (unsigned k = 3; k < 10; k++) {
     unsigned per = 0;
     for (uint32_t n = (1u << k) + 1; n <= (1u << (k + 1)); n++) per += jw_is_class(n);
-    TB_CHECK(per == 4, "%u classes in (%u, %u]", per, 1u << k, 1u << (k + 1));
+    CHECK(per == 4, "%u classes in (%u, %u]", per, 1u << k, 1u << (k + 1));
   }
 
   unsigned max_steps = 0;
@@ -66,20 +66,20 @@ int main(void) {
       unsigned steps = 0;
       while (s != c) {
         uint32_t a = jw_class_split_piece(s, c);
-        TB_REQUIRE(a >= c && a < s && jw_is_class(a) && jw_is_class(s - a), "split %u toward %u gave %u", s, c, a);
+        REQUIRE(a >= c && a < s && jw_is_class(a) && jw_is_class(s - a), "split %u toward %u gave %u", s, c, a);
         for (uint32_t b = c; b < a; b++)
-          TB_CHECK(!(jw_is_class(b) && jw_is_class(s - b)), "split %u toward %u: %u keeps more than %u", s, c, b, a);
+          CHECK(!(jw_is_class(b) && jw_is_class(s - b)), "split %u toward %u: %u keeps more than %u", s, c, b, a);
         s = a;
         steps++;
       }
       if (steps > max_steps) max_steps = steps;
     }
-  TB_CHECK(max_steps <= JW_TREE_MAX_PIECES && max_steps == 4, "longest split takes %u steps", max_steps);
+  CHECK(max_steps <= JW_TREE_MAX_PIECES && max_steps == 4, "longest split takes %u steps", max_steps);
 
   uint32_t list[64];
   unsigned longest = longest_closed(list, 0, 0, 1024);
-  TB_CHECK(longest == JW_TREE_MAX_CHILDREN, "longest closed sibling list: %u", longest);
-  if (tb_failures) return 1;
+  CHECK(longest == JW_TREE_MAX_CHILDREN, "longest closed sibling list: %u", longest);
+  if (test_failures()) return 1;
   printf("size classes: ok (%u classes, splits take at most %u steps, closed lists at most %u long)\n", count,
          max_steps, longest);
   return 0;

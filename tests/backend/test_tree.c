@@ -35,14 +35,14 @@ static const char *dump(root *r) {
 
 static void check(root *r, const char *what) {
   char err[256];
-  TB_REQUIRE(jw_tree_check(&r->t, 1, err, sizeof err) == 0, "%s: %s\n  tree: %s", what, err, dump(r));
+  REQUIRE(jw_tree_check(&r->t, 1, err, sizeof err) == 0, "%s: %s\n  tree: %s", what, err, dump(r));
   /* Records against the page map. */
   for (uint32_t g = 0; g < r->t.granules;) {
     uint32_t tag = jw_tree_tag(&r->t, g), n = jw_tree_leaf_granules(&r->t, g);
     int live = jw_state_is_live(jw_tag_state(tag));
     for (uint32_t i = g; i < g + n; i++)
-      TB_REQUIRE(r->live[i] == live, "%s: granule %u live=%d, records say %d\n  tree: %s", what, i, r->live[i],
-                 live, dump(r));
+      REQUIRE(r->live[i] == live, "%s: granule %u live=%d, records say %d\n  tree: %s", what, i, r->live[i],
+              live, dump(r));
     g += n;
   }
 }
@@ -76,11 +76,11 @@ static uint32_t tree_alloc(root *r, uint32_t c, uint32_t pick, unsigned *npieces
   uint32_t sum = c;
   for (unsigned i = 0; i < np; i++) {
     sum += pieces[i].granules;
-    TB_CHECK(jw_is_class(pieces[i].granules), "remainder %u", pieces[i].granules);
-    TB_CHECK(jw_tree_leaf_granules(&r->t, pieces[i].pos) == pieces[i].granules, "piece record");
+    CHECK(jw_is_class(pieces[i].granules), "remainder %u", pieces[i].granules);
+    CHECK(jw_tree_leaf_granules(&r->t, pieces[i].pos) == pieces[i].granules, "piece record");
   }
   for (uint32_t i = g; i < g + c; i++) {
-    TB_REQUIRE(!r->live[i], "granule %u handed out twice", i);
+    REQUIRE(!r->live[i], "granule %u handed out twice", i);
     r->live[i] = 1;
   }
   if (npieces) *npieces = np;
@@ -97,7 +97,7 @@ static uint64_t tree_free(root *r, uint32_t g) {
 }
 
 static void expect(root *r, const char *want, const char *what) {
-  TB_CHECK(strcmp(dump(r), want) == 0, "%s\n  got:  %s\n  want: %s", what, dump(r), want);
+  CHECK(strcmp(dump(r), want) == 0, "%s\n  got:  %s\n  want: %s", what, dump(r), want);
 }
 
 /* docs/design/backend.md, worked examples 1-3. */
@@ -107,37 +107,37 @@ static void worked_examples(void) {
   unsigned np;
   /* 1: 3 granules (12 KiB) from a fresh root: 1021 is not a class; the
    * multi-step split cuts 128 | 896, 16 | 112, 4 | 12, 3 | 1. */
-  TB_CHECK(tree_alloc(r, 3, 0, &np) == 0 && np == 4, "example 1");
+  CHECK(tree_alloc(r, 3, 0, &np) == 0 && np == 4, "example 1");
   expect(r, "0+3:large@4 3+1:free0z@4 4+12:free0z@3 16+112:free0z@2 128+896:free0z@1 ", "example 1");
   check(r, "example 1");
   /* 2: another 3 takes the 12 (smallest class that fits); 4 | 8 flattens
    * into the parent [4, 12] -> [4, 4, 8], the 3 | 1 nests. */
-  TB_CHECK(tree_alloc(r, 3, 0, &np) == 4 && np == 2, "example 2");
+  CHECK(tree_alloc(r, 3, 0, &np) == 4 && np == 2, "example 2");
   expect(r, "0+3:large@4 3+1:free0z@4 4+3:large@4 7+1:free0z@4 8+8:free0z@3 16+112:free0z@2 128+896:free0z@1 ",
          "example 2");
   check(r, "example 2");
   /* The tag words the design note spells out for this state. */
-  TB_CHECK(jw_tree_tag(&r->t, 0) == 0x11800044u, "tag 0: %#x", jw_tree_tag(&r->t, 0));
-  TB_CHECK(jw_tree_tag(&r->t, 4) == 0x01861844u, "tag 4: %#x", jw_tree_tag(&r->t, 4));
-  TB_CHECK(jw_tree_tag(&r->t, 7) == 0x00042019u, "tag 7: %#x", jw_tree_tag(&r->t, 7));
-  TB_CHECK(jw_tree_tag(&r->t, 5) == 0 && jw_tree_tag(&r->t, 6) == 0, "interior of a large range");
+  CHECK(jw_tree_tag(&r->t, 0) == 0x11800044u, "tag 0: %#x", jw_tree_tag(&r->t, 0));
+  CHECK(jw_tree_tag(&r->t, 4) == 0x01861844u, "tag 4: %#x", jw_tree_tag(&r->t, 4));
+  CHECK(jw_tree_tag(&r->t, 7) == 0x00042019u, "tag 7: %#x", jw_tree_tag(&r->t, 7));
+  CHECK(jw_tree_tag(&r->t, 5) == 0 && jw_tree_tag(&r->t, 6) == 0, "interior of a large range");
   /* 3: freeing the first 3 merges it with its sibling 1 into a 4, whose
    * right sibling [4, 8) is internal: it stays. */
-  TB_CHECK(tree_free(r, 0) == 1, "example 3 merges");
+  CHECK(tree_free(r, 0) == 1, "example 3 merges");
   expect(r, "0+4:free0@3 4+3:large@4 7+1:free0z@4 8+8:free0z@3 16+112:free0z@2 128+896:free0z@1 ", "example 3");
   check(r, "example 3");
   /* Freeing the other 3 merges everything back into the root: with its 1,
    * then the 4 and the 8 (one node of three siblings), then up the chain. */
-  TB_CHECK(tree_free(r, 4) == 5, "all merged");
+  CHECK(tree_free(r, 4) == 5, "all merged");
   expect(r, "0+1024:free0@0 ", "back to one root");
   check(r, "example 3 end");
 
   /* 4: equal 128-granule allocations flatten into one node of eight
    * siblings, and any two adjacent free ones merge (640 | 384 here). */
   root_init(r, 1024);
-  for (int i = 0; i < 8; i++) TB_CHECK(tree_alloc(r, 128, 0, NULL) == (uint32_t)i * 128, "128 #%d", i);
+  for (int i = 0; i < 8; i++) CHECK(tree_alloc(r, 128, 0, NULL) == (uint32_t)i * 128, "128 #%d", i);
   check(r, "eight 128s");
-  TB_CHECK(tree_free(r, 128) == 0 && tree_free(r, 256) == 1, "adjacent 128s merge");
+  CHECK(tree_free(r, 128) == 0 && tree_free(r, 256) == 1, "adjacent 128s merge");
   expect(r, "0+128:large@1 128+256:free0@1 384+128:large@1 512+128:large@1 640+128:large@1 768+128:large@1 "
             "896+128:large@1 ",
          "example 4");
@@ -152,43 +152,43 @@ static void edge_cases(void) {
   for (uint32_t R = 1; R <= 1024; R++) {
     if (!jw_is_class(R)) continue;
     root_init(r, R);
-    TB_CHECK(jw_tree_depth(&r->t, 0, R) == 0, "root depth");
-    TB_CHECK(jw_tree_left_leaf(&r->t, 0, R) == JW_TREE_NONE, "root of %u has a left sibling", R);
-    TB_CHECK(jw_tree_right_leaf(&r->t, 0, R) == JW_TREE_NONE, "root of %u has a right sibling", R);
+    CHECK(jw_tree_depth(&r->t, 0, R) == 0, "root depth");
+    CHECK(jw_tree_left_leaf(&r->t, 0, R) == JW_TREE_NONE, "root of %u has a left sibling", R);
+    CHECK(jw_tree_right_leaf(&r->t, 0, R) == JW_TREE_NONE, "root of %u has a right sibling", R);
     /* A range that fills the root exactly: no split, and freeing it merges
      * with nothing. */
     unsigned np = 9;
-    TB_CHECK(tree_alloc(r, R, 0, &np) == 0 && np == 0, "fill root %u", R);
+    CHECK(tree_alloc(r, R, 0, &np) == 0 && np == 0, "fill root %u", R);
     check(r, "filled");
-    TB_CHECK(tree_free(r, 0) == 0, "root free merged");
+    CHECK(tree_free(r, 0) == 0, "root free merged");
     check(r, "root freed");
   }
   /* First and last child: [1 | 1023 is not a class] -> the first child of a
    * fresh root is the piece cut first; the last child is its remainder. */
   root_init(r, 1024);
   uint32_t a = tree_alloc(r, 512, 0, NULL), b = tree_alloc(r, 512, 0, NULL);
-  TB_CHECK(a == 0 && b == 512, "two halves");
-  TB_CHECK(jw_tree_left_leaf(&r->t, a, 512) == JW_TREE_NONE, "first child has no left sibling");
-  TB_CHECK(jw_tree_right_leaf(&r->t, a, 512) == 512, "first child's right sibling");
-  TB_CHECK(jw_tree_right_leaf(&r->t, b, 512) == JW_TREE_NONE, "last child has no right sibling");
-  TB_CHECK(jw_tree_left_leaf(&r->t, b, 512) == 0, "last child's left sibling");
-  TB_CHECK(tree_free(r, b) == 0, "last child alone");
-  TB_CHECK(tree_free(r, a) == 1, "first child merges right");
+  CHECK(a == 0 && b == 512, "two halves");
+  CHECK(jw_tree_left_leaf(&r->t, a, 512) == JW_TREE_NONE, "first child has no left sibling");
+  CHECK(jw_tree_right_leaf(&r->t, a, 512) == 512, "first child's right sibling");
+  CHECK(jw_tree_right_leaf(&r->t, b, 512) == JW_TREE_NONE, "last child has no right sibling");
+  CHECK(jw_tree_left_leaf(&r->t, b, 512) == 0, "last child's left sibling");
+  CHECK(tree_free(r, b) == 0, "last child alone");
+  CHECK(tree_free(r, a) == 1, "first child merges right");
   expect(r, "0+1024:free0@0 ", "halves merged");
   /* The last granule of a root as a 1-granule last child, and the first. */
   root_init(r, 1024);
-  for (int i = 0; i < 1024; i++) TB_REQUIRE(tree_alloc(r, 1, 0, NULL) != JW_TREE_NONE, "1-granule #%d", i);
+  for (int i = 0; i < 1024; i++) REQUIRE(tree_alloc(r, 1, 0, NULL) != JW_TREE_NONE, "1-granule #%d", i);
   check(r, "1024 single granules");
-  TB_CHECK(find_free(r, 1, 0) == JW_TREE_NONE, "root full");
-  TB_CHECK(tree_free(r, 1023) == 0, "last granule has no free sibling");
-  TB_CHECK(tree_free(r, 0) == 0, "first granule has no free sibling");
+  CHECK(find_free(r, 1, 0) == JW_TREE_NONE, "root full");
+  CHECK(tree_free(r, 1023) == 0, "last granule has no free sibling");
+  CHECK(tree_free(r, 0) == 0, "first granule has no free sibling");
   check(r, "edges freed");
   for (uint32_t g = 1; g < 1023; g++) tree_free(r, g);
   expect(r, "0+1024:free0@0 ", "all singles merged");
   /* The largest class below the root next to the smallest. */
   root_init(r, 1024);
-  TB_CHECK(tree_alloc(r, 896, 0, NULL) == 0, "896");
-  TB_CHECK(tree_alloc(r, 1, 0, NULL) == 896, "1 after 896");
+  CHECK(tree_alloc(r, 896, 0, NULL) == 0, "896");
+  CHECK(tree_alloc(r, 1, 0, NULL) == 896, "1 after 896");
   check(r, "largest below root");
   tree_free(r, 0);
   tree_free(r, 896);
@@ -221,7 +221,7 @@ static void random_run(uint32_t R, uint64_t seed, uint32_t ops, uint64_t *splits
   }
   while (nheads) *merges += tree_free(r, heads[--nheads]);
   check(r, "drained");
-  TB_CHECK(jw_tree_leaf_granules(&r->t, 0) == R, "root %u not whole after freeing all: %s", R, dump(r));
+  CHECK(jw_tree_leaf_granules(&r->t, 0) == R, "root %u not whole after freeing all: %s", R, dump(r));
   free(r);
 }
 
@@ -249,11 +249,11 @@ static int xset_add(xset *x, const xstate *s) {
   if (x->n == x->cap) {
     x->cap = x->cap ? 2 * x->cap : 1024;
     x->v = realloc(x->v, x->cap * sizeof *x->v);
-    TB_REQUIRE(x->v != NULL, "realloc");
+    REQUIRE(x->v != NULL, "realloc");
   }
   x->v[x->n++] = *s;
   x->slot[k] = (uint32_t)x->n;
-  TB_REQUIRE(x->n < x->nslots / 2, "state table full");
+  REQUIRE(x->n < x->nslots / 2, "state table full");
   return 1;
 }
 
@@ -263,13 +263,13 @@ static void x_load(root *r, const xstate *s) {
 
 static void x_visit(xset *x, root *r, const char *op, uint32_t g, uint32_t c) {
   char err[256];
-  TB_REQUIRE(jw_tree_check(&r->t, 1, err, sizeof err) == 0, "R=%u after %s %u at %u: %s\n  tree: %s", r->t.granules,
-             op, c, g, err, dump(r));
+  REQUIRE(jw_tree_check(&r->t, 1, err, sizeof err) == 0, "R=%u after %s %u at %u: %s\n  tree: %s", r->t.granules,
+          op, c, g, err, dump(r));
   int any_live = 0;
   for (uint32_t h = 0; h < r->t.granules; h += jw_tree_leaf_granules(&r->t, h))
     any_live |= jw_state_is_live(jw_tag_state(jw_tree_tag(&r->t, h)));
-  TB_REQUIRE(any_live || jw_tree_leaf_granules(&r->t, 0) == r->t.granules, "R=%u: all free but not whole: %s",
-             r->t.granules, dump(r));
+  REQUIRE(any_live || jw_tree_leaf_granules(&r->t, 0) == r->t.granules, "R=%u: all free but not whole: %s",
+          r->t.granules, dump(r));
   xstate s = {{0}};
   for (uint32_t i = 0; i < r->t.granules; i++) s.tag[i] = jw_tree_tag(&r->t, i);
   xset_add(x, &s);
@@ -333,7 +333,7 @@ int main(int argc, char **argv) {
     printf("tree: root of %2u granules: all %zu reachable states checked (%zu transitions)\n", R, states,
            transitions);
   }
-  if (tb_failures) return 1;
+  if (test_failures()) return 1;
   printf("tree: ok (%llu random splits, %llu merges checked)\n", (unsigned long long)splits, (unsigned long long)merges);
   return 0;
 }

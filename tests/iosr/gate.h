@@ -52,7 +52,7 @@ static inline uint64_t gate_wait(int secs) {
   while (!gate_held && rc == 0) rc = pthread_cond_timedwait(&gate_cv, &gate_mu, &ts);
   uint64_t id = gate_held;
   pthread_mutex_unlock(&gate_mu);
-  CHECKF(id, "no drop reached the gate within %d s", secs);
+  CHECK(id, "no drop reached the gate within %d s", secs);
   return id;
 }
 
@@ -76,18 +76,7 @@ static inline void gate_open(void) {
 
 /* Waits for child pid at most `secs`; returns its wait status (kills it and
  * fails on a hang). */
-static inline int wait_child(pid_t pid, int secs, const char *what) {
-  int st;
-  for (int i = 0; i < secs * 100; i++) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) return st;
-    usleep(10000);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &st, 0);
-  CHECKF(0, "%s did not finish within %d s", what, secs);
-  return -1;
-}
+static inline int wait_child(pid_t pid, int secs, const char *what) { return test_wait_child(pid, secs, what); }
 
 /* The app said the dropper does not move here (no UFFDIO_MOVE before Linux
  * 6.8, or no graveyard): waits for it, stops the daemon and returns 77, the

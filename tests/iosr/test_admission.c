@@ -39,24 +39,24 @@ static void fds(void) {
   int nheld = 0;
   errno = 0;
   while (nheld < 64 && (held[nheld] = iosr_ctl_open(sock))) nheld++;
-  CHECKF(nheld < 64 && errno == EMFILE, "after %d connections: errno %d (%s)", nheld, errno, strerror(errno));
+  CHECK(nheld < 64 && errno == EMFILE, "after %d connections: errno %d (%s)", nheld, errno, strerror(errno));
   /* an app is refused the same way, at once */
   iosr_connect_opts o = {.app_name = "late", .socket_path = sock};
   errno = 0;
-  CHECKF(!iosr_connect(&o) && errno == EMFILE, "app connect while out of descriptors: errno %d", errno);
+  CHECK(!iosr_connect(&o) && errno == EMFILE, "app connect while out of descriptors: errno %d", errno);
   /* nothing happens now: the loop must not turn (a listening socket that
    * stays readable would turn it thousands of times) */
   uint64_t t0 = stat_of(watch, "\"loop_turns\":");
   usleep(300000);
   uint64_t t1 = stat_of(watch, "\"loop_turns\":");
-  CHECKF(t1 - t0 <= 20, "the idle daemon turned its loop %llu times", (unsigned long long)(t1 - t0));
+  CHECK(t1 - t0 <= 20, "the idle daemon turned its loop %llu times", (unsigned long long)(t1 - t0));
   CHECK(stat_of(watch, "\"accept_errors\":") >= 2);
   /* a descriptor freed: the next client is served, control commands work */
   iosr_ctl_close(held[--nheld]);
   iosr_ctl *again = NULL;
   for (int i = 0; i < 500 && !again; i++)
     if (!(again = iosr_ctl_open(sock))) usleep(10000);
-  CHECKF(again, "no connection after a descriptor was freed: %s", strerror(errno));
+  CHECK(again, "no connection after a descriptor was freed: %s", strerror(errno));
   char *js = iosr_ctl_stat_json(again);
   CHECK(js);
   free(js);
@@ -64,7 +64,7 @@ static void fds(void) {
   while (nheld) iosr_ctl_close(held[--nheld]);
   iosr_ctl_close(watch);
   char out[256];
-  CHECKF(iosr_tool(sock, "stat", out, sizeof out) == 0, "iosr stat: %s", out);
+  CHECK(iosr_tool(sock, "stat", out, sizeof out) == 0, "iosr stat: %s", out);
   alarm(0);
   iosr_test_stop_daemon(d);
   printf("fds: refused with EMFILE when out of descriptors, no spinning (%llu turns idle), served again after\n",
@@ -76,7 +76,7 @@ static void hello_timeout(void) {
   int fd = raw_connect();
   char buf[256];
   ssize_t n = recv(fd, buf, sizeof buf, 0);
-  CHECKF(n == 0, "a connection without hello was not closed (recv %zd, %s)", n, strerror(errno));
+  CHECK(n == 0, "a connection without hello was not closed (recv %zd, %s)", n, strerror(errno));
   close(fd);
   iosr_ctl *ctl = iosr_ctl_open(sock);
   CHECK(ctl);
@@ -92,7 +92,7 @@ static void per_uid(void) {
   for (int i = 0; i < 4; i++) CHECK((c[i] = iosr_ctl_open(sock)));
   errno = 0;
   iosr_ctl *x = iosr_ctl_open(sock);
-  CHECKF(!x && errno == EAGAIN, "a fifth connection of the uid: %s, errno %d", x ? "accepted" : "refused", errno);
+  CHECK(!x && errno == EAGAIN, "a fifth connection of the uid: %s, errno %d", x ? "accepted" : "refused", errno);
   /* silent ones count too: they hold a descriptor until the hello timeout */
   iosr_ctl_close(c[3]);
   int fd = raw_connect();
@@ -100,7 +100,7 @@ static void per_uid(void) {
   CHECK(!iosr_ctl_open(sock) && errno == EAGAIN);
   close(fd);
   for (int i = 0; i < 200 && !(x = iosr_ctl_open(sock)); i++) usleep(10000);
-  CHECKF(x, "no connection after one closed");
+  CHECK(x, "no connection after one closed");
   iosr_ctl_close(x);
   for (int i = 0; i < 3; i++) iosr_ctl_close(c[i]);
   iosr_test_stop_daemon(d);
@@ -114,20 +114,20 @@ static void long_name(void) {
   name[200] = 0;
   iosr_connect_opts o = {.app_name = name, .socket_path = sock};
   errno = 0;
-  CHECKF(!iosr_connect(&o) && errno == EINVAL, "a 200-character name: errno %d", errno);
+  CHECK(!iosr_connect(&o) && errno == EINVAL, "a 200-character name: errno %d", errno);
   name[IOSR_NAME_MAX - 1] = 0; /* the longest allowed */
   iosr_ctx *ok = iosr_connect(&o);
-  CHECKF(ok, "a %u-character name was refused: %s", IOSR_NAME_MAX - 1, strerror(errno));
+  CHECK(ok, "a %u-character name was refused: %s", IOSR_NAME_MAX - 1, strerror(errno));
   name[IOSR_NAME_MAX - 1] = 'x';
   name[IOSR_NAME_MAX] = 0; /* one more, the same prefix */
   errno = 0;
-  CHECKF(!iosr_connect(&o) && errno == EINVAL, "a %u-character name: errno %d", IOSR_NAME_MAX, errno);
+  CHECK(!iosr_connect(&o) && errno == EINVAL, "a %u-character name: errno %d", IOSR_NAME_MAX, errno);
   memset(name, 'e', 200);
   name[200] = 0;
   setenv("IOSR_APP", name, 1);
   iosr_connect_opts oe = {.socket_path = sock};
   errno = 0;
-  CHECKF(!iosr_connect(&oe) && errno == EINVAL, "a 200-character IOSR_APP: errno %d", errno);
+  CHECK(!iosr_connect(&oe) && errno == EINVAL, "a 200-character IOSR_APP: errno %d", errno);
   unsetenv("IOSR_APP");
   CHECK(iosr_disconnect(ok) == 0);
   iosr_test_stop_daemon(d);

@@ -58,8 +58,8 @@ static void stop(void) {
    * when no budget job could run (its back-off after one that freed
    * nothing; design note section 9, "No hang"), which counts it */
   uint64_t over = iosr_test_stat(ctl, "\"over_peak_pages\":"), overrun = iosr_test_stat(ctl, "\"overrun_pages\":");
-  CHECKF(over == 0 || overrun > 0, "the budget was passed by %llu pages, none served past it by the no-hang rule",
-         (unsigned long long)over);
+  CHECK(over == 0 || overrun > 0, "the budget was passed by %llu pages, none served past it by the no-hang rule",
+        (unsigned long long)over);
   if (over) printf("budget: passed by %llu pages, %llu served past it (no budget job could run)\n", (unsigned long long)over,
                    (unsigned long long)overrun);
   for (int i = 0; i < 3; i++)
@@ -84,7 +84,7 @@ static void fill(int i, uint64_t pages, uint64_t seed) {
 }
 
 static void check(int i, uint64_t pages, uint64_t seed) {
-  for (uint64_t k = 0; k < pages; k++) CHECKF(iosr_check(base[i] + k * 4096, seed, k, 0), "app %d: page %llu", i, (unsigned long long)k);
+  for (uint64_t k = 0; k < pages; k++) CHECK(iosr_check(base[i] + k * 4096, seed, k, 0), "app %d: page %llu", i, (unsigned long long)k);
 }
 
 static void lru(void) {
@@ -104,11 +104,11 @@ static void lru(void) {
          (unsigned long long)resident, (unsigned long long)so.resident_pages, (unsigned long long)sr.resident_pages,
          (unsigned long long)sf.resident_pages, (unsigned long long)so.swapped_pages,
          (unsigned long long)sr.swapped_pages, (unsigned long long)sf.swapped_pages);
-  CHECKF(resident <= 3 * 1024, "resident %llu pages above the 12 MiB budget", (unsigned long long)resident);
-  CHECKF(sf.swapped_pages == 0, "the foreground app was reclaimed while background pages remained");
+  CHECK(resident <= 3 * 1024, "resident %llu pages above the 12 MiB budget", (unsigned long long)resident);
+  CHECK(sf.swapped_pages == 0, "the foreground app was reclaimed while background pages remained");
   /* least recently used first: "old" goes before "recent" */
-  CHECKF(so.swapped_pages >= sr.swapped_pages && so.swapped_pages > 0, "old %llu recent %llu",
-         (unsigned long long)so.swapped_pages, (unsigned long long)sr.swapped_pages);
+  CHECK(so.swapped_pages >= sr.swapped_pages && so.swapped_pages > 0, "old %llu recent %llu",
+        (unsigned long long)so.swapped_pages, (unsigned long long)sr.swapped_pages);
   check(0, 1024, 31);
   check(1, 1024, 32);
   check(2, 1536, 33);
@@ -124,19 +124,19 @@ static void room(void) {
   CHECK(iosr_ctl_foreground(ctl, "a") == 0);
   CHECK(iosr_ctl_reclaim(ctl, "front", 0, NULL) == 0);
   CHECK(iosr_ctl_wait_idle(ctl) == 0);
-  CHECKF(st("front").resident_pages == 0, "front still resident after its reclaim");
+  CHECK(st("front").resident_pages == 0, "front still resident after its reclaim");
   fill(1, 1024, 42);
   CHECK(iosr_ctl_foreground(ctl, "b") == 0);
   fill(2, 1024, 43);
   CHECK(iosr_ctl_wait_idle(ctl) == 0);
   /* 2048 pages charged: below the point where the budget reclaims */
   uint64_t bg0 = st("a").resident_pages + st("b").resident_pages;
-  CHECKF(bg0 == 2048, "a and b hold %llu pages before the switch, not 2048", (unsigned long long)bg0);
+  CHECK(bg0 == 2048, "a and b hold %llu pages before the switch, not 2048", (unsigned long long)bg0);
 
   /* the switch and nothing touched: nothing expected yet */
   CHECK(iosr_ctl_foreground(ctl, "front") == 0);
   CHECK(iosr_ctl_wait_idle(ctl) == 0);
-  CHECKF(st("a").resident_pages + st("b").resident_pages == 2048, "a and b lost pages before front touched any");
+  CHECK(st("a").resident_pages + st("b").resident_pages == 2048, "a and b lost pages before front touched any");
   /* its first page: 2048 + 1536 expected pass the 2560 where reclaim
    * starts, so 1536 pages of a and b go now, before front touches more */
   CHECK(iosr_check(base[0], 41, 0, 0));
@@ -147,15 +147,15 @@ static void room(void) {
          "went from %llu to %llu resident pages (a %llu, b %llu swapped); front %llu resident\n",
          (unsigned long long)bg0, (unsigned long long)bg1, (unsigned long long)sa.swapped_pages,
          (unsigned long long)sb.swapped_pages, (unsigned long long)sf.resident_pages);
-  CHECKF(sf.resident_pages < 1536, "front resident %llu pages after touching one", (unsigned long long)sf.resident_pages);
-  CHECKF(bg1 + 1536 <= 2048, "only %llu of the 1536 pages front will need were made room for (a and b hold %llu)",
-         (unsigned long long)(bg0 - bg1), (unsigned long long)bg1);
-  CHECKF(sa.swapped_pages >= sb.swapped_pages, "b (background since later) lost more than a: %llu > %llu",
-         (unsigned long long)sb.swapped_pages, (unsigned long long)sa.swapped_pages);
+  CHECK(sf.resident_pages < 1536, "front resident %llu pages after touching one", (unsigned long long)sf.resident_pages);
+  CHECK(bg1 + 1536 <= 2048, "only %llu of the 1536 pages front will need were made room for (a and b hold %llu)",
+        (unsigned long long)(bg0 - bg1), (unsigned long long)bg1);
+  CHECK(sa.swapped_pages >= sb.swapped_pages, "b (background since later) lost more than a: %llu > %llu",
+        (unsigned long long)sb.swapped_pages, (unsigned long long)sa.swapped_pages);
   check(0, 1536, 41);
   CHECK(iosr_ctl_wait_idle(ctl) == 0);
   uint64_t total = st("front").resident_pages + st("a").resident_pages + st("b").resident_pages;
-  CHECKF(total <= 3072, "resident %llu pages above the 12 MiB budget", (unsigned long long)total);
+  CHECK(total <= 3072, "resident %llu pages above the 12 MiB budget", (unsigned long long)total);
   check(1, 1024, 42);
   check(2, 1024, 43);
   stop();
@@ -186,7 +186,7 @@ static void back(void) {
   fg(0);
   CHECK(iosr_ctl_wait_idle(ctl) == 0);
   printf("budget back: A, in the foreground again at once, lost %llu pages\n", (unsigned long long)(swapped(0) - a0));
-  CHECKF(swapped(0) == a0, "the foreground app A lost %llu pages to B's expected demand", (unsigned long long)(swapped(0) - a0));
+  CHECK(swapped(0) == a0, "the foreground app A lost %llu pages to B's expected demand", (unsigned long long)(swapped(0) - a0));
   check(0, 1800, 1);
   check(1, 1536, 2);
   stop();
@@ -210,7 +210,7 @@ static void shrunk(void) {
   uint64_t s1 = swapped(1) + swapped(2);
   printf("budget shrunk: A freed its 2000 pages in the background; its switch evicted %llu pages of B and C\n",
          (unsigned long long)(s1 - s0));
-  CHECKF(s1 == s0, "A expected pages it no longer has: %llu pages of B and C evicted", (unsigned long long)(s1 - s0));
+  CHECK(s1 == s0, "A expected pages it no longer has: %llu pages of B and C evicted", (unsigned long long)(s1 - s0));
   check(1, 1000, 2);
   check(2, 1000, 3);
   stop();
@@ -246,7 +246,7 @@ static volatile int flipping;
 
 static void *reader(void *arg) {
   int i = (int)(intptr_t)arg;
-  for (uint64_t k = 0; flipping; k += 7) CHECKF(iosr_check(base[i] + (k % 1500) * 4096, 10 + i, k % 1500, 0), "app %d", i);
+  for (uint64_t k = 0; flipping; k += 7) CHECK(iosr_check(base[i] + (k % 1500) * 4096, 10 + i, k % 1500, 0), "app %d", i);
   return NULL;
 }
 

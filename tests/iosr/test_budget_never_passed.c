@@ -107,7 +107,7 @@ int main(void) {
   CHECK(pthread_join(tr, NULL) == 0);
   __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
   CHECK(pthread_join(ts, NULL) == 0);
-  CHECKF(ok && ok2, "a page of the foreground app came back with other bytes");
+  CHECK(ok && ok2, "a page of the foreground app came back with other bytes");
   CHECK(iosr_ctl_wait_idle(ctl) == 0);
   uint64_t over_peak = iosr_test_stat(ctl, "\"over_peak_pages\":");
   uint64_t overrun = iosr_test_stat(ctl, "\"overrun_pages\":");
@@ -120,13 +120,13 @@ int main(void) {
          BUDGET_PAGES, (unsigned long long)samples, (unsigned long long)kernel_max, (unsigned long long)iosr_max,
          (unsigned long long)kernel_over, (unsigned long long)iosr_over, (unsigned long long)over_peak,
          (unsigned long long)overrun, (unsigned long long)held, (unsigned long long)cut, (unsigned long long)majors);
-  CHECKF(samples > 0, "no sample taken");
-  CHECKF(kernel_max <= BUDGET_PAGES, "the kernel saw %llu region pages resident, budget %u",
-         (unsigned long long)kernel_max, BUDGET_PAGES);
-  CHECKF(iosr_max <= BUDGET_PAGES, "IOSR counted %llu pages resident, budget %u", (unsigned long long)iosr_max,
-         BUDGET_PAGES);
-  CHECKF(over_peak == 0 && overrun == 0, "the budget was passed by up to %llu pages (%llu pages past it)",
-         (unsigned long long)over_peak, (unsigned long long)overrun);
+  CHECK(samples > 0, "no sample taken");
+  CHECK(kernel_max <= BUDGET_PAGES, "the kernel saw %llu region pages resident, budget %u",
+        (unsigned long long)kernel_max, BUDGET_PAGES);
+  CHECK(iosr_max <= BUDGET_PAGES, "IOSR counted %llu pages resident, budget %u", (unsigned long long)iosr_max,
+        BUDGET_PAGES);
+  CHECK(over_peak == 0 && overrun == 0, "the budget was passed by up to %llu pages (%llu pages past it)",
+        (unsigned long long)over_peak, (unsigned long long)overrun);
   for (uint64_t i = 0; i < BG_PAGES; i++) CHECK(iosr_check(pb + i * 4096, 5, i, 0));
   CHECK(iosr_disconnect(b) == 0 && iosr_disconnect(f) == 0);
   iosr_ctl_close(ctl);

@@ -18,13 +18,9 @@ static int one_line(const char *s) {
 static pid_t app(int *to, int *from) {
   pid_t pid = iosr_test_fork(to, from);
   if (pid) return pid;
-  iosr_connect_opts o = {.app_name = "front", .socket_path = sock};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_region *r = iosr_region_create(ctx, NPAGES * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (uint64_t i = 0; i < NPAGES; i++) iosr_fill(p + i * 4096, 11, i, 0);
+  iosr_ctx *ctx;
+  iosr_region *r;
+  uint8_t *p = iosr_test_filled_region("front", sock, NPAGES, 11, &ctx, &r);
   chan_send(*to, 'r');
   for (;;) {
     char c = chan_recv(*from);
@@ -48,7 +44,7 @@ int main(void) {
   snprintf(cmd, sizeof cmd, "%s --swap %s --socket %s.bad --budget 64K 2>&1", bin ? bin : "iosrd", swap, sock);
   int rc = iosr_sh(cmd, out, sizeof out);
   printf("iosrd --budget 64K: exit %d: %s", rc, out);
-  CHECKF(rc != 0 && one_line(out), "iosrd took a budget below the floor (exit %d): %s", rc, out);
+  CHECK(rc != 0 && one_line(out), "iosrd took a budget below the floor (exit %d): %s", rc, out);
   pid_t d = iosr_test_daemon(swap, sock, NULL, NULL);
   int to, from;
   pid_t a = app(&to, &from);
@@ -57,20 +53,20 @@ int main(void) {
   /* 2 MiB: below the foreground app's 4 MiB */
   rc = iosr_tool(sock, "set budget 2M", out, sizeof out);
   printf("iosr set budget 2M: exit %d: %s", rc, out);
-  CHECKF(rc != 0 && one_line(out) && strstr(out, "foreground"), "exit %d: %s", rc, out);
+  CHECK(rc != 0 && one_line(out) && strstr(out, "foreground"), "exit %d: %s", rc, out);
   rc = iosr_tool(sock, "set budget 64K", out, sizeof out);
   printf("iosr set budget 64K: exit %d: %s", rc, out);
-  CHECKF(rc != 0 && one_line(out) && strstr(out, "floor"), "exit %d: %s", rc, out);
+  CHECK(rc != 0 && one_line(out) && strstr(out, "floor"), "exit %d: %s", rc, out);
   iosr_ctl *ctl = iosr_ctl_open(sock);
   CHECK(ctl);
-  CHECKF(iosr_test_stat(ctl, "\"budget_bytes\":") == 0, "a refused budget was set");
+  CHECK(iosr_test_stat(ctl, "\"budget_bytes\":") == 0, "a refused budget was set");
   /* 8 MiB: the app fits */
   rc = iosr_tool(sock, "set budget 8M", out, sizeof out);
-  CHECKF(rc == 0, "exit %d: %s", rc, out);
+  CHECK(rc == 0, "exit %d: %s", rc, out);
   CHECK(iosr_test_stat(ctl, "\"budget_bytes\":") == 8u << 20);
   iosr_ctl_close(ctl);
   chan_send(to, 'v');
-  CHECKF(chan_recv(from) == 'o', "the app's pages changed");
+  CHECK(chan_recv(from) == 'o', "the app's pages changed");
   chan_send(to, 'q');
   int st;
   CHECK(waitpid(a, &st, 0) == a && WIFEXITED(st) && WEXITSTATUS(st) == 0);

@@ -60,8 +60,8 @@ static void app(const char *log, int in, int out) {
   chan_send(out, cb_state == 2 ? 'o' : cb_state == 3 ? 'w' : 'x');
   CHECK(chan_recv(in) == 'q');
   for (uint64_t i = 0; i < NPAGES; i++)
-    CHECKF(iosr_check(swapped_region + i * 4096, 91, i, 0) && iosr_check(r2 + i * 4096, 92, i, 1), "page %llu",
-           (unsigned long long)i);
+    CHECK(iosr_check(swapped_region + i * 4096, 91, i, 0) && iosr_check(r2 + i * 4096, 92, i, 1), "page %llu",
+          (unsigned long long)i);
   CHECK(iosr_region_destroy(a) == 0 && iosr_region_destroy(b) == 0);
   CHECK(iosr_disconnect(ctx) == 0);
   _exit(0);
@@ -69,12 +69,9 @@ static void app(const char *log, int in, int out) {
 
 int main(void) {
   iosr_test_require();
-  iosr_test_swap(swap, sizeof swap, 32u << 20);
-  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   char log[300], dlog[300], out[4096];
-  snprintf(log, sizeof log, "%s/app.log", iosr_test_dir);
-  snprintf(dlog, sizeof dlog, "%s/iosrd.log", iosr_test_dir);
-  pid_t d = iosr_test_daemon(swap, sock, "restart_grace_ms=300,reclaim_batch=64", dlog);
+  pid_t d = iosr_test_start_daemon(swap, 32u << 20, sock, "restart_grace_ms=300,reclaim_batch=64", dlog);
+  iosr_test_path(log, sizeof log, "app.log");
   int to, from;
   pid_t a = iosr_test_fork(&to, &from);
   if (a == 0) app(log, from, to);
@@ -91,14 +88,14 @@ int main(void) {
   CHECK(chan_recv(from) == 'h'); /* a drop of b held before its mark */
   CHECK(iosr_tool(sock, "fg victim", out, sizeof out) == 0);
   char res = chan_recv(from);
-  CHECKF(res == 'o', "%s (see %s)",
-         res == 'x'   ? "the callback did not return within 60 s"
-         : res == 'w' ? "the callback read other bytes from a swapped page"
-                      : "the app failed: no answer reached the dropper while the callback ran?",
-         log);
+  CHECK(res == 'o', "%s (see %s)",
+        res == 'x'   ? "the callback did not return within 60 s"
+        : res == 'w' ? "the callback read other bytes from a swapped page"
+                     : "the app failed: no answer reached the dropper while the callback ran?",
+        log);
   chan_send(to, 'q');
   int st = wait_child(a, 60, "the app");
-  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the app ended with status %#x (see %s)", st, log);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the app ended with status %#x (see %s)", st, log);
   wait_child(t, 60, "the reclaim");
   iosr_test_stop_daemon(d);
   iosr_test_cleanup();

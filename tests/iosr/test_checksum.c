@@ -29,7 +29,7 @@ static int crc_unit(void) {
       uint8_t *pg = buf + 4096 * (k % 3);
       iosr_fill(pg, 81, (uint64_t)k, 0);
       uint32_t whole = iosr_crc32c_page(pg);
-      CHECKF(whole == iosr_crc32c(0, pg, 4096), "page CRC differs from the byte-wise one (%s)", iosr_crc32c_impl());
+      CHECK(whole == iosr_crc32c(0, pg, 4096), "page CRC differs from the byte-wise one (%s)", iosr_crc32c_impl());
       /* continuing from a prefix, from any alignment */
       size_t cut = (size_t)(iosr_mix((uint64_t)k) % 4096);
       CHECK(iosr_crc32c(iosr_crc32c(0, pg, cut), pg + cut, 4096 - cut) == whole);
@@ -39,8 +39,8 @@ static int crc_unit(void) {
     }
     uint32_t ref = iosr_crc32c(0, buf, sizeof buf);
     iosr_crc32c_force_portable(1);
-    CHECKF(iosr_crc32c(0, buf, sizeof buf) == ref && iosr_crc32c_page(buf) == iosr_crc32c(0, buf, 4096),
-           "portable and %s CRC32C differ", impl);
+    CHECK(iosr_crc32c(0, buf, sizeof buf) == ref && iosr_crc32c_page(buf) == iosr_crc32c(0, buf, 4096),
+          "portable and %s CRC32C differ", impl);
   }
   iosr_crc32c_force_portable(0);
   printf("crc32c: check value, page and byte-wise, %s and portable agree\n", impl);
@@ -61,18 +61,14 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "crc")) return crc_unit();
   iosr_test_require();
   const uint64_t n = 512;
-  char swap[256];
-  iosr_test_swap(swap, sizeof swap, 16u << 20);
-  iosr_engine *eng = iosr_engine_start(swap, "slot=process");
-  CHECK(eng);
-  iosr_connect_opts o = {.app_name = "damaged", .engine = eng};
-  iosr_ctx *ctx = iosr_connect(&o);
-  iosr_ctl *ctl = iosr_ctl_open_engine(eng);
-  CHECK(ctx && ctl);
-  iosr_region *r = iosr_region_create(ctx, n * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (uint64_t i = 0; i < n; i++) iosr_fill(p + i * 4096, 82, i, 0);
+  iosr_test_env env;
+  iosr_test_inproc(&env, 16u << 20, "slot=process", "damaged");
+  iosr_engine *eng = env.eng;
+  iosr_ctx *ctx = env.ctx;
+  iosr_ctl *ctl = env.ctl;
+  const char *swap = env.swap;
+  iosr_region *r;
+  uint8_t *p = iosr_test_fill_new_region(ctx, n, 82, &r);
   uint64_t got;
   CHECK(iosr_ctl_reclaim(ctl, "damaged", 0, &got) == 0 && got == n * 4096);
   iosr_slot_entry *map;
@@ -81,7 +77,7 @@ int main(int argc, char **argv) {
   uint64_t slot[512];
   for (size_t k = 0; k < nmap; k++) slot[(map[k].addr - (uintptr_t)p) / 4096] = map[k].slot;
   free(map);
-  for (uint64_t i = 1; i < n; i++) CHECKF(slot[i] > slot[i - 1], "slots not in address order (process policy)");
+  for (uint64_t i = 1; i < n; i++) CHECK(slot[i] > slot[i - 1], "slots not in address order (process policy)");
   /* the damage: other valid slots over 0-127; zeros over 384-447; nothing past 447 */
   int fd = open(swap, O_RDWR | O_CLOEXEC);
   CHECK(fd >= 0);
@@ -96,9 +92,9 @@ int main(int argc, char **argv) {
   for (uint64_t i = 0; i < n; i++) {
     int damaged = i < 128 || i >= 384;
     int bus = iosr_touch_bus(p + i * 4096);
-    CHECKF(bus == damaged, "page %llu: %s", (unsigned long long)i,
-           bus ? "SIGBUS on an intact page" : "a damaged page was read without SIGBUS");
-    if (!bus) CHECKF(iosr_check(p + i * 4096, 82, i, 0), "page %llu holds other bytes", (unsigned long long)i);
+    CHECK(bus == damaged, "page %llu: %s", (unsigned long long)i,
+          bus ? "SIGBUS on an intact page" : "a damaged page was read without SIGBUS");
+    if (!bus) CHECK(iosr_check(p + i * 4096, 82, i, 0), "page %llu holds other bytes", (unsigned long long)i);
     buses += bus;
   }
   /* it stays so until discarded; then the page reads zero */
@@ -107,7 +103,7 @@ int main(int argc, char **argv) {
   iosr_catch_bus(0);
   iosr_app_stats st;
   CHECK(iosr_ctl_app_stats(ctl, "damaged", &st) == 0);
-  CHECKF(st.checksum_errors >= 128 + 64, "checksum errors %llu", (unsigned long long)st.checksum_errors);
+  CHECK(st.checksum_errors >= 128 + 64, "checksum errors %llu", (unsigned long long)st.checksum_errors);
   printf("damage: %llu damaged pages gave SIGBUS (%llu checksum mismatches, %llu read errors), %llu intact\n",
          (unsigned long long)buses, (unsigned long long)st.checksum_errors, (unsigned long long)st.read_errors,
          (unsigned long long)(n - buses));

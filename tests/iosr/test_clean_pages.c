@@ -23,8 +23,8 @@ static void accounting(const char *when) {
   iosr_app_stats st;
   stats(&st);
   uint64_t used = iosr_test_stat(ctl, "\"used\":");
-  CHECKF(used == st.swapped_pages + st.clean_pages, "%s: %llu slots used, %llu swapped + %llu clean", when,
-         (unsigned long long)used, (unsigned long long)st.swapped_pages, (unsigned long long)st.clean_pages);
+  CHECK(used == st.swapped_pages + st.clean_pages, "%s: %llu slots used, %llu swapped + %llu clean", when,
+        (unsigned long long)used, (unsigned long long)st.swapped_pages, (unsigned long long)st.clean_pages);
 }
 
 /* Swaps the whole app out; returns the bytes and requests written. */
@@ -32,11 +32,11 @@ static void reclaim(uint64_t *bytes, uint64_t *reqs, const char *when) {
   iosr_app_stats a, b;
   uint64_t got;
   stats(&a);
-  CHECKF(iosr_ctl_reclaim(ctl, "clean", 0, &got) == 0, "%s: reclaim", when);
+  CHECK(iosr_ctl_reclaim(ctl, "clean", 0, &got) == 0, "%s: reclaim", when);
   CHECK(iosr_ctl_wait_idle(ctl) == 0);
   stats(&b);
-  CHECKF(b.resident_pages == 0 && b.clean_pages == 0 && b.swapped_pages == N, "%s: %llu resident, %llu swapped",
-         when, (unsigned long long)b.resident_pages, (unsigned long long)b.swapped_pages);
+  CHECK(b.resident_pages == 0 && b.clean_pages == 0 && b.swapped_pages == N, "%s: %llu resident, %llu swapped",
+        when, (unsigned long long)b.resident_pages, (unsigned long long)b.swapped_pages);
   *bytes = b.write_bytes - a.write_bytes;
   *reqs = b.write_reqs - a.write_reqs;
   fprintf(stderr, "%s: %llu bytes written in %llu requests, %llu clean pages dropped\n", when,
@@ -47,7 +47,7 @@ static void reclaim(uint64_t *bytes, uint64_t *reqs, const char *when) {
 /* Page i holds version ver[i]. */
 static void verify(const uint8_t *p, const uint8_t *ver, const char *when) {
   for (uint64_t i = 0; i < N; i++)
-    CHECKF(iosr_check(p + i * 4096, 31, i, ver[i]), "%s: page %llu wrong", when, (unsigned long long)i);
+    CHECK(iosr_check(p + i * 4096, 31, i, ver[i]), "%s: page %llu wrong", when, (unsigned long long)i);
 }
 
 int main(int argc, char **argv) {
@@ -66,17 +66,17 @@ int main(int argc, char **argv) {
   uint64_t bytes, reqs;
 
   reclaim(&bytes, &reqs, "first reclaim");
-  CHECKF(bytes == (uint64_t)N * 4096, "first reclaim wrote %llu bytes", (unsigned long long)bytes);
+  CHECK(bytes == (uint64_t)N * 4096, "first reclaim wrote %llu bytes", (unsigned long long)bytes);
 
   /* read back, no write: every page is clean and keeps its slot */
   verify(p, ver, "first swap-in");
   iosr_app_stats st;
   stats(&st);
-  CHECKF(st.clean_pages == N, "%llu clean pages after reading all back", (unsigned long long)st.clean_pages);
+  CHECK(st.clean_pages == N, "%llu clean pages after reading all back", (unsigned long long)st.clean_pages);
   accounting("read back");
 
   reclaim(&bytes, &reqs, "second reclaim (all clean)");
-  CHECKF(bytes == 0 && reqs == 0, "a reclaim of clean pages wrote %llu bytes", (unsigned long long)bytes);
+  CHECK(bytes == 0 && reqs == 0, "a reclaim of clean pages wrote %llu bytes", (unsigned long long)bytes);
   verify(p, ver, "second swap-in");
 
   /* writes to every seventh page: those, and only those, are written next */
@@ -87,24 +87,24 @@ int main(int argc, char **argv) {
     written++;
   }
   stats(&st);
-  CHECKF(st.clean_pages == N - written, "%llu clean pages after %llu written", (unsigned long long)st.clean_pages,
-         (unsigned long long)written);
+  CHECK(st.clean_pages == N - written, "%llu clean pages after %llu written", (unsigned long long)st.clean_pages,
+        (unsigned long long)written);
   accounting("after writes");
   reclaim(&bytes, &reqs, "third reclaim (some written)");
-  CHECKF(bytes == written * 4096, "third reclaim wrote %llu bytes for %llu pages written", (unsigned long long)bytes,
-         (unsigned long long)written);
+  CHECK(bytes == written * 4096, "third reclaim wrote %llu bytes for %llu pages written", (unsigned long long)bytes,
+        (unsigned long long)written);
   verify(p, ver, "third swap-in");
 
   /* a discard and a munmap of clean pages free their slots */
   CHECK(madvise(p, 64 * 4096, MADV_DONTNEED) == 0);
   accounting("after MADV_DONTNEED of clean pages");
-  for (uint64_t i = 0; i < 64; i++) CHECKF(iosr_is_zero(p + i * 4096), "discarded page %llu not zero", (unsigned long long)i);
+  for (uint64_t i = 0; i < 64; i++) CHECK(iosr_is_zero(p + i * 4096), "discarded page %llu not zero", (unsigned long long)i);
   uint64_t before = iosr_test_stat(ctl, "\"used\":");
   CHECK(munmap(p + (N - 64) * 4096, 64 * 4096) == 0);
   uint64_t after = iosr_test_stat(ctl, "\"used\":");
-  CHECKF(before - after == 64, "munmap of 64 clean pages freed %llu slots", (unsigned long long)(before - after));
+  CHECK(before - after == 64, "munmap of 64 clean pages freed %llu slots", (unsigned long long)(before - after));
   for (uint64_t i = 64; i < N - 64; i++)
-    CHECKF(iosr_check(p + i * 4096, 31, i, ver[i]), "page %llu after discard and munmap", (unsigned long long)i);
+    CHECK(iosr_check(p + i * 4096, 31, i, ver[i]), "page %llu after discard and munmap", (unsigned long long)i);
   accounting("after munmap");
 
   iosr_test_inproc_end(&env);

@@ -59,30 +59,30 @@ int main(void) {
     size_t k = fread(out, 1, sizeof out - 1, f);
     out[k] = 0;
     fclose(f);
-    CHECKF(strstr(out, "iosrd: IOSR_READAHAED: unknown variable, ignored (did you mean IOSR_READAHEAD?)\n") &&
-               !strstr(strstr(out, "READAHAED") + 1, "READAHAED"),
-           "iosrd's stderr: %s", out);
+    CHECK(strstr(out, "iosrd: IOSR_READAHAED: unknown variable, ignored (did you mean IOSR_READAHEAD?)\n") &&
+              !strstr(strstr(out, "READAHAED") + 1, "READAHAED"),
+          "iosrd's stderr: %s", out);
   }
   int ta, fa, tb, fb;
   pid_t pa = app("appA", 1, &ta, &fa), pb = app("appB", 2, &tb, &fb);
   CHECK(chan_recv(fa) == 'r' && chan_recv(fb) == 'r');
   CHECK(iosr_tool(sock, "reclaim appA", out, sizeof out) == 0);
-  CHECKF(strstr(out, "reclaimed 4096 KiB"), "%s", out);
+  CHECK(strstr(out, "reclaimed 4096 KiB"), "%s", out);
   CHECK(iosr_tool(sock, "reclaim appB", out, sizeof out) == 0);
   CHECK(iosr_tool(sock, "fg appA", out, sizeof out) == 0);
   CHECK(iosr_tool(sock, "stat --json", out, sizeof out) == 0);
   uint64_t used = 0;
-  CHECKF(json_u64(out, "\"used\":", &used) == 0 && used == 2 * NPAGES, "%s", out);
-  CHECKF(strstr(out, "\"name\":\"appA\"") && strstr(out, "\"name\":\"appB\"") && strstr(out, "\"foreground\":\"appA\""),
-         "%s", out);
+  CHECK(json_u64(out, "\"used\":", &used) == 0 && used == 2 * NPAGES, "%s", out);
+  CHECK(strstr(out, "\"name\":\"appA\"") && strstr(out, "\"name\":\"appB\"") && strstr(out, "\"foreground\":\"appA\""),
+        "%s", out);
   CHECK(strstr(out, "\"read_hist\":") && strstr(out, "\"fault_latency_ns\":") && strstr(out, "\"swapped_pages\":1024"));
   /* iosrd cannot move pages out of another process: each app's dropper
    * moved them (design note section 3, "Moved by the dropper"), the kernel
    * permitting (Linux 6.8, UFFDIO_MOVE) */
   uint64_t moved = 0;
-  CHECKF(json_u64(out, "\"moveout\":{\"pages\":", &moved) == 0, "%s", out);
-  CHECKF(moved == 2 * NPAGES || !iosr_test_has_move(), "%llu of %u pages moved out by the droppers",
-         (unsigned long long)moved, 2 * NPAGES);
+  CHECK(json_u64(out, "\"moveout\":{\"pages\":", &moved) == 0, "%s", out);
+  CHECK(moved == 2 * NPAGES || !iosr_test_has_move(), "%llu of %u pages moved out by the droppers",
+        (unsigned long long)moved, 2 * NPAGES);
   /* appB crashes with its pages swapped out */
   kill(pb, SIGKILL);
   int st;
@@ -92,24 +92,24 @@ int main(void) {
     if (!strstr(out, "\"name\":\"appB\"")) break;
     usleep(2000);
   }
-  CHECKF(!strstr(out, "\"name\":\"appB\""), "appB still listed: %s", out);
+  CHECK(!strstr(out, "\"name\":\"appB\""), "appB still listed: %s", out);
   CHECK(json_u64(out, "\"used\":", &used) == 0);
-  CHECKF(used == NPAGES, "%llu slots used after appB died (want appA's %u)", (unsigned long long)used, NPAGES);
+  CHECK(used == NPAGES, "%llu slots used after appB died (want appA's %u)", (unsigned long long)used, NPAGES);
   /* the daemon carries on: appA's pages come back intact */
   chan_send(ta, 'v');
   CHECK(chan_recv(fa) == 'o');
   CHECK(iosr_tool(sock, "stat appA", out, sizeof out) == 0);
-  CHECKF(strstr(out, "appA") && strstr(out, "fg"), "%s", out);
+  CHECK(strstr(out, "appA") && strstr(out, "fg"), "%s", out);
   CHECK(iosr_tool(sock, "reclaim nosuchapp", out, sizeof out) == 1);
   /* stat of an app that does not exist fails as fg and reclaim do; stat of all still lists */
-  CHECKF(iosr_tool(sock, "stat nosuchapp", out, sizeof out) == 1 && !strcmp(out, "iosr: nosuchapp: No such process\n"),
-         "%s", out);
-  CHECKF(iosr_tool(sock, "fg nosuchapp", out, sizeof out) == 1 && !strcmp(out, "iosr: nosuchapp: No such process\n"),
-         "%s", out);
+  CHECK(iosr_tool(sock, "stat nosuchapp", out, sizeof out) == 1 && !strcmp(out, "iosr: nosuchapp: No such process\n"),
+        "%s", out);
+  CHECK(iosr_tool(sock, "fg nosuchapp", out, sizeof out) == 1 && !strcmp(out, "iosr: nosuchapp: No such process\n"),
+        "%s", out);
   CHECK(iosr_tool(sock, "stat", out, sizeof out) == 0 && strstr(out, "appA"));
   char by_pid[64];
   snprintf(by_pid, sizeof by_pid, "stat '#%d'", (int)pa);
-  CHECKF(iosr_tool(sock, by_pid, out, sizeof out) == 0 && strstr(out, "appA"), "%s", out);
+  CHECK(iosr_tool(sock, by_pid, out, sizeof out) == 0 && strstr(out, "appA"), "%s", out);
   CHECK(iosr_tool(sock, "set readahead sideways", out, sizeof out) == 1);
   CHECK(iosr_tool(sock, "set readahead vma", out, sizeof out) == 0);
   CHECK(iosr_tool(sock, "set buffer 64M", out, sizeof out) == 1); /* start-time option */
@@ -123,7 +123,7 @@ int main(void) {
   CHECK(chan_recv(fc) == 'r');
   CHECK(iosr_tool(sock, "reclaim appC", out, sizeof out) == 0);
   st = iosr_test_stop_daemon(d);
-  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "iosrd status %d", st);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "iosrd status %d", st);
   chan_send(tc, 'v');
   CHECK(chan_recv(fc) == 'o');
   chan_send(tc, 'q');

@@ -65,18 +65,15 @@ static void reclaim_all(const char *name) {
     if (iosr_tool(sock, args, out, sizeof out) == 0) return;
     usleep(20000);
   }
-  CHECKF(0, "reclaim %s: %s", name, out);
+  FAIL("reclaim %s: %s", name, out);
 }
 
 int main(void) {
   iosr_test_require();
-  iosr_test_swap(swap, sizeof swap, 16u << 20);
-  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   char log1[300], log2[300], dlog[300];
-  snprintf(log1, sizeof log1, "%s/victim.log", iosr_test_dir);
-  snprintf(log2, sizeof log2, "%s/orphan.log", iosr_test_dir);
-  snprintf(dlog, sizeof dlog, "%s/iosrd.log", iosr_test_dir);
-  pid_t d = iosr_test_daemon(swap, sock, NULL, dlog);
+  pid_t d = iosr_test_start_daemon(swap, 16u << 20, sock, NULL, dlog);
+  iosr_test_path(log1, sizeof log1, "victim.log");
+  iosr_test_path(log2, sizeof log2, "orphan.log");
   int to, from;
   pid_t v = app("victim", log1, NULL, &to, &from);
   CHECK(chan_recv(from) == 'r');
@@ -86,11 +83,11 @@ int main(void) {
   waitpid(d, NULL, 0);
   chan_send(to, 't');
   /* the touching thread must block: it cannot be answered without a daemon */
-  CHECKF(!readable_within(from, 400), "a swapped page was read without a daemon");
-  CHECKF(file_has(log1, "died with 512 pages of app victim swapped out"), "no loud message in the app's stderr");
+  CHECK(!readable_within(from, 400), "a swapped page was read without a daemon");
+  CHECK(file_has(log1, "died with 512 pages of app victim swapped out"), "no loud message in the app's stderr");
   /* restart: the app resumes from the intact swap area */
   d = iosr_test_daemon(swap, sock, NULL, dlog);
-  CHECKF(readable_within(from, 20000), "the app did not resume");
+  CHECK(readable_within(from, 20000), "the app did not resume");
   CHECK(chan_recv(from) == 'o');
   chan_send(to, 'v');
   CHECK(chan_recv(from) == 'o');
@@ -112,7 +109,7 @@ int main(void) {
   waitpid(d, NULL, 0);
   chan_send(to, 't');
   waitpid(v, &st, 0);
-  CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "orphan ended with status %d", st);
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "orphan ended with status %d", st);
   CHECK(!readable_within(from, 0) || chan_recv(from) != 'x');
   CHECK(file_has(log2, "aborting"));
   iosr_test_cleanup();

@@ -90,15 +90,15 @@ static void madv_free(uint8_t *p, uint64_t n) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += 60;
-  CHECKF(pthread_timedjoin_np(w, NULL, &ts) == 0, "a write after MADV_FREE did not complete within 60 s");
+  CHECK(pthread_timedjoin_np(w, NULL, &ts) == 0, "a write after MADV_FREE did not complete within 60 s");
   CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_PAUSE, 0) == 0);
   pthread_join(t, NULL);
   CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
   for (uint64_t i = 0; i < n; i++) {
     const uint8_t *q = p + i * 4096;
-    if (i == 5) CHECKF(iosr_check(q, 61, 5, 1), "the page written after MADV_FREE lost the write");
-    else CHECKF(iosr_is_zero(q) || iosr_check(q, 61, i, 0), "MADV_FREE'd page %llu holds other bytes",
-                (unsigned long long)i);
+    if (i == 5) CHECK(iosr_check(q, 61, 5, 1), "the page written after MADV_FREE lost the write");
+    else CHECK(iosr_is_zero(q) || iosr_check(q, 61, i, 0), "MADV_FREE'd page %llu holds other bytes",
+               (unsigned long long)i);
   }
   printf("madv-free: the write after MADV_FREE completed; freed pages read zero or their old data\n");
 }
@@ -109,7 +109,7 @@ static void held_range(uint64_t *start, uint64_t *len) {
   *start = env.ctx->cur.start;
   *len = env.ctx->cur.len;
   pthread_mutex_unlock(&env.ctx->mu);
-  CHECKF(*len >= 3 * 4096, "the held drop covers %llu bytes", (unsigned long long)*len);
+  CHECK(*len >= 3 * 4096, "the held drop covers %llu bytes", (unsigned long long)*len);
 }
 
 /* A reclaim whose drop is held at the gate (its range in *s, *len): the
@@ -126,7 +126,7 @@ static pthread_t held_drop(uint64_t *s, uint64_t *len) {
 static void verify(const uint8_t *p, uint64_t n, uint64_t hole_lo, uint64_t hole_hi, uint64_t seed, const char *what) {
   for (uint64_t i = 0; i < n; i++)
     if (i < hole_lo || i >= hole_hi)
-      CHECKF(iosr_check(p + i * 4096, seed, i, 0), "%s: page %llu holds other bytes", what, (unsigned long long)i);
+      CHECK(iosr_check(p + i * 4096, seed, i, 0), "%s: page %llu holds other bytes", what, (unsigned long long)i);
 }
 
 typedef struct lock_range {
@@ -154,8 +154,8 @@ static void mlocked(uint8_t *p, uint64_t n) {
   CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
   pthread_join(t, NULL);
   iosr_app_stats st = stats();
-  CHECKF(st.resident_pages == 128 && st.swapped_pages == n - 128, "locked part: resident %llu swapped %llu",
-         (unsigned long long)st.resident_pages, (unsigned long long)st.swapped_pages);
+  CHECK(st.resident_pages == 128 && st.swapped_pages == n - 128, "locked part: resident %llu swapped %llu",
+        (unsigned long long)st.resident_pages, (unsigned long long)st.swapped_pages);
   verify(p, n, 0, 0, 61, "after reclaim with a locked part");
   CHECK(munlock(p + 128 * 4096, 128 * 4096) == 0);
   /* locked while a drop waits: its madvise discards up to the locked VMA */
@@ -168,15 +168,15 @@ static void mlocked(uint8_t *p, uint64_t n) {
   pthread_t lt;
   CHECK(pthread_create(&lt, NULL, locker, &lr) == 0);
   for (int i = 0; i < 6000 && !range_locked(s + third); i++) usleep(10000);
-  CHECKF(range_locked(s + third), "the range did not show as locked in smaps");
+  CHECK(range_locked(s + third), "the range did not show as locked in smaps");
   gate_open();
   pthread_join(t, NULL);
   pthread_join(lt, NULL);
   CHECK(lr.rc == 0);
   CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
   verify(p, n, 0, 0, 61, "after a drop refused part-way by mlock");
-  CHECKF(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
-         (unsigned long long)held());
+  CHECK(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
+        (unsigned long long)held());
   CHECK(munlock((void *)(uintptr_t)(s + third), third) == 0);
   printf("mlock: locked pages stayed resident, a drop refused part-way lost nothing\n");
 }
@@ -191,8 +191,8 @@ static void unmapped(uint8_t *p, uint64_t n) {
   CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
   uint64_t lo = (hole - (uintptr_t)p) / 4096, hi = lo + third / 4096;
   verify(p, n, lo, hi, 61, "munmap inside a drop");
-  CHECKF(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
-         (unsigned long long)held());
+  CHECK(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
+        (unsigned long long)held());
   printf("munmap: pages %llu-%llu unmapped inside a drop; every other page kept its data\n", (unsigned long long)lo,
          (unsigned long long)hi - 1);
 }
@@ -216,12 +216,12 @@ static void remap_drop(uint8_t *p, uint64_t n) {
   CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
   uint64_t lo = (uint64_t)(kept - p) / 4096, hi = lo + third / 4096;
   for (uint64_t i = lo; i < hi; i++)
-    CHECKF(iosr_check(kept_at + (i - lo) * 4096, 61, i, 0), "page %llu, kept away during the drop, holds other bytes",
-           (unsigned long long)i);
+    CHECK(iosr_check(kept_at + (i - lo) * 4096, 61, i, 0), "page %llu, kept away during the drop, holds other bytes",
+          (unsigned long long)i);
   CHECK(mremap(kept_at, third, third, MREMAP_MAYMOVE | MREMAP_FIXED, kept) == kept);
   verify(p, n, 0, 0, 61, "mremap inside a drop");
-  CHECKF(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
-         (unsigned long long)held());
+  CHECK(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
+        (unsigned long long)held());
   printf("mremap-drop: %llu pages of a drop moved away and back, %llu kept away during it: every page kept its data\n",
          (unsigned long long)third / 4096, (unsigned long long)third / 4096);
 }
@@ -232,8 +232,8 @@ static void locked_all(uint8_t *p, uint64_t n) {
   uint64_t got;
   CHECK(iosr_ctl_reclaim(env.ctl, "disc", 0, &got) == 0);
   iosr_app_stats st = stats();
-  CHECKF(st.swapped_pages == n && got == n * 4096, "after mlockall: %llu pages swapped of %llu",
-         (unsigned long long)st.swapped_pages, (unsigned long long)n);
+  CHECK(st.swapped_pages == n && got == n * 4096, "after mlockall: %llu pages swapped of %llu",
+        (unsigned long long)st.swapped_pages, (unsigned long long)n);
   verify(p, n, 0, 0, 61, "reclaimed after mlockall");
   CHECK(munlockall() == 0);
   printf("mlockall: libiosr's locked mappings did not stop the reclaim; every page came back\n");
@@ -245,19 +245,19 @@ static void locked_all(uint8_t *p, uint64_t n) {
 static void locked_future(uint8_t *p, uint64_t n) {
   uint64_t got;
   iosr_app_stats st = stats();
-  CHECKF(st.resident_pages >= n, "a region populated at registration: %llu of %llu pages counted resident",
-         (unsigned long long)st.resident_pages, (unsigned long long)n);
+  CHECK(st.resident_pages >= n, "a region populated at registration: %llu of %llu pages counted resident",
+        (unsigned long long)st.resident_pages, (unsigned long long)n);
   CHECK(iosr_ctl_reclaim(env.ctl, "disc", 0, &got) == 0 || errno == EIO);
   st = stats();
-  CHECKF(st.swapped_pages == 0, "locked: %llu pages swapped out", (unsigned long long)st.swapped_pages);
+  CHECK(st.swapped_pages == 0, "locked: %llu pages swapped out", (unsigned long long)st.swapped_pages);
   verify(p, n, 0, 0, 61, "reclaimed while locked");
   CHECK(munlockall() == 0);
   /* a graveyard page the lock populated refuses the first moves (design
    * note section 3, "Moved out"): those pages go at the next reclaim */
   for (int i = 0; i < 3 && stats().swapped_pages < n; i++) CHECK(iosr_ctl_reclaim(env.ctl, "disc", 0, &got) == 0);
   st = stats();
-  CHECKF(st.swapped_pages == n, "after munlockall: %llu pages swapped of %llu", (unsigned long long)st.swapped_pages,
-         (unsigned long long)n);
+  CHECK(st.swapped_pages == n, "after munlockall: %llu pages swapped of %llu", (unsigned long long)st.swapped_pages,
+        (unsigned long long)n);
   verify(p, n, 0, 0, 61, "reclaimed after munlockall");
   printf("mlockall-future: a region populated when made stayed while locked, and went out after munlockall; every "
          "page came back\n");
@@ -276,12 +276,12 @@ static void split_during_drop(uint8_t *p, uint64_t n) {
   CHECK(pthread_create(&t, NULL, reclaimer, "disc") == 0);
   gate_wait(60);
   held_range(&s, &len);
-  CHECKF(len >= 16 * 4096, "the held drop covers %llu bytes", (unsigned long long)len);
+  CHECK(len >= 16 * 4096, "the held drop covers %llu bytes", (unsigned long long)len);
   CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_HOLD_EVENTS, 1) == 0);
   gate_open();
   /* the dropper's REMOVE is pending once the userfaultfd is readable */
   struct pollfd pf = {env.ctx->uffd, POLLIN, 0};
-  CHECKF(poll(&pf, 1, 60000) == 1, "the dropper's madvise made no event within 60 s");
+  CHECK(poll(&pf, 1, 60000) == 1, "the dropper's madvise made no event within 60 s");
   uint8_t *mid = (uint8_t *)(uintptr_t)(s + len / 3 / 4096 * 4096);
   size_t mlen = len / 3 / 4096 * 4096;
   CHECK(mprotect(mid, mlen, PROT_READ) == 0);
@@ -289,7 +289,7 @@ static void split_during_drop(uint8_t *p, uint64_t n) {
   pthread_join(t, NULL);
   CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
   CHECK(mprotect(mid, mlen, PROT_READ | PROT_WRITE) == 0);
-  CHECKF(held() > 0, "nothing was swapped out");
+  CHECK(held() > 0, "nothing was swapped out");
   verify(p, n, 0, 0, 61, "split during the drop");
   printf("split-during-drop: the kernel's REMOVE per split part was the dropper's; every page kept its data\n");
 }
@@ -315,11 +315,11 @@ static void remap_discard(uint8_t *p, uint64_t n) {
   CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
   uint64_t lo = (uint64_t)(part - p) / 4096, hi = lo + third / 4096;
   for (uint64_t i = lo; i < hi; i++)
-    CHECKF(iosr_is_zero(p + i * 4096), "page %llu, discarded by the app after its drop ran elsewhere, is not zero",
-           (unsigned long long)i);
+    CHECK(iosr_is_zero(p + i * 4096), "page %llu, discarded by the app after its drop ran elsewhere, is not zero",
+          (unsigned long long)i);
   verify(p, n, lo, hi, 61, "mremap and discard inside a drop");
-  CHECKF(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
-         (unsigned long long)held());
+  CHECK(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
+        (unsigned long long)held());
   printf("mremap-discard: %llu pages moved away during their drop, back, then discarded: they read zero\n",
          (unsigned long long)third / 4096);
 }
@@ -332,18 +332,18 @@ static void check_moved_in(uint8_t *p, uint64_t n, iosr_region *other, uint8_t *
                            unsigned seed, int wrote0) {
   uint8_t *o = iosr_region_base(other);
   for (uint64_t i = 0; i < len / 4096; i++)
-    CHECKF(iosr_check(at + i * 4096, seed, i, wrote0 && i == 0), "page %llu moved into a drop's addresses holds other bytes (%s)",
-           (unsigned long long)i, iosr_is_zero(at + i * 4096) ? "zero: the dropper discarded it" : "not zero");
+    CHECK(iosr_check(at + i * 4096, seed, i, wrote0 && i == 0), "page %llu moved into a drop's addresses holds other bytes (%s)",
+          (unsigned long long)i, iosr_is_zero(at + i * 4096) ? "zero: the dropper discarded it" : "not zero");
   uint64_t lo = (uint64_t)(at - p) / 4096;
   for (uint64_t i = 0; i < len / 4096; i++)
-    CHECKF(iosr_check(away + i * 4096, 61, lo + i, 0), "page %llu of the drop, moved away, holds other bytes",
-           (unsigned long long)(lo + i));
+    CHECK(iosr_check(away + i * 4096, 61, lo + i, 0), "page %llu of the drop, moved away, holds other bytes",
+          (unsigned long long)(lo + i));
   CHECK(mremap(at, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, o) == o);
   CHECK(mremap(away, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, at) == at);
   verify(p, n, 0, 0, 61, "moved back");
   CHECK(iosr_region_destroy(other) == 0);
-  CHECKF(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
-         (unsigned long long)held());
+  CHECK(slots_used() == held(), "slots used %llu, swapped + clean %llu", (unsigned long long)slots_used(),
+        (unsigned long long)held());
 }
 
 /* The addresses of a drop held before it runs get other pages: its own are
@@ -413,14 +413,14 @@ static void remap_writing(uint8_t *p, uint64_t n) {
   pthread_t w;
   CHECK(pthread_create(&w, NULL, page_writer, at) == 0);
   for (int i = 0; i < 5000 && stats().wp_faults == wp0; i++) usleep(1000);
-  CHECKF(stats().wp_faults > wp0, "the write did not fault on the page being written out");
+  CHECK(stats().wp_faults > wp0, "the write did not fault on the page being written out");
   gate_open();
   pthread_join(t, NULL);
   CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_PAUSE, 0) == 0);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += 60;
-  CHECKF(pthread_timedjoin_np(w, NULL, &ts) == 0, "the write did not complete within 60 s");
+  CHECK(pthread_timedjoin_np(w, NULL, &ts) == 0, "the write did not complete within 60 s");
   pthread_join(t2, NULL);
   CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
   check_moved_in(p, n, other, at, away, third, 64, 1);
@@ -449,16 +449,16 @@ static void remap_into_after_check(uint8_t *p, uint64_t n) {
   iosr_catch_bus(1);
   for (uint64_t i = 0; i < len / 4096; i++) {
     int b = iosr_touch_bus(at + i * 4096);
-    CHECKF(b || iosr_check(at + i * 4096, 65, i, 0), "page %llu moved in after the check holds %s", (unsigned long long)i,
-           iosr_is_zero(at + i * 4096) ? "zero" : "other bytes");
+    CHECK(b || iosr_check(at + i * 4096, 65, i, 0), "page %llu moved in after the check holds %s", (unsigned long long)i,
+          iosr_is_zero(at + i * 4096) ? "zero" : "other bytes");
     bus += b;
   }
   iosr_catch_bus(0);
-  CHECKF(bus == len / 4096, "%llu of %llu pages moved in after the check gave SIGBUS: the dropper discarded them all",
-         (unsigned long long)bus, (unsigned long long)len / 4096);
+  CHECK(bus == len / 4096, "%llu of %llu pages moved in after the check gave SIGBUS: the dropper discarded them all",
+        (unsigned long long)bus, (unsigned long long)len / 4096);
   for (uint64_t i = 0; i < len / 4096; i++)
-    CHECKF(iosr_check(away + i * 4096, 61, lo + i, 0), "page %llu of the drop, moved away, holds other bytes",
-           (unsigned long long)(lo + i));
+    CHECK(iosr_check(away + i * 4096, 61, lo + i, 0), "page %llu of the drop, moved away, holds other bytes",
+          (unsigned long long)(lo + i));
   /* the lost pages are discarded (the poison goes), the drop's moved back */
   CHECK(madvise(at, len, MADV_DONTNEED) == 0);
   CHECK(mremap(at, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, o) == o);
@@ -495,7 +495,7 @@ static void merged_remap(void) {
       run = 1;
     }
   }
-  CHECKF(run >= NREG, "no %u adjacent regions among %u made: cannot build one VMA of %u regions", NREG, MADE, NREG);
+  CHECK(run >= NREG, "no %u adjacent regions among %u made: cannot build one VMA of %u regions", NREG, MADE, NREG);
   iosr_region **rs = all + first;
   for (unsigned i = 0; i < MADE; i++)
     if (i < first || i >= first + NREG) CHECK(iosr_region_destroy(all[i]) == 0);
@@ -507,18 +507,18 @@ static void merged_remap(void) {
   uint8_t *dst = mmap(NULL, n * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CHECK(dst != MAP_FAILED);
   /* one mremap of the one VMA the adjacent regions merged into */
-  CHECKF(mremap(lo, n * 4096, n * 4096, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == dst,
-         "mremap over %u regions: %s (not merged into one VMA?)", NREG, strerror(errno));
+  CHECK(mremap(lo, n * 4096, n * 4096, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == dst,
+        "mremap over %u regions: %s (not merged into one VMA?)", NREG, strerror(errno));
   for (uint64_t i = 0; i < n; i++)
-    CHECKF(iosr_check(dst + i * 4096, 62, i, 0), "page %llu (region %llu) after the move", (unsigned long long)i,
-           (unsigned long long)(i / REGP));
+    CHECK(iosr_check(dst + i * 4096, 62, i, 0), "page %llu (region %llu) after the move", (unsigned long long)i,
+          (unsigned long long)(i / REGP));
   CHECK(iosr_ctl_reclaim(env.ctl, "disc", 0, &got) == 0);
-  CHECKF(slots_used() == held() && stats().swapped_pages == n, "slots used %llu, swapped %llu",
-         (unsigned long long)slots_used(), (unsigned long long)stats().swapped_pages);
+  CHECK(slots_used() == held() && stats().swapped_pages == n, "slots used %llu, swapped %llu",
+        (unsigned long long)slots_used(), (unsigned long long)stats().swapped_pages);
   CHECK(mremap(dst, n * 4096, n * 4096, MREMAP_MAYMOVE | MREMAP_FIXED, lo) == lo);
-  for (uint64_t i = 0; i < n; i++) CHECKF(iosr_check(lo + i * 4096, 62, i, 0), "page %llu moved back", (unsigned long long)i);
+  for (uint64_t i = 0; i < n; i++) CHECK(iosr_check(lo + i * 4096, 62, i, 0), "page %llu moved back", (unsigned long long)i);
   for (unsigned i = 0; i < NREG; i++) CHECK(iosr_region_destroy(rs[i]) == 0);
-  CHECKF(slots_used() == 0, "%llu slots leaked", (unsigned long long)slots_used());
+  CHECK(slots_used() == 0, "%llu slots leaked", (unsigned long long)slots_used());
   printf("mremap of %u merged regions: every page followed, no slot leaked\n", NREG);
 }
 
@@ -544,8 +544,8 @@ int main(int argc, char **argv) {
     merged_remap();
   } else {
     const uint64_t n = 512;
-    if (ma) CHECKF(mlockall(MCL_CURRENT) == 0, "mlockall: %s", strerror(errno));
-    if (mff) CHECKF(mlockall(MCL_CURRENT | MCL_FUTURE) == 0, "mlockall: %s", strerror(errno));
+    if (ma) CHECK(mlockall(MCL_CURRENT) == 0, "mlockall: %s", strerror(errno));
+    if (mff) CHECK(mlockall(MCL_CURRENT | MCL_FUTURE) == 0, "mlockall: %s", strerror(errno));
     iosr_region *r = iosr_region_create(env.ctx, n * 4096);
     CHECK(r);
     uint8_t *p = iosr_region_base(r);

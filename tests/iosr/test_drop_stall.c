@@ -41,7 +41,7 @@ static void app(const char *name, uint64_t seed, uint64_t npages, int in, int ou
   uint8_t *p = iosr_test_filled_region(name, sock, npages, seed, &ctx, &r);
   chan_send(out, 'r');
   CHECK(chan_recv(in) == 'c');
-  for (uint64_t i = 0; i < npages; i++) CHECKF(iosr_check(p + i * 4096, seed, i, 0), "%s: page %llu", name, (unsigned long long)i);
+  for (uint64_t i = 0; i < npages; i++) CHECK(iosr_check(p + i * 4096, seed, i, 0), "%s: page %llu", name, (unsigned long long)i);
   CHECK(iosr_region_destroy(r) == 0);
   CHECK(iosr_disconnect(ctx) == 0);
   _exit(0);
@@ -71,14 +71,11 @@ int main(int argc, char **argv) {
   }
   if (full) frozen_pages = IOSR_GRAVE_PAGES + 4096;
   iosr_test_require();
-  iosr_test_swap(swap, sizeof swap, (32u << 20) + (size_t)frozen_pages * 4096 * 5 / 4);
-  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   char dlog[300], out[4096];
-  snprintf(dlog, sizeof dlog, "%s/iosrd.log", iosr_test_dir);
-  pid_t d = iosr_test_daemon(swap, sock,
-                             full ? "restart_grace_ms=300,drop_stall_ms=500,reclaim_inflight=128"
-                                  : "restart_grace_ms=300,reclaim_batch=64,reclaim_inflight=2,drop_stall_ms=500",
-                             dlog);
+  pid_t d = iosr_test_start_daemon(swap, (32u << 20) + (size_t)frozen_pages * 4096 * 5 / 4, sock,
+                                   full ? "restart_grace_ms=300,drop_stall_ms=500,reclaim_inflight=128"
+                                        : "restart_grace_ms=300,reclaim_batch=64,reclaim_inflight=2,drop_stall_ms=500",
+                                   dlog);
   int to_f, from_f, to_o, from_o;
   pid_t f = iosr_test_fork(&to_f, &from_f);
   if (f == 0) app("frozen", 31, frozen_pages, from_f, to_f);
@@ -92,15 +89,15 @@ int main(int argc, char **argv) {
   CHECK(waitpid(f, &st, WUNTRACED) == f && WIFSTOPPED(st));
 
   int rc = tool_bounded("reclaim frozen", "the reclaim of the stopped app", out, sizeof out);
-  CHECKF(rc != 0 && strstr(out, "timed out"), "reclaim of the stopped app: exit %d, '%s' (see %s)", rc, out, dlog);
+  CHECK(rc != 0 && strstr(out, "timed out"), "reclaim of the stopped app: exit %d, '%s' (see %s)", rc, out, dlog);
   rc = tool_bounded("reclaim other", "the reclaim of the other app (held up by the stopped one?)", out, sizeof out);
-  CHECKF(rc == 0 && strstr(out, "reclaimed 2048 KiB"), "reclaim of the other app: exit %d, '%s'", rc, out);
+  CHECK(rc == 0 && strstr(out, "reclaimed 2048 KiB"), "reclaim of the other app: exit %d, '%s'", rc, out);
   rc = tool_bounded("idle", "iosr idle (held up by the stopped app?)", out, sizeof out);
-  CHECKF(rc == 0, "iosr idle: exit %d, '%s'", rc, out);
+  CHECK(rc == 0, "iosr idle: exit %d, '%s'", rc, out);
 
   CHECK(kill(f, SIGCONT) == 0);
   rc = tool_bounded("idle", "iosr idle once the app runs again", out, sizeof out);
-  CHECKF(rc == 0, "iosr idle: exit %d, '%s'", rc, out);
+  CHECK(rc == 0, "iosr idle: exit %d, '%s'", rc, out);
   /* what the unanswered reclaim passed by goes now: once the app has
    * answered its set-aside drops (it does so after SIGCONT, at its own pace;
    * until then a reclaim of it takes nothing and answers ETIMEDOUT) */
@@ -109,21 +106,21 @@ int main(int argc, char **argv) {
     if (rc == 0 || !strstr(out, "timed out") || tries == 600) break;
     usleep(100 * 1000); /* at most a minute: a hang */
   }
-  CHECKF(rc == 0, "reclaim of the app running again: exit %d, '%s'", rc, out);
+  CHECK(rc == 0, "reclaim of the app running again: exit %d, '%s'", rc, out);
   static char js[1 << 16];
   rc = tool_bounded("stat --json", "iosr stat", js, sizeof js);
   char *fa = strstr(js, "\"name\":\"frozen\""), *sw = fa ? strstr(fa, "\"swapped_pages\":") : NULL;
-  CHECKF(rc == 0 && sw && strtoull(sw + 16, NULL, 10) == frozen_pages, "the app's pages did not go out once it ran: %.300s",
-         fa ? fa : js);
+  CHECK(rc == 0 && sw && strtoull(sw + 16, NULL, 10) == frozen_pages, "the app's pages did not go out once it ran: %.300s",
+        fa ? fa : js);
   char *nr = strstr(js, "\"no_room_runs\":");
-  CHECKF(!full || (nr && strtoull(nr + 15, NULL, 10) > 0), "graveyard-full: no batch waited for graveyard room: %.200s",
-         nr ? nr : js);
+  CHECK(!full || (nr && strtoull(nr + 15, NULL, 10) > 0), "graveyard-full: no batch waited for graveyard room: %.200s",
+        nr ? nr : js);
   chan_send(to_f, 'c');
   chan_send(to_o, 'c');
   st = wait_child(f, 60, "the stopped app");
-  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the stopped app ended with status %#x", st);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the stopped app ended with status %#x", st);
   st = wait_child(o, 60, "the other app");
-  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other app ended with status %#x", st);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other app ended with status %#x", st);
   apps[0] = apps[1] = 0;
   iosr_test_stop_daemon(d);
   iosr_test_cleanup();

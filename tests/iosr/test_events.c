@@ -30,10 +30,8 @@ int main(void) {
   iosr_ctx *ctx = env.ctx;
   iosr_ctl *ctl = env.ctl;
   const uint64_t N = 1024;
-  iosr_region *r = iosr_region_create(ctx, N * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (uint64_t i = 0; i < N; i++) iosr_fill(p + i * 4096, 21, i, 0);
+  iosr_region *r;
+  uint8_t *p = iosr_test_fill_new_region(ctx, N, 21, &r);
 
   /* 1. discard while the pages are being written out */
   CHECK(iosr_ctl_test(ctl, IOSR_TEST_PAUSE, 1) == 0);
@@ -47,11 +45,11 @@ int main(void) {
   CHECK(iosr_ctl_wait_idle(ctl) == 0);
   iosr_app_stats st;
   CHECK(iosr_ctl_app_stats(ctl, "ev", &st) == 0);
-  CHECKF(slots_used(ctl) == st.swapped_pages, "slots used %llu, swapped %llu", (unsigned long long)slots_used(ctl),
-         (unsigned long long)st.swapped_pages);
+  CHECK(slots_used(ctl) == st.swapped_pages, "slots used %llu, swapped %llu", (unsigned long long)slots_used(ctl),
+        (unsigned long long)st.swapped_pages);
   for (uint64_t i = 0; i < N; i++)
-    CHECKF(i < N / 2 ? iosr_is_zero(p + i * 4096) : iosr_check(p + i * 4096, 21, i, 0), "page %llu after discard",
-           (unsigned long long)i);
+    CHECK(i < N / 2 ? iosr_is_zero(p + i * 4096) : iosr_check(p + i * 4096, 21, i, 0), "page %llu after discard",
+          (unsigned long long)i);
   fprintf(stderr, "discard during swap-out: discarded pages read zero, the rest intact\n");
 
   /* 2. munmap of the middle of a swapped-out region */
@@ -59,7 +57,7 @@ int main(void) {
   uint64_t got;
   CHECK(iosr_ctl_reclaim(ctl, "ev", 0, &got) == 0 && slots_used(ctl) == N);
   CHECK(munmap(p + 256 * 4096, 256 * 4096) == 0);
-  CHECKF(slots_used(ctl) == N - 256, "slots used %llu after munmap", (unsigned long long)slots_used(ctl));
+  CHECK(slots_used(ctl) == N - 256, "slots used %llu after munmap", (unsigned long long)slots_used(ctl));
   for (uint64_t i = 0; i < N; i++)
     if (i < 256 || i >= 512) CHECK(iosr_check(p + i * 4096, 22, i, 0));
   fprintf(stderr, "munmap: the unmapped part's slots freed, the rest intact\n");
@@ -73,10 +71,10 @@ int main(void) {
   uint8_t *dst = mmap(NULL, 256 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CHECK(dst != MAP_FAILED);
   CHECK(mremap(q, 256 * 4096, 256 * 4096, MREMAP_MAYMOVE | MREMAP_FIXED, dst) == dst);
-  for (uint64_t i = 0; i < 256; i += 2) CHECKF(iosr_check(dst + i * 4096, 23, i, 0), "moved page %llu", (unsigned long long)i);
+  for (uint64_t i = 0; i < 256; i += 2) CHECK(iosr_check(dst + i * 4096, 23, i, 0), "moved page %llu", (unsigned long long)i);
   CHECK(iosr_ctl_reclaim(ctl, "ev", 0, &got) == 0);
   CHECK(mremap(dst, 256 * 4096, 256 * 4096, MREMAP_MAYMOVE | MREMAP_FIXED, q) == q); /* back home */
-  for (uint64_t i = 0; i < 256; i++) CHECKF(iosr_check(q + i * 4096, 23, i, 0), "page %llu moved back", (unsigned long long)i);
+  for (uint64_t i = 0; i < 256; i++) CHECK(iosr_check(q + i * 4096, 23, i, 0), "page %llu moved back", (unsigned long long)i);
   fprintf(stderr, "mremap: swapped pages read correctly at the new address and back\n");
   CHECK(iosr_region_destroy(r2) == 0);
 
@@ -98,13 +96,13 @@ int main(void) {
   if (geteuid() != 0) {
     /* without CAP_SYS_PTRACE there is no FORK event: the region is not
      * inherited (MADV_DONTFORK) and the child faults on it, loudly */
-    CHECKF(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSEGV, "unprivileged child: status %d", ws);
+    CHECK(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGSEGV, "unprivileged child: status %d", ws);
     fprintf(stderr, "fork (unprivileged): the child got no copy of the region (SIGSEGV), never zeros\n");
     iosr_test_inproc_end(&env);
     iosr_test_cleanup();
     return 0;
   }
-  CHECKF(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child saw wrong data (status %d)", ws);
+  CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child saw wrong data (status %d)", ws);
   for (uint64_t i = 0; i < N; i++)
     if (i < 256 || i >= 512) CHECK(iosr_check(p + i * 4096, 24, i, 0));
   /* the child's entry goes when its memory does */
@@ -115,7 +113,7 @@ int main(void) {
     if (!strstr(js, "\"forked\":true")) break;
     usleep(10000);
   }
-  CHECKF(!strstr(js, "\"forked\":true"), "forked child not reaped: %s", js);
+  CHECK(!strstr(js, "\"forked\":true"), "forked child not reaped: %s", js);
   free(js);
   fprintf(stderr, "fork: the child read every swapped page, its writes stayed its own, it was reaped\n");
 

@@ -24,26 +24,21 @@ static void on_bus(int sig, siginfo_t *si, void *uc) {
 int main(void) {
   iosr_test_require();
   /* ---- 1. full swap area: 300 slots for 512 pages ---- */
-  char swap[256];
-  iosr_test_swap(swap, sizeof swap, 301 * 4096);
-  iosr_engine *eng = iosr_engine_start(swap, "test_hooks=1");
-  CHECK(eng);
-  iosr_connect_opts o = {.app_name = "big", .engine = eng};
-  iosr_ctx *ctx = iosr_connect(&o);
-  iosr_ctl *ctl = iosr_ctl_open_engine(eng);
-  CHECK(ctx && ctl);
-  iosr_region *r = iosr_region_create(ctx, 512 * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (int i = 0; i < 512; i++) iosr_fill(p + i * 4096, 11, (uint64_t)i, 0);
+  iosr_test_env env;
+  iosr_test_inproc(&env, 301 * 4096, "test_hooks=1", "big");
+  iosr_engine *eng = env.eng;
+  iosr_ctx *ctx = env.ctx;
+  iosr_ctl *ctl = env.ctl;
+  iosr_region *r;
+  uint8_t *p = iosr_test_fill_new_region(ctx, 512, 11, &r);
   uint64_t got = 0;
   errno = 0;
   CHECK(iosr_ctl_reclaim(ctl, "big", 0, &got) == -1 && errno == ENOSPC);
   iosr_app_stats st;
   CHECK(iosr_ctl_app_stats(ctl, "big", &st) == 0);
-  CHECKF(st.swapped_pages == 300 && st.resident_pages == 212 && got == 300 * 4096ull,
-         "full: swapped %llu resident %llu reclaimed %llu", (unsigned long long)st.swapped_pages,
-         (unsigned long long)st.resident_pages, (unsigned long long)got);
+  CHECK(st.swapped_pages == 300 && st.resident_pages == 212 && got == 300 * 4096ull,
+        "full: swapped %llu resident %llu reclaimed %llu", (unsigned long long)st.swapped_pages,
+        (unsigned long long)st.resident_pages, (unsigned long long)got);
   for (int i = 0; i < 512; i++) CHECK(iosr_check(p + i * 4096, 11, (uint64_t)i, 0));
   /* written (the same bytes): the pages read back give up their slots, so
    * the next reclaim has slots to write to */
@@ -55,14 +50,14 @@ int main(void) {
   errno = 0;
   int rc = iosr_ctl_reclaim(ctl, "big", 0, &got);
   CHECK(iosr_ctl_app_stats(ctl, "big", &st) == 0);
-  CHECKF(st.write_errors == 1, "write errors %llu", (unsigned long long)st.write_errors);
-  CHECKF(rc == -1 && (errno == EIO || errno == ENOSPC), "reclaim with a failing write: rc %d errno %d", rc, errno);
-  CHECKF(st.resident_pages + st.swapped_pages == 512 && st.resident_pages >= 1,
-         "resident %llu swapped %llu", (unsigned long long)st.resident_pages, (unsigned long long)st.swapped_pages);
+  CHECK(st.write_errors == 1, "write errors %llu", (unsigned long long)st.write_errors);
+  CHECK(rc == -1 && (errno == EIO || errno == ENOSPC), "reclaim with a failing write: rc %d errno %d", rc, errno);
+  CHECK(st.resident_pages + st.swapped_pages == 512 && st.resident_pages >= 1,
+        "resident %llu swapped %llu", (unsigned long long)st.resident_pages, (unsigned long long)st.swapped_pages);
   char *js = iosr_ctl_stat_json(ctl);
   CHECK(js && !strstr(js, "\"bad\":0,"));
   free(js);
-  for (int i = 0; i < 512; i++) CHECKF(iosr_check(p + i * 4096, 11, (uint64_t)i, 0), "page %d after write error", i);
+  for (int i = 0; i < 512; i++) CHECK(iosr_check(p + i * 4096, 11, (uint64_t)i, 0), "page %d after write error", i);
   printf("write error: counted, slots retired, every page intact and resident\n");
   CHECK(iosr_region_destroy(r) == 0);
   CHECK(iosr_disconnect(ctx) == 0);
@@ -70,6 +65,7 @@ int main(void) {
   CHECK(iosr_engine_stop(eng) == 0);
 
   /* ---- 3. read error: SIGBUS in the faulting thread, other apps served ---- */
+  char swap[256];
   iosr_test_swap(swap, sizeof swap, 16u << 20);
   eng = iosr_engine_start(swap, "test_hooks=1,readahead=cluster,page_cluster=0");
   CHECK(eng);
@@ -94,7 +90,7 @@ int main(void) {
   } else {
     bused = 1;
   }
-  CHECKF(bused && bus_addr == p1 + 5 * 4096, "no SIGBUS at the unreadable page (got %p)", (void *)bus_addr);
+  CHECK(bused && bus_addr == p1 + 5 * 4096, "no SIGBUS at the unreadable page (got %p)", (void *)bus_addr);
   /* other pages of the victim, and the other app, are served */
   for (int i = 0; i < 64; i++) CHECK(iosr_check(p2 + i * 4096, 13, (uint64_t)i, 0));
   for (int i = 0; i < 64; i++)

@@ -50,8 +50,8 @@ static void fork_and_check_zero(const uint8_t *p, uint64_t n, uint64_t zlo, uint
   CHECK(c >= 0);
   if (c == 0) _exit(child_check(p, n, zlo, zhi, seed));
   int st = wait_child(c, 120, "the child");
-  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the child read %d wrong pages (status %#x)", what,
-         WIFEXITED(st) ? WEXITSTATUS(st) : -1, st);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the child read %d wrong pages (status %#x)", what,
+        WIFEXITED(st) ? WEXITSTATUS(st) : -1, st);
 }
 
 static void fork_and_check(const uint8_t *p, uint64_t n, uint64_t wiped, uint64_t seed, const char *what) {
@@ -70,7 +70,7 @@ static void discard_then_fork(iosr_test_env *env, uint8_t *p, uint64_t *zlo, uin
   uint64_t s = env->ctx->cur.start, len = env->ctx->cur.len;
   pthread_mutex_unlock(&env->ctx->mu);
   uint64_t third = len / 3 & ~4095ull;
-  CHECKF(third, "the held drop covers %llu bytes", (unsigned long long)len);
+  CHECK(third, "the held drop covers %llu bytes", (unsigned long long)len);
   *zlo = (s + third - (uintptr_t)p) / 4096;
   *zhi = *zlo + third / 4096;
   CHECK(madvise(p + *zlo * 4096, third, MADV_DONTNEED) == 0);
@@ -113,8 +113,8 @@ int main(int argc, char **argv) {
   } else if (!strcmp(argv[1], "discard")) {
     uint64_t zlo, zhi;
     discard_then_fork(&env, p, &zlo, &zhi);
-    for (uint64_t i = zlo; i < zhi; i++) CHECKF(iosr_is_zero(p + i * 4096), "the parent's discarded page %llu",
-                                                (unsigned long long)i);
+    for (uint64_t i = zlo; i < zhi; i++) CHECK(iosr_is_zero(p + i * 4096), "the parent's discarded page %llu",
+                                               (unsigned long long)i);
     for (uint64_t i = zlo; i < zhi; i++) iosr_fill(p + i * 4096, 51, i, 0); /* as before, for the check below */
     printf("discard then fork: the child read zero where the parent discarded, its data elsewhere\n");
   } else if (!strcmp(argv[1], "exit-idle")) {
@@ -132,8 +132,8 @@ int main(int argc, char **argv) {
     iosr_app_stats ps;
     CHECK(iosr_ctl_app_stats(env.ctl, "forker", &ps) == 0);
     /* the parent's pages read back and not written keep their slots (clean) */
-    CHECKF(used == ps.clean_pages && ps.swapped_pages == 0, "%llu slots used after the fork child exited, %llu clean",
-           (unsigned long long)used, (unsigned long long)ps.clean_pages);
+    CHECK(used == ps.clean_pages && ps.swapped_pages == 0, "%llu slots used after the fork child exited, %llu clean",
+          (unsigned long long)used, (unsigned long long)ps.clean_pages);
     printf("exit-idle: the exited child's slots are free once a wait for idle returns\n");
   } else {
     CHECK(madvise(p, N / 2 * 4096, MADV_WIPEONFORK) == 0);
@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
     printf("wipeonfork: the child read zeros in the wiped half, the parent's data in the other\n");
   }
   for (uint64_t i = 0; i < N; i++)
-    CHECKF(iosr_check(p + i * 4096, 51, i, 0), "the parent's page %llu after the fork", (unsigned long long)i);
+    CHECK(iosr_check(p + i * 4096, 51, i, 0), "the parent's page %llu after the fork", (unsigned long long)i);
   CHECK(iosr_region_destroy(r) == 0);
   iosr_test_inproc_end(&env);
   iosr_test_cleanup();

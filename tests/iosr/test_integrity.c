@@ -82,20 +82,20 @@ int main(int argc, char **argv) {
       }
     for (uint64_t k = 0; k < NPAGES; k++) {
       uint64_t i = order[k];
-      CHECKF(iosr_check(base + i * 4096, seed, i, ver[i]), "cycle %u: page %llu (version %llu) differs [%s]", c,
-             (unsigned long long)i, (unsigned long long)ver[i], settings);
+      CHECK(iosr_check(base + i * 4096, seed, i, ver[i]), "cycle %u: page %llu (version %llu) differs [%s]", c,
+            (unsigned long long)i, (unsigned long long)ver[i], settings);
     }
     iosr_app_stats st;
     CHECK(iosr_ctl_app_stats(ctl, "integrity", &st) == 0);
-    CHECKF(st.swapped_pages == 0 && st.resident_pages == NPAGES, "cycle %u: %llu swapped, %llu resident", c,
-           (unsigned long long)st.swapped_pages, (unsigned long long)st.resident_pages);
+    CHECK(st.swapped_pages == 0 && st.resident_pages == NPAGES, "cycle %u: %llu swapped, %llu resident", c,
+          (unsigned long long)st.swapped_pages, (unsigned long long)st.resident_pages);
     total_wp = st.wp_faults;
   }
   iosr_app_stats st;
   CHECK(iosr_ctl_app_stats(ctl, "integrity", &st) == 0);
   /* the cycles really swapped: most pages went out every time */
-  CHECKF(total_swapped >= (uint64_t)CYCLES * NPAGES / 2, "only %llu pages swapped out in %u cycles",
-         (unsigned long long)total_swapped, CYCLES);
+  CHECK(total_swapped >= (uint64_t)CYCLES * NPAGES / 2, "only %llu pages swapped out in %u cycles",
+        (unsigned long long)total_swapped, CYCLES);
   CHECK(st.major_faults > 0 && st.read_reqs > 0 && st.write_reqs > 0);
   CHECK(iosr_region_destroy(r) == 0);
   iosr_test_inproc_end(&t);

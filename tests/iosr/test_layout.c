@@ -51,7 +51,7 @@ static void run(const char *policy, unsigned *contig_a, unsigned *contig_b, size
   CHECK(iosr_ctl_foreground(ctl, "") == 0);
   uint64_t got;
   CHECK(iosr_ctl_reclaim(ctl, "--background", 0, &got) == 0);
-  CHECKF(got == 2ull * NPAGES * 4096, "reclaimed %llu", (unsigned long long)got);
+  CHECK(got == 2ull * NPAGES * 4096, "reclaimed %llu", (unsigned long long)got);
   iosr_slot_entry *va, *vb;
   size_t na, nbb;
   CHECK(iosr_ctl_slot_map(ctl, "A", &va, &na) == 0 && na == NPAGES);
@@ -84,10 +84,10 @@ int main(void) {
   size_t psw, gsw;
   run("process", &pa, &pb, &psw);
   run("global", &ga, &gb, &gsw);
-  CHECKF(pa >= 950 && pb >= 950, "process: %u/%u per mille contiguous", pa, pb);
+  CHECK(pa >= 950 && pb >= 950, "process: %u/%u per mille contiguous", pa, pb);
   /* interleaved: almost every neighbour in the area belongs to the other app */
-  CHECKF(gsw >= NPAGES && ga < 500 && gb < 500, "global: %zu owner changes, %u/%u per mille contiguous", gsw, ga, gb);
-  CHECKF(psw <= 2 * NPAGES / 512 + 2, "process: %zu owner changes for 2 x %u pages", psw, NPAGES);
+  CHECK(gsw >= NPAGES && ga < 500 && gb < 500, "global: %zu owner changes, %u/%u per mille contiguous", gsw, ga, gb);
+  CHECK(psw <= 2 * NPAGES / 512 + 2, "process: %zu owner changes for 2 x %u pages", psw, NPAGES);
   iosr_test_cleanup();
   return 0;
 }

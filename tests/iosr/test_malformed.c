@@ -28,11 +28,11 @@ static int expect_closed(int fd) {
       close(fd);
       return err;
     }
-    CHECKF(n > 0, "daemon neither answered nor closed (%s)", strerror(errno));
+    CHECK(n > 0, "daemon neither answered nor closed (%s)", strerror(errno));
     iosr_msg_hdr *h = (iosr_msg_hdr *)buf;
     if (h->type == IOSR_M_REPLY) err = ((iosr_m_reply *)(buf + sizeof *h))->err;
   }
-  CHECKF(0, "connection stayed open");
+  FAIL("connection stayed open");
   return 0;
 }
 
@@ -51,23 +51,17 @@ static void hello(int fd, int role) {
 static uint8_t *page;
 static void still_served(const char *after) {
   char out[256];
-  CHECKF(iosr_tool(sock, "reclaim good", out, sizeof out) == 0, "after %s: %s", after, out);
-  for (int i = 0; i < 64; i++) CHECKF(iosr_check(page + i * 4096, 5, (uint64_t)i, 0), "after %s: page %d", after, i);
+  CHECK(iosr_tool(sock, "reclaim good", out, sizeof out) == 0, "after %s: %s", after, out);
+  for (int i = 0; i < 64; i++) CHECK(iosr_check(page + i * 4096, 5, (uint64_t)i, 0), "after %s: page %d", after, i);
 }
 
 int main(void) {
   iosr_test_require();
   char swap[256];
-  iosr_test_swap(swap, sizeof swap, 16u << 20);
-  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
-  pid_t d = iosr_test_daemon(swap, sock, NULL, NULL);
-  iosr_connect_opts o = {.app_name = "good", .socket_path = sock};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_region *r = iosr_region_create(ctx, 64 * 4096);
-  CHECK(r);
-  page = iosr_region_base(r);
-  for (int i = 0; i < 64; i++) iosr_fill(page + i * 4096, 5, (uint64_t)i, 0);
+  pid_t d = iosr_test_start_daemon(swap, 16u << 20, sock, NULL, NULL);
+  iosr_ctx *ctx;
+  iosr_region *r;
+  page = iosr_test_filled_region("good", sock, 64, 5, &ctx, &r);
   still_served("start");
   int n = 0;
 

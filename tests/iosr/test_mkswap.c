@@ -32,19 +32,19 @@ static void check_usage(void) {
   for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
     snprintf(cmd, sizeof cmd, "%s --help 2>/dev/null", tools[i]);
     int st = iosr_sh(cmd, out, sizeof out);
-    CHECKF(st == 0 && !strncmp(out, "usage: ", 7), "%s: status %d, stdout: %s", cmd, st, out);
+    CHECK(st == 0 && !strncmp(out, "usage: ", 7), "%s: status %d, stdout: %s", cmd, st, out);
     snprintf(cmd, sizeof cmd, "%s --frobnicate 2>&1 >/dev/null", tools[i]);
     st = iosr_sh(cmd, out, sizeof out);
-    CHECKF(st == 2 && lines(out) == 1 && strstr(out, "--frobnicate") && strstr(out, "--help"), "%s: status %d, stderr: %s",
-           cmd, st, out);
+    CHECK(st == 2 && lines(out) == 1 && strstr(out, "--frobnicate") && strstr(out, "--help"), "%s: status %d, stderr: %s",
+          cmd, st, out);
   }
   /* iosr: --help after a command too; a command's bad usage is one line */
   snprintf(cmd, sizeof cmd, "%s stat --help 2>/dev/null", tools[0]);
   CHECK(iosr_sh(cmd, out, sizeof out) == 0 && strstr(out, "iosr stat"));
   snprintf(cmd, sizeof cmd, "%s fg 2>&1 >/dev/null", tools[0]);
-  CHECKF(iosr_sh(cmd, out, sizeof out) == 2 && lines(out) == 1, "%s", out);
+  CHECK(iosr_sh(cmd, out, sizeof out) == 2 && lines(out) == 1, "%s", out);
   snprintf(cmd, sizeof cmd, "%s --log 9 --swap /nonexistent/swap 2>&1", tools[1]);
-  CHECKF(iosr_sh(cmd, out, sizeof out) == 2 && strstr(out, "--log"), "%s", out);
+  CHECK(iosr_sh(cmd, out, sizeof out) == 2 && strstr(out, "--log"), "%s", out);
 }
 
 /* IOSR_LOG out of range or malformed is refused as a bad engine option is
@@ -53,23 +53,23 @@ static void check_bad_log(const char *dir) {
   char out[4096], cmd[1024];
   snprintf(cmd, sizeof cmd, "IOSR_READAHEAD=bogus %s --swap /nonexistent/swap --socket %s/s 2>&1", bin("IOSRD", "iosrd"),
            dir);
-  CHECKF(iosr_sh(cmd, out, sizeof out) == 1 && strstr(out, "IOSR_READAHEAD: bad value 'bogus'"), "%s", out);
+  CHECK(iosr_sh(cmd, out, sizeof out) == 1 && strstr(out, "IOSR_READAHEAD: bad value 'bogus'"), "%s", out);
   const char *bad[] = {"9", "-1", "x", "1x", "4"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     snprintf(cmd, sizeof cmd, "IOSR_LOG=%s %s --swap /nonexistent/swap --socket %s/s 2>&1", bad[i],
              bin("IOSRD", "iosrd"), dir);
-    CHECKF(iosr_sh(cmd, out, sizeof out) == 1 && lines(out) == 1 && strstr(out, "IOSR_LOG: bad value"), "%s: %s", cmd,
-           out);
+    CHECK(iosr_sh(cmd, out, sizeof out) == 1 && lines(out) == 1 && strstr(out, "IOSR_LOG: bad value"), "%s: %s", cmd,
+          out);
     snprintf(cmd, sizeof cmd, "IOSR_LOG=%s %s info /nonexistent/swap 2>&1", bad[i], bin("IOSR_TOOL", "iosr"));
-    CHECKF(iosr_sh(cmd, out, sizeof out) == 1 && strstr(out, "IOSR_LOG: bad value"), "%s: %s", cmd, out);
+    CHECK(iosr_sh(cmd, out, sizeof out) == 1 && strstr(out, "IOSR_LOG: bad value"), "%s: %s", cmd, out);
   }
   snprintf(cmd, sizeof cmd, "IOSR_LOG=3 %s info /nonexistent/swap 2>&1", bin("IOSR_TOOL", "iosr"));
-  CHECKF(iosr_sh(cmd, out, sizeof out) == 1 && !strstr(out, "IOSR_LOG"), "%s", out); /* 0..3 accepted */
+  CHECK(iosr_sh(cmd, out, sizeof out) == 1 && !strstr(out, "IOSR_LOG"), "%s", out); /* 0..3 accepted */
   iosr_connect_opts o = {.app_name = "badlog", .socket_path = "/nonexistent/sock"};
   CHECK(setenv("IOSR_LOG", "9", 1) == 0);
   errno = 0;
   CHECK(!iosr_connect(&o));
-  CHECKF(errno == EINVAL, "iosr_connect with IOSR_LOG=9: errno %d", errno);
+  CHECK(errno == EINVAL, "iosr_connect with IOSR_LOG=9: errno %d", errno);
   CHECK(unsetenv("IOSR_LOG") == 0);
   errno = 0;
   CHECK(!iosr_connect(&o) && errno != EINVAL); /* no daemon there, but the environment is fine */
@@ -79,13 +79,13 @@ static void check_bad_log(const char *dir) {
 static void check_unknown_names(const char *swap) {
   char out[4096], cmd[1024];
   snprintf(cmd, sizeof cmd, "IOSR_READAHAED=vma IOSR_BOGUS=1 %s info %s 2>&1", bin("IOSR_TOOL", "iosr"), swap);
-  CHECKF(iosr_sh(cmd, out, sizeof out) == 0 && strstr(out, "clean 1"), "%s", out);
-  CHECKF(count(out, "unknown variable") == 2 && strstr(out, "IOSR_READAHAED: unknown variable") &&
-             strstr(out, "did you mean IOSR_READAHEAD?") && strstr(out, "IOSR_BOGUS: unknown variable"),
-         "%s", out);
+  CHECK(iosr_sh(cmd, out, sizeof out) == 0 && strstr(out, "clean 1"), "%s", out);
+  CHECK(count(out, "unknown variable") == 2 && strstr(out, "IOSR_READAHAED: unknown variable") &&
+            strstr(out, "did you mean IOSR_READAHEAD?") && strstr(out, "IOSR_BOGUS: unknown variable"),
+        "%s", out);
   /* known names (this test's own IOSR_TOOL among them) are not reported */
   snprintf(cmd, sizeof cmd, "IOSR_LOG=1 IOSR_READAHEAD=vma %s info %s 2>&1", bin("IOSR_TOOL", "iosr"), swap);
-  CHECKF(iosr_sh(cmd, out, sizeof out) == 0 && !strstr(out, "unknown"), "%s", out);
+  CHECK(iosr_sh(cmd, out, sizeof out) == 0 && !strstr(out, "unknown"), "%s", out);
   /* the client library: the first iosr_connect reports them */
   char log[300];
   snprintf(log, sizeof log, "%s/connect.err", iosr_test_dir);
@@ -104,7 +104,7 @@ static void check_unknown_names(const char *swap) {
   size_t n = fread(out, 1, sizeof out - 1, f);
   out[n] = 0;
   fclose(f);
-  CHECKF(count(out, "IOSR_BOGUS: unknown variable") == 1, "%s", out);
+  CHECK(count(out, "IOSR_BOGUS: unknown variable") == 1, "%s", out);
 }
 
 int main(void) {
@@ -113,7 +113,7 @@ int main(void) {
   snprintf(path, sizeof path, "%s/area", iosr_test_dir);
   snprintf(cmd, sizeof cmd, "mkswap %s --size 4M --label demo", path);
   CHECK(iosr_tool("/nonexistent", cmd, out, sizeof out) == 0);
-  CHECKF(strstr(out, "1023 slots"), "%s", out);
+  CHECK(strstr(out, "1023 slots"), "%s", out);
   iosr_swap_header h;
   char err[256];
   CHECK(iosr_swap_read_header(path, &h, err, sizeof err) == 0);
@@ -124,7 +124,7 @@ int main(void) {
   CHECK(nonzero);
   /* holds data now: refused without --force, and left untouched */
   CHECK(iosr_tool("/nonexistent", cmd, out, sizeof out) == 1);
-  CHECKF(strstr(out, "holds data") && strstr(out, "--force"), "%s", out);
+  CHECK(strstr(out, "holds data") && strstr(out, "--force"), "%s", out);
   iosr_swap_header h2;
   CHECK(iosr_swap_read_header(path, &h2, err, sizeof err) == 0 && !memcmp(h.uuid, h2.uuid, 16));
   /* an ordinary file with data is refused too */

@@ -49,8 +49,8 @@ static void fill(uint8_t *p, uint64_t n, uint64_t seed, uint32_t ver) {
 
 static void verify(const uint8_t *p, uint64_t n, uint64_t seed, uint32_t ver, const char *what) {
   for (uint64_t i = 0; i < n; i++)
-    CHECKF(iosr_check(p + i * 4096, seed, i, ver), "%s: page %llu holds %s", what, (unsigned long long)i,
-           iosr_is_zero(p + i * 4096) ? "zero" : "other bytes");
+    CHECK(iosr_check(p + i * 4096, seed, i, ver), "%s: page %llu holds %s", what, (unsigned long long)i,
+          iosr_is_zero(p + i * 4096) ? "zero" : "other bytes");
 }
 
 static uint64_t resident(const uint8_t *p, uint64_t n) {
@@ -74,11 +74,11 @@ static void whole_region(uint8_t *p) {
   /* a batch's moves are refused while the dropper's discard of an earlier
    * batch's graveyard range is unread (an event): they are tried again once
    * it is read, so every page is moved out */
-  CHECKF(m == N, "%llu of %u pages moved out (%llu runs refused)", (unsigned long long)m, N,
-         (unsigned long long)refused());
-  CHECKF(resident(p, N) == 0, "%llu pages still resident in the region", (unsigned long long)resident(p, N));
+  CHECK(m == N, "%llu of %u pages moved out (%llu runs refused)", (unsigned long long)m, N,
+        (unsigned long long)refused());
+  CHECK(resident(p, N) == 0, "%llu pages still resident in the region", (unsigned long long)resident(p, N));
   uint64_t g = stat_of("\"graveyard_pages\":");
-  CHECKF(g == 0, "%llu graveyard pages still charged after the reclaim", (unsigned long long)g);
+  CHECK(g == 0, "%llu graveyard pages still charged after the reclaim", (unsigned long long)g);
   verify(p, N, 71, 0, "moved out and read back");
   printf("reclaim: %llu of %u pages moved out (%llu moves refused and tried again), none left in the region or "
          "the graveyard, all read back\n", (unsigned long long)m, N, (unsigned long long)refused());
@@ -106,13 +106,13 @@ static void child_checks(pid_t c, int go[2]) {
   CHECK(write(go[1], "g", 1) == 1);
   int st = 0;
   CHECK(waitpid(c, &st, 0) == c);
-  CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the fork child read other bytes (status %d)", st);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the fork child read other bytes (status %d)", st);
   close(go[1]);
 }
 
 /* Every page of the region left it (moved out or dropped): none resident. */
 static void all_out(const uint8_t *p, const char *what) {
-  CHECKF(resident(p, N) == 0, "%s: %llu pages left resident", what, (unsigned long long)resident(p, N));
+  CHECK(resident(p, N) == 0, "%s: %llu pages left resident", what, (unsigned long long)resident(p, N));
 }
 
 static void fork_shared(uint8_t *p) {
@@ -132,7 +132,7 @@ static void fork_shared(uint8_t *p) {
   uint64_t w0 = stat_of("\"writes\":");
   reclaim_all();
   all_out(p, "clean, shared with a fork child");
-  CHECKF(stat_of("\"writes\":") == w0, "clean pages were written again");
+  CHECK(stat_of("\"writes\":") == w0, "clean pages were written again");
   child_checks(c, go);
   verify(p, N, 71, 0, "reclaimed clean while shared");
   printf("fork-shared: shared pages reclaimed (%llu moved out, %llu runs refused); clean and shared again "
@@ -168,17 +168,17 @@ static void event_pending(uint8_t *p) {
   CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_HOLD_EVENTS, 1) == 0);
   CHECK(pthread_create(&d, NULL, discarder, o) == 0);
   struct pollfd pf = {env.ctx->uffd, POLLIN, 0};
-  CHECKF(poll(&pf, 1, 60000) == 1, "the discard made no event within 60 s");
+  CHECK(poll(&pf, 1, 60000) == 1, "the discard made no event within 60 s");
   CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_PAUSE, 0) == 0); /* the writes complete: the moves meet the event */
   for (int i = 0; i < 6000 && refused() == r0; i++) usleep(10000);
-  CHECKF(refused() > r0, "no move was refused while an event was pending");
-  CHECKF(moved() == m0, "%llu pages moved while an event was pending", (unsigned long long)(moved() - m0));
+  CHECK(refused() > r0, "no move was refused while an event was pending");
+  CHECK(moved() == m0, "%llu pages moved while an event was pending", (unsigned long long)(moved() - m0));
   CHECK(iosr_ctl_test(env.ctl, IOSR_TEST_HOLD_EVENTS, 0) == 0);
   pthread_join(d, NULL);
   pthread_join(t, NULL);
   CHECK(iosr_ctl_wait_idle(env.ctl) == 0);
   uint64_t m1 = moved() - m0;
-  CHECKF(m1 > 0, "no page moved out once the event was read");
+  CHECK(m1 > 0, "no page moved out once the event was read");
   all_out(p, "moved once the event was read");
   verify(p, N, 71, 0, "moved out after a refused move");
   CHECK(o[0] == 0);
@@ -202,7 +202,7 @@ static void hold_gate(uint64_t id, int stage) {
     return;
   CHECK(pthread_create(&gate_discarder, NULL, discarder, gate_other) == 0);
   struct pollfd pf = {env.ctx->uffd, POLLIN, 0};
-  CHECKF(poll(&pf, 1, 60000) == 1, "the discard made no event within 60 s");
+  CHECK(poll(&pf, 1, 60000) == 1, "the discard made no event within 60 s");
 }
 
 static void dropper_hold(uint8_t *p) {
@@ -218,11 +218,11 @@ static void dropper_hold(uint8_t *p) {
   iosr_test_drop_gate = hold_gate;
   reclaim_all();
   iosr_test_drop_gate = NULL;
-  CHECKF(!__atomic_load_n(&gate_armed, __ATOMIC_ACQUIRE), "no drop was moved by the dropper");
+  CHECK(!__atomic_load_n(&gate_armed, __ATOMIC_ACQUIRE), "no drop was moved by the dropper");
   pthread_join(gate_discarder, NULL);
-  CHECKF(refused() > r0, "the dropper's moves were not refused while the app's discard waited");
+  CHECK(refused() > r0, "the dropper's moves were not refused while the app's discard waited");
   uint64_t kept = resident(p, N), m1 = moved() - m0;
-  CHECKF(kept > 0, "every page left although the first drop's moves were refused");
+  CHECK(kept > 0, "every page left although the first drop's moves were refused");
   CHECK(o[0] == 0);
   verify(p, N, 71, 0, "reclaimed while the dropper's first moves were refused");
   reclaim_all();

@@ -10,7 +10,7 @@
 static uint8_t *base;
 
 static void touch_all(void) {
-  for (uint64_t i = 0; i < NPAGES; i++) CHECKF(iosr_check(base + i * 4096, 7, i, 0), "page %llu", (unsigned long long)i);
+  for (uint64_t i = 0; i < NPAGES; i++) CHECK(iosr_check(base + i * 4096, 7, i, 0), "page %llu", (unsigned long long)i);
 }
 
 static iosr_app_stats run(iosr_ctl *ctl, const char *ra, const char *slot) {
@@ -18,7 +18,7 @@ static iosr_app_stats run(iosr_ctl *ctl, const char *ra, const char *slot) {
   CHECK(iosr_ctl_set(ctl, "slot", slot) == 0);
   uint64_t got;
   CHECK(iosr_ctl_reclaim(ctl, "ra", 0, &got) == 0);
-  CHECKF(got == NPAGES * 4096ull, "reclaimed %llu", (unsigned long long)got);
+  CHECK(got == NPAGES * 4096ull, "reclaimed %llu", (unsigned long long)got);
   iosr_app_stats a, b;
   CHECK(iosr_ctl_app_stats(ctl, "ra", &a) == 0);
   touch_all();
@@ -56,11 +56,11 @@ int main(void) {
   iosr_app_stats ad2 = run(ctl, "adaptive", "global");
   (void)vm;
   (void)ad2;
-  CHECKF(ad.read_reqs * 4 <= cl.read_reqs, "adaptive %llu reads, cluster %llu: not 4x fewer",
-         (unsigned long long)ad.read_reqs, (unsigned long long)cl.read_reqs);
+  CHECK(ad.read_reqs * 4 <= cl.read_reqs, "adaptive %llu reads, cluster %llu: not 4x fewer",
+        (unsigned long long)ad.read_reqs, (unsigned long long)cl.read_reqs);
   /* in address order the app uses what is read ahead */
-  CHECKF(ad.ra_hits > 0 && ad.ra_misses * 10 <= ad.ra_hits, "adaptive hits %llu misses %llu",
-         (unsigned long long)ad.ra_hits, (unsigned long long)ad.ra_misses);
+  CHECK(ad.ra_hits > 0 && ad.ra_misses * 10 <= ad.ra_hits, "adaptive hits %llu misses %llu",
+        (unsigned long long)ad.ra_hits, (unsigned long long)ad.ra_misses);
   CHECK(iosr_region_destroy(r) == 0);
   iosr_test_inproc_end(&t);
   iosr_test_cleanup();

@@ -21,7 +21,7 @@ typedef struct rstat {
 
 static uint64_t num_after(const char *p, const char *key, const char *end) {
   const char *q = strstr(p, key);
-  CHECKF(q && q < end, "%s missing in a region's statistics", key);
+  CHECK(q && q < end, "%s missing in a region's statistics", key);
   return strtoull(q + strlen(key), NULL, 10);
 }
 
@@ -31,7 +31,7 @@ static unsigned regions(iosr_ctl *ctl, rstat *out, unsigned cap) {
   char *js = iosr_ctl_stat_json(ctl);
   CHECK(js);
   const char *p = strstr(js, "\"regions\":[");
-  CHECKF(p, "no per-region read-ahead statistics: %.200s", js);
+  CHECK(p, "no per-region read-ahead statistics: %.200s", js);
   unsigned n = 0;
   for (p = strchr(p, '[') + 1; *p == '{' && n < cap; n++) {
     const char *end = strchr(p, '}');
@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
   for (uint64_t i = 0; i < NB; i++) iosr_fill(b + i * 4096, 2, i, 0);
   uint64_t got;
   CHECK(iosr_ctl_reclaim(t.ctl, "rar", 0, &got) == 0);
-  CHECKF(got == (NA + NB) * 4096ull, "reclaimed %llu", (unsigned long long)got);
+  CHECK(got == (NA + NB) * 4096ull, "reclaimed %llu", (unsigned long long)got);
 
   /* B's pages in a fixed random order: a full-period LCG over NB, first NB/4 */
   uint32_t order[NB / 4], x = 12345;
@@ -107,8 +107,8 @@ int main(int argc, char **argv) {
       CHECK(iosr_ctl_wait_idle(t.ctl) == 0);
       CHECK(regions(t.ctl, half, 2) == 2);
     }
-    CHECKF(iosr_check(a + (uint64_t)i * 4096, 1, i, 0), "A page %u", i);
-    CHECKF(iosr_check(b + (uint64_t)order[i] * 4096, 2, order[i], 0), "B page %u", order[i]);
+    CHECK(iosr_check(a + (uint64_t)i * 4096, 1, i, 0), "A page %u", i);
+    CHECK(iosr_check(b + (uint64_t)order[i] * 4096, 2, order[i], 0), "B page %u", order[i]);
   }
   CHECK(iosr_ctl_wait_idle(t.ctl) == 0);
   CHECK(regions(t.ctl, end, 2) == 2);
@@ -121,13 +121,13 @@ int main(int argc, char **argv) {
   printf("region B, second half: read %llu pages for %llu needed\n", (unsigned long long)rd, (unsigned long long)nd);
 
   /* A, in address order: its probes hit, its window grew */
-  CHECKF(end[0].window > RA_INIT, "A's window %u did not grow past %u", end[0].window, RA_INIT);
-  CHECKF(end[0].hits > 0 && end[0].misses * 10 <= end[0].hits, "A: hits %llu misses %llu",
-         (unsigned long long)end[0].hits, (unsigned long long)end[0].misses);
+  CHECK(end[0].window > RA_INIT, "A's window %u did not grow past %u", end[0].window, RA_INIT);
+  CHECK(end[0].hits > 0 && end[0].misses * 10 <= end[0].hits, "A: hits %llu misses %llu",
+        (unsigned long long)end[0].hits, (unsigned long long)end[0].misses);
   /* B, at random: its window is at the minimum, and it reads what it needs */
-  CHECKF(end[1].window == 1, "B's window is %u, not 1", end[1].window);
-  CHECKF(nd > 0 && rd * 10 <= nd * 11, "B read %llu pages for %llu needed in its second half",
-         (unsigned long long)rd, (unsigned long long)nd);
+  CHECK(end[1].window == 1, "B's window is %u, not 1", end[1].window);
+  CHECK(nd > 0 && rd * 10 <= nd * 11, "B read %llu pages for %llu needed in its second half",
+        (unsigned long long)rd, (unsigned long long)nd);
 
   CHECK(iosr_region_destroy(ra) == 0);
   CHECK(!rb || iosr_region_destroy(rb) == 0);

@@ -57,13 +57,9 @@ static int verify(const uint8_t *p) {
 static void app(int phase, int late, const char *log, int in, int out) {
   int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   dup2(fd, 2);
-  iosr_connect_opts o = {.app_name = "victim", .socket_path = sock};
-  iosr_ctx *ctx = iosr_connect(&o);
-  CHECK(ctx);
-  iosr_region *r = iosr_region_create(ctx, NPAGES * 4096);
-  CHECK(r);
-  uint8_t *p = iosr_region_base(r);
-  for (uint64_t i = 0; i < NPAGES; i++) iosr_fill(p + i * 4096, 91, i, 0);
+  iosr_ctx *ctx;
+  iosr_region *r;
+  uint8_t *p = iosr_test_filled_region("victim", sock, NPAGES, 91, &ctx, &r);
   if (phase == 4 && !(ctx->grave && (ctx->features & UFFD_FEATURE_MOVE))) {
     chan_send(out, 's'); /* the dropper does not move here */
     _exit(0);
@@ -74,17 +70,17 @@ static void app(int phase, int late, const char *log, int in, int out) {
   gate_wait(120);
   int i = 0;
   for (; i < 12000 && queued(ctx) < 2; i++) usleep(10000);
-  CHECKF(queued(ctx) >= 2, "only %d drops queued behind the held one", queued(ctx));
+  CHECK(queued(ctx) >= 2, "only %d drops queued behind the held one", queued(ctx));
   chan_send(out, 'h');
   CHECK(chan_recv(in) == 'g'); /* the daemon is dead */
   for (i = 0; i < 12000 && get_int(ctx, &ctx->connected); i++) usleep(10000);
-  CHECKF(!get_int(ctx, &ctx->connected), "the agent did not see the daemon die");
+  CHECK(!get_int(ctx, &ctx->connected), "the agent did not see the daemon die");
   if (!late) gate_open();
   for (;;) {
     char c = chan_recv(in);
     if (late) {
       for (i = 0; i < 12000 && !get_int(ctx, &ctx->connected); i++) usleep(10000);
-      CHECKF(get_int(ctx, &ctx->connected), "the app did not resume");
+      CHECK(get_int(ctx, &ctx->connected), "the app did not resume");
       gate_open();
       late = 0;
     }
@@ -111,7 +107,7 @@ static void reclaim_all(void) {
     if (iosr_tool(sock, "reclaim victim", out, sizeof out) == 0) return;
     usleep(20000); /* the restart grace period */
   }
-  CHECKF(0, "reclaim victim: %s", out);
+  FAIL("reclaim victim: %s", out);
 }
 
 int main(int argc, char **argv) {
@@ -125,14 +121,11 @@ int main(int argc, char **argv) {
   }
   iosr_test_require();
   int late = !strcmp(k, "confirm-after-resume");
-  iosr_test_swap(swap, sizeof swap, 32u << 20);
-  snprintf(sock, sizeof sock, "%s/sock", iosr_test_dir);
   char log[300], dlog[300];
-  snprintf(log, sizeof log, "%s/app.log", iosr_test_dir);
-  snprintf(dlog, sizeof dlog, "%s/iosrd.log", iosr_test_dir);
   char set[160];
   snprintf(set, sizeof set, "restart_grace_ms=300,reclaim_batch=64%s%s", argc == 3 ? "," : "", argc == 3 ? argv[2] : "");
-  pid_t d = iosr_test_daemon(swap, sock, set, dlog);
+  pid_t d = iosr_test_start_daemon(swap, 32u << 20, sock, set, dlog);
+  iosr_test_path(log, sizeof log, "app.log");
   int to, from;
   pid_t a = iosr_test_fork(&to, &from);
   if (a == 0) app(phase, late, log, from, to);
@@ -140,18 +133,18 @@ int main(int argc, char **argv) {
   if (c0 == 's') return gate_skip_no_move(a, d);
   CHECK(c0 == 'r');
   reclaim_in_background();
-  CHECKF(chan_recv(from) == 'h', "the app did not get its drops held (see %s)", log);
+  CHECK(chan_recv(from) == 'h', "the app did not get its drops held (see %s)", log);
   kill(d, SIGKILL);
   waitpid(d, NULL, 0);
   chan_send(to, 'g');
   d = iosr_test_daemon(swap, sock, set, dlog);
   chan_send(to, 'v');
   struct pollfd pf = {from, POLLIN, 0};
-  CHECKF(poll(&pf, 1, 180000) == 1, "the app did not answer after the restart");
-  CHECKF(chan_recv(from) == 'o', "pages lost across the restart (see %s)", log);
+  CHECK(poll(&pf, 1, 180000) == 1, "the app did not answer after the restart");
+  CHECK(chan_recv(from) == 'o', "pages lost across the restart (see %s)", log);
   reclaim_all();
   chan_send(to, 'v');
-  CHECKF(chan_recv(from) == 'o', "pages lost after the restart's reclaim (see %s)", log);
+  CHECK(chan_recv(from) == 'o', "pages lost after the restart's reclaim (see %s)", log);
   chan_send(to, 'q');
   int st = wait_child(a, 120, "the app");
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);

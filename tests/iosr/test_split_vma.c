@@ -48,8 +48,8 @@ static void touch_all(const char *what) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += HANG_S;
-  CHECKF(pthread_timedjoin_np(t, NULL, &ts) == 0, "%s: touching the pages hung (more than %d s)", what, HANG_S);
-  CHECKF(bad == UINT64_MAX, "%s: page %llu holds other bytes", what, (unsigned long long)bad);
+  CHECK(pthread_timedjoin_np(t, NULL, &ts) == 0, "%s: touching the pages hung (more than %d s)", what, HANG_S);
+  CHECK(bad == UINT64_MAX, "%s: page %llu holds other bytes", what, (unsigned long long)bad);
 }
 
 static void split(void) {
@@ -87,8 +87,8 @@ int main(int argc, char **argv) {
     touch_all("swap-in across VMA boundaries");
     iosr_app_stats st;
     CHECK(iosr_ctl_app_stats(env.ctl, "split", &st) == 0);
-    CHECKF(st.resident_pages == N && st.swapped_pages == 0, "resident %llu, swapped %llu after reading all",
-           (unsigned long long)st.resident_pages, (unsigned long long)st.swapped_pages);
+    CHECK(st.resident_pages == N && st.swapped_pages == 0, "resident %llu, swapped %llu after reading all",
+          (unsigned long long)st.resident_pages, (unsigned long long)st.swapped_pages);
     printf("%s: every swapped page of a region cut into %u VMAs came back (%llu read-ahead pages)\n", k, (N + C - 1) / C,
            (unsigned long long)st.ra_pages);
   }

@@ -40,8 +40,8 @@ static void app_open(app *a, iosr_engine *eng, const char *name, uint64_t n, uin
 
 static void app_verify(const app *a, const char *when) {
   for (uint64_t i = 0; i < a->n; i++)
-    CHECKF(iosr_check(a->p + i * 4096, a->seed, i, 0), "%s: app %s page %llu holds other bytes", when, a->name,
-           (unsigned long long)i);
+    CHECK(iosr_check(a->p + i * 4096, a->seed, i, 0), "%s: app %s page %llu holds other bytes", when, a->name,
+          (unsigned long long)i);
 }
 
 /* Pages holding a slot: on the swap area only, or clean (read back, not
@@ -56,8 +56,8 @@ static void accounting(iosr_ctl *ctl, const app *apps, int n, const char *when) 
   uint64_t sw = 0;
   for (int i = 0; i < n; i++) sw += swapped(ctl, apps[i].name);
   uint64_t used = slots_used(ctl);
-  CHECKF(used == sw, "%s: %llu slots used for %llu swapped pages", when, (unsigned long long)used,
-         (unsigned long long)sw);
+  CHECK(used == sw, "%s: %llu slots used for %llu swapped pages", when, (unsigned long long)used,
+        (unsigned long long)sw);
 }
 
 int main(int argc, char **argv) {
@@ -92,28 +92,28 @@ int main(int argc, char **argv) {
   accounting(ctl, apps, 2, "B swapped out");
   if (full) {
     errno = 0;
-    CHECKF(iosr_ctl_reclaim(ctl, "A", 0, &got) == -1 && errno == ENOSPC, "reclaim into a full area: errno %d",
-           errno);
+    CHECK(iosr_ctl_reclaim(ctl, "A", 0, &got) == -1 && errno == ENOSPC, "reclaim into a full area: errno %d",
+          errno);
   } else {
     CHECK(mprotect(apps[0].p, na * 4096, PROT_NONE) == 0);
     errno = 0;
-    CHECKF(iosr_ctl_reclaim(ctl, "A", 0, &got) == -1 && got == 0, "reclaim of PROT_NONE pages: %llu bytes",
-           (unsigned long long)got);
+    CHECK(iosr_ctl_reclaim(ctl, "A", 0, &got) == -1 && got == 0, "reclaim of PROT_NONE pages: %llu bytes",
+          (unsigned long long)got);
     CHECK(mprotect(apps[0].p, na * 4096, PROT_READ | PROT_WRITE) == 0);
   }
   accounting(ctl, apps, 2, full ? "A's reclaim refused (area full)" : "A's PROT_NONE reclaim");
   /* a third app's swap-out can only find the area full: B's slots are B's */
   app_open(&apps[2], eng, "C", na, 73);
   errno = 0;
-  CHECKF(iosr_ctl_reclaim(ctl, "C", 0, &got) == -1 && errno == ENOSPC && got == 0, "reclaim of C: errno %d, %llu bytes",
-         errno, (unsigned long long)got);
+  CHECK(iosr_ctl_reclaim(ctl, "C", 0, &got) == -1 && errno == ENOSPC && got == 0, "reclaim of C: errno %d, %llu bytes",
+        errno, (unsigned long long)got);
   accounting(ctl, apps, 3, "C's reclaim");
   if (full) {
     /* A and C reclaimed together: one swap-out step makes a batch of each,
      * and neither gets a slot; the job ends inside the step */
     errno = 0;
-    CHECKF(iosr_ctl_reclaim(ctl, "--background", 0, &got) == -1 && errno == ENOSPC && got == 0,
-           "background reclaim into the full area: errno %d, %llu bytes", errno, (unsigned long long)got);
+    CHECK(iosr_ctl_reclaim(ctl, "--background", 0, &got) == -1 && errno == ENOSPC && got == 0,
+          "background reclaim into the full area: errno %d, %llu bytes", errno, (unsigned long long)got);
     accounting(ctl, apps, 3, "A and C reclaimed together");
   }
   for (int i = 0; i < 3; i++) app_verify(&apps[i], "end");

@@ -279,7 +279,7 @@ static iosr_ctl *ctl_reopen(driver *d) {
   if (d->ctl) iosr_ctl_close(d->ctl);
   d->ctl = NULL;
   for (int i = 0; i < 1000 && !(d->ctl = iosr_ctl_open(sock)); i++) usleep(10000);
-  CHECKF(d->ctl, "no control connection: %s", strerror(errno));
+  CHECK(d->ctl, "no control connection: %s", strerror(errno));
   return d->ctl;
 }
 
@@ -304,8 +304,8 @@ static void phase(driver *d, char c, char want) {
     if (t.tv_sec - t0.tv_sec > PHASE_HANG_S) {
       for (int a = 0; a < APPS; a++)
         if (!done[a]) fprintf(stderr, "app s%d (pid %d) has not answered '%c'\n", a, (int)d->app[a], want);
-      CHECKF(0, "phase '%c' hung: the apps did not finish within %d s (see their logs in %s)", c, PHASE_HANG_S,
-             iosr_test_dir);
+      FAIL("phase '%c' hung: the apps did not finish within %d s (see their logs in %s)", c, PHASE_HANG_S,
+           iosr_test_dir);
     }
     if (want == 'd') reclaim_some(d);
     struct pollfd pf[APPS];
@@ -314,7 +314,7 @@ static void phase(driver *d, char c, char want) {
     for (int a = 0; a < APPS; a++)
       if (!done[a] && pf[a].revents) {
         char r = chan_recv(d->from[a]);
-        CHECKF(r == want, "app s%d failed (answered '%c'; see %s/app%d.log)", a, r ? r : '0', iosr_test_dir, a);
+        CHECK(r == want, "app s%d failed (answered '%c'; see %s/app%d.log)", a, r ? r : '0', iosr_test_dir, a);
         done[a] = 1;
         left--;
       }
@@ -333,7 +333,7 @@ static uint64_t app_swapped(driver *d, int a, int *known, int clean) {
   snprintf(name, sizeof name, "s%d", a);
   iosr_app_stats st;
   *known = iosr_ctl_app_stats(d->ctl, name, &st) == 0;
-  CHECKF(*known || errno == ESRCH, "statistics of app s%d: %s", a, strerror(errno));
+  CHECK(*known || errno == ESRCH, "statistics of app s%d: %s", a, strerror(errno));
   return *known ? st.swapped_pages + (clean ? st.clean_pages : 0) : 0;
 }
 
@@ -398,7 +398,7 @@ int main(int argc, char **argv) {
     d.app[a] = iosr_test_fork(&d.to[a], &d.from[a]);
     if (!d.app[a]) app_main(a, seed, d.from[a], d.to[a]);
   }
-  for (int a = 0; a < APPS; a++) CHECKF(chan_recv(d.from[a]) == 'r', "app s%d did not start", a);
+  for (int a = 0; a < APPS; a++) CHECK(chan_recv(d.from[a]) == 'r', "app s%d did not start", a);
   ctl_reopen(&d);
   phase(&d, 'a', 'd');
   progress(&d, "first operations");
@@ -414,14 +414,14 @@ int main(int argc, char **argv) {
   for (int a = 0; a < APPS; a++) {
     int known;
     sw += app_swapped(&d, a, &known, 1);
-    CHECKF(known || !d.swapped_at_kill[a], "app s%d had pages swapped when iosrd died but did not resume", a);
+    CHECK(known || !d.swapped_at_kill[a], "app s%d had pages swapped when iosrd died but did not resume", a);
   }
   uint64_t used = iosr_test_stat(d.ctl, "\"used\":"), moved = iosr_test_stat(d.ctl, "\"moveout\":{\"pages\":");
-  CHECKF(used == sw, "%llu slots used for %llu swapped and clean pages", (unsigned long long)used, (unsigned long long)sw);
+  CHECK(used == sw, "%llu slots used for %llu swapped and clean pages", (unsigned long long)used, (unsigned long long)sw);
   for (int a = 0; a < APPS; a++) chan_send(d.to[a], 'q');
   for (int a = 0; a < APPS; a++) {
     int st = wait_child(d.app[a], 120, "an app");
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "app s%d ended with status %#x", a, st);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "app s%d ended with status %#x", a, st);
   }
   iosr_ctl_close(d.ctl);
   iosr_test_stop_daemon(d.daemon);

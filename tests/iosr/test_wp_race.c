@@ -51,7 +51,7 @@ static void deferred_unprotect(iosr_ctl *ctl, uint8_t *p) {
     if (st.wp_faults) break;
     usleep(1000);
   }
-  CHECKF(st.wp_faults == 1, "the write did not fault (%llu write-protect faults)", (unsigned long long)st.wp_faults);
+  CHECK(st.wp_faults == 1, "the write did not fault (%llu write-protect faults)", (unsigned long long)st.wp_faults);
   CHECK(iosr_ctl_test(ctl, IOSR_TEST_PAUSE, 0) == 0);
   pthread_join(t, NULL); /* page 7 stayed resident, still protected */
   CHECK(iosr_ctl_test(ctl, IOSR_TEST_PAUSE, 1) == 0);
@@ -61,12 +61,12 @@ static void deferred_unprotect(iosr_ctl *ctl, uint8_t *p) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += 60;
-  CHECKF(pthread_timedjoin_np(w, NULL, &ts) == 0, "the write did not complete within 60 s");
+  CHECK(pthread_timedjoin_np(w, NULL, &ts) == 0, "the write did not complete within 60 s");
   CHECK(iosr_ctl_test(ctl, IOSR_TEST_PAUSE, 0) == 0);
   pthread_join(t, NULL);
   for (uint64_t i = 0; i < N; i++)
-    CHECKF(iosr_check(p + i * 4096, 41, i, i == 7), "page %llu lost %s", (unsigned long long)i,
-           i != 7 ? "its content" : "the write made while its un-protect waited (it reads the older bytes)");
+    CHECK(iosr_check(p + i * 4096, 41, i, i == 7), "page %llu lost %s", (unsigned long long)i,
+          i != 7 ? "its content" : "the write made while its un-protect waited (it reads the older bytes)");
   printf("deferred un-protect: the write kept while the page was written out again\n");
 }
 
@@ -82,9 +82,8 @@ int main(int argc, char **argv) {
   eng = env.eng;
   iosr_ctx *ctx = env.ctx;
   iosr_ctl *ctl = env.ctl;
-  iosr_region *r = iosr_region_create(ctx, N * 4096);
-  uint8_t *p = iosr_region_base(r);
-  for (uint64_t i = 0; i < N; i++) iosr_fill(p + i * 4096, 41, i, 0);
+  iosr_region *r;
+  uint8_t *p = iosr_test_fill_new_region(ctx, N, 41, &r);
   if (deferred) {
     deferred_unprotect(ctl, p);
     iosr_test_inproc_end(&env);
@@ -104,12 +103,12 @@ int main(int argc, char **argv) {
   CHECK(iosr_ctl_app_stats(ctl, "racer", &st) == 0);
   printf("wp race: %llu write faults during swap-out; %llu pages swapped, %llu kept resident\n",
          (unsigned long long)st.wp_faults, (unsigned long long)st.swapped_pages, (unsigned long long)st.resident_pages);
-  CHECKF(st.wp_faults == N / 8 && st.resident_pages == N / 8 && st.swapped_pages == N - N / 8,
-         "wp faults %llu resident %llu swapped %llu", (unsigned long long)st.wp_faults,
-         (unsigned long long)st.resident_pages, (unsigned long long)st.swapped_pages);
+  CHECK(st.wp_faults == N / 8 && st.resident_pages == N / 8 && st.swapped_pages == N - N / 8,
+        "wp faults %llu resident %llu swapped %llu", (unsigned long long)st.wp_faults,
+        (unsigned long long)st.resident_pages, (unsigned long long)st.swapped_pages);
   for (uint64_t i = 0; i < N; i++)
-    CHECKF(iosr_check(p + i * 4096, 41, i, i % 8 == 0), "page %llu lost %s", (unsigned long long)i,
-           i % 8 ? "its content" : "the write made during swap-out");
+    CHECK(iosr_check(p + i * 4096, 41, i, i % 8 == 0), "page %llu lost %s", (unsigned long long)i,
+          i % 8 ? "its content" : "the write made during swap-out");
   iosr_test_inproc_end(&env);
   iosr_test_cleanup();
   return 0;

@@ -1,5 +1,5 @@
 /* Helpers shared by the IOSR tests: feature checks that skip (exit 77),
- * temporary swap areas, deterministic page contents, assertions. */
+ * temporary swap areas, deterministic page contents, daemons. */
 #ifndef IOSR_TEST_UTIL_H
 #define IOSR_TEST_UTIL_H
 
@@ -21,24 +21,9 @@
 #include "common/mix.h"
 #include "iosr.h"
 
-#define CHECK(c)                                                                   \
-  do {                                                                             \
-    if (!(c)) {                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s (errno %d: %s)\n", __FILE__, __LINE__, #c, errno, \
-              strerror(errno));                                                    \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
-
-#define CHECKF(c, ...)                                                             \
-  do {                                                                             \
-    if (!(c)) {                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #c);       \
-      fprintf(stderr, __VA_ARGS__);                                                \
-      fputc('\n', stderr);                                                         \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
+/* CHECK, FAIL, REQUIRE, the clock and child processes: the first failed
+ * check ends the test (its daemons are killed at exit). */
+#include "test_support.h"
 
 /* Skips (exit 77) unless userfaultfd with write-protect and the events IOSR
  * needs is usable here, and io_uring or at least O_DIRECT file I/O works. */
@@ -96,7 +81,13 @@ static inline void iosr_test_swap(char *path, size_t cap, uint64_t bytes) {
   const char *tool = getenv("IOSR_TOOL");
   snprintf(cmd, sizeof cmd, "%s mkswap %s --size %llu --force >/dev/null", tool ? tool : "iosr", path,
            (unsigned long long)bytes);
-  CHECKF(system(cmd) == 0, "%s", cmd);
+  CHECK(system(cmd) == 0, "%s", cmd);
+}
+
+/* A file of the test's temporary folder (iosr_test_swap makes it): its path
+ * into out (cap bytes). */
+static inline void iosr_test_path(char *out, size_t cap, const char *name) {
+  if ((size_t)snprintf(out, cap, "%.200s/%s", iosr_test_dir, name) >= cap) exit(1);
 }
 
 static inline void iosr_test_cleanup(void) {
@@ -122,19 +113,25 @@ static inline int iosr_check(const void *page, uint64_t seed, uint64_t idx, uint
   return 1;
 }
 
-/* Connects to iosrd at sock as app `name`, creates one region of npages
- * pages and fills page i with (seed, i, version 0). *ctx and *r get the
- * connection and the region; returns the region's first byte. */
+/* Creates one region of npages pages on ctx and fills page i with (seed, i,
+ * version 0). *r gets the region; returns its first byte. */
+static inline uint8_t *iosr_test_fill_new_region(iosr_ctx *ctx, uint64_t npages, uint64_t seed, iosr_region **r) {
+  *r = iosr_region_create(ctx, npages * 4096);
+  CHECK(*r);
+  uint8_t *p = iosr_region_base(*r);
+  for (uint64_t i = 0; i < npages; i++) iosr_fill(p + i * 4096, seed, i, 0);
+  return p;
+}
+
+/* Connects to iosrd at sock as app `name`, then iosr_test_fill_new_region.
+ * *ctx and *r get the connection and the region; returns the region's first
+ * byte. */
 static inline uint8_t *iosr_test_filled_region(const char *name, const char *sock, uint64_t npages, uint64_t seed,
                                                iosr_ctx **ctx, iosr_region **r) {
   iosr_connect_opts o = {.app_name = name, .socket_path = sock};
   *ctx = iosr_connect(&o);
   CHECK(*ctx);
-  *r = iosr_region_create(*ctx, npages * 4096);
-  CHECK(*r);
-  uint8_t *p = iosr_region_base(*r);
-  for (uint64_t i = 0; i < npages; i++) iosr_fill(p + i * 4096, seed, i, 0);
-  return p;
+  return iosr_test_fill_new_region(*ctx, npages, seed, r);
 }
 
 static inline int iosr_is_zero(const void *page) {
@@ -150,12 +147,12 @@ typedef struct iosr_test_env {
   iosr_engine *eng;
   iosr_ctx *ctx;
   iosr_ctl *ctl;
+  char swap[256]; /* the swap area's path */
 } iosr_test_env;
 
 static inline void iosr_test_inproc(iosr_test_env *t, uint64_t swap_bytes, const char *settings, const char *app) {
-  char swap[256];
-  iosr_test_swap(swap, sizeof swap, swap_bytes);
-  t->eng = iosr_engine_start(swap, settings);
+  iosr_test_swap(t->swap, sizeof t->swap, swap_bytes);
+  t->eng = iosr_engine_start(t->swap, settings);
   CHECK(t->eng);
   iosr_connect_opts o = {.app_name = app, .engine = t->eng};
   t->ctx = iosr_connect(&o);
@@ -248,15 +245,27 @@ static inline pid_t iosr_test_daemon_nofile(const char *swap, const char *sock, 
     }
     close(fd);
     int st;
-    CHECKF(waitpid(pid, &st, WNOHANG) == 0, "iosrd exited early (status %d)", st);
+    CHECK(waitpid(pid, &st, WNOHANG) == 0, "iosrd exited early (status %d)", st);
     usleep(2000);
   }
-  CHECKF(0, "iosrd did not come up on %s", sock);
+  FAIL("iosrd did not come up on %s", sock);
   return -1;
 }
 
 static inline pid_t iosr_test_daemon(const char *swap, const char *sock, const char *settings, const char *errlog) {
   return iosr_test_daemon_nofile(swap, sock, settings, errlog, 0);
+}
+
+/* iosrd for this test: a new swap area of swap_bytes (its path into swap,
+ * 256 bytes), its socket (path into sock, 300 bytes) and, when dlog is not
+ * NULL, its stderr (path into dlog, 300 bytes) in the test's folder;
+ * settings as iosr_test_daemon's. */
+static inline pid_t iosr_test_start_daemon(char *swap, uint64_t swap_bytes, char *sock, const char *settings,
+                                           char *dlog) {
+  iosr_test_swap(swap, 256, swap_bytes);
+  iosr_test_path(sock, 300, "sock");
+  if (dlog) iosr_test_path(dlog, 300, "iosrd.log");
+  return iosr_test_daemon(swap, sock, settings, dlog);
 }
 
 static inline int iosr_test_stop_daemon(pid_t pid) {
@@ -305,7 +314,7 @@ static inline uint64_t iosr_test_stat(iosr_ctl *ctl, const char *key) {
   char *js = iosr_ctl_stat_json(ctl);
   CHECK(js);
   const char *p = strstr(js, key);
-  CHECKF(p, "%s not in the statistics", key);
+  CHECK(p, "%s not in the statistics", key);
   uint64_t v = strtoull(p + strlen(key), NULL, 10);
   free(js);
   return v;
@@ -315,7 +324,7 @@ static inline uint64_t iosr_test_stat(iosr_ctl *ctl, const char *key) {
 static inline unsigned iosr_test_wait_queued(iosr_ctl *ctl, unsigned n) {
   unsigned q = 0;
   for (int i = 0; i < 5000 && (q = (unsigned)iosr_test_stat(ctl, "\"queued\":")) < n; i++) usleep(1000);
-  CHECKF(q >= n, "only %u requests queued", q);
+  CHECK(q >= n, "only %u requests queued", q);
   return q;
 }
 
@@ -342,7 +351,7 @@ static inline int iosr_touch_bus(volatile const uint8_t *q) {
     (void)q[0];
     return 0;
   }
-  CHECKF(iosr_bus_addr == (uintptr_t)q, "SIGBUS at %#lx touching %p", (unsigned long)iosr_bus_addr, (void *)q);
+  CHECK(iosr_bus_addr == (uintptr_t)q, "SIGBUS at %#lx touching %p", (unsigned long)iosr_bus_addr, (void *)q);
   return 1;
 }
 

@@ -1,20 +1,11 @@
-/* CHECK(cond, fmt, ...) for the jwmalloc tests: reports a failed condition
- * with its location and counts it in `failures` (stops after 20). */
+/* Checks of the jwmalloc tests: test_support.h's CHECK, FAIL and REQUIRE,
+ * going on after a failed check (the first 20 printed, all counted; a
+ * test's result is test_failures() != 0). Its threads keep their state
+ * consistent, so later checks still say something. */
 #ifndef JW_TEST_CHECK_H
 #define JW_TEST_CHECK_H
 
-#include <stdio.h>
-#include <stdlib.h>
-
-static int failures;
-#define CHECK(cond, ...)                                         \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                              \
-      fputc('\n', stderr);                                       \
-      if (++failures > 20) exit(1);                              \
-    }                                                            \
-  } while (0)
+#define TEST_CONTINUE_AFTER_FAILURE
+#include "test_support.h"
 
 #endif

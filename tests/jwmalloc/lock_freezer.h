@@ -1,8 +1,8 @@
 /* Freezes a lock holder through the lock test hook (JW_TEST_HOOKS builds):
  * the first thread with may_freeze set that takes a lock of freeze_kind
  * stays in the hook, holding it, until release_holder is set; `frozen` says
- * it is there. Shared by test_breakit3.c (kept direct mappings' lock) and
- * test_placement_guard.c (backend lock). Install with
+ * it is there. Shared by test_huge_cache.c (kept direct mappings' lock),
+ * test_large_ranges.c and test_placement_guard.c (backend lock). Install with
  * jw_test_set_lock_hook(freeze_hook) after setting freeze_kind. */
 #ifndef JW_TESTS_LOCK_FREEZER_H
 #define JW_TESTS_LOCK_FREEZER_H

@@ -139,16 +139,9 @@ static int case_race(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s reuse|race [SCALE%%]\n", argv[0]);
-    return 2;
-  }
-  if (argc > 2) scale = atoi(argv[2]);
-  if (!strcmp(argv[1], "reuse")) case_reuse();
-  else if (!strcmp(argv[1], "race")) case_race();
-  else {
-    fprintf(stderr, "unknown case %s\n", argv[1]);
-    return 2;
-  }
-  return atomic_load(&failures) ? 1 : 0;
+  static const test_case cases[] = {
+      {"reuse", case_reuse},
+      {"race", case_race},
+  };
+  return TEST_MAIN(cases);
 }

@@ -125,5 +125,5 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 8 && st().backend_ahead_bytes != 0; i++) jw_reclaim_cycle();
   CHECK(st().backend_ahead_bytes == 0, "%llu bytes still mapped ahead after 8 cycles without demand",
         (unsigned long long)st().backend_ahead_bytes);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }

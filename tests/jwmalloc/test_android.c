@@ -285,7 +285,7 @@ static void t_iterate_exact(int rounds) {
   }
   pthread_mutex_unlock(&rec_mu);
   ENABLE();
-  for (int round = 0; round < rounds && failures == 0; round++) {
+  for (int round = 0; round < rounds && test_failures() == 0; round++) {
     sleep_ms(5);
     check_round(round);
   }
@@ -726,7 +726,7 @@ int main(int argc, char **argv) {
                     "fork_in_calls|purge|purge_all|decay|mallinfo|parking\n");
     return 2;
   }
-  if (failures) fprintf(stderr, "test_android %s: %d failures\n", c, failures);
+  if (test_failures()) fprintf(stderr, "test_android %s: %d failures\n", c, test_failures());
   else printf("test_android %s: ok\n", c);
-  return failures != 0;
+  return test_failures() != 0;
 }

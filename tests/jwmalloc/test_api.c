@@ -345,7 +345,7 @@ int main(int argc, char **argv) {
   CHECK(s1.small_mallocs - s0.small_mallocs >= 4000, "the frontend served the small calls (%llu)",
         (unsigned long long)(s1.small_mallocs - s0.small_mallocs));
   CHECK(s1.invalid_frees == 0, "no bad free reported");
-  if (failures) return 1;
+  if (test_failures()) return 1;
   printf("api: ok (%llu frontend, %llu midend, %llu range, %llu direct mallocs)\n",
          (unsigned long long)(s1.small_mallocs - s0.small_mallocs), (unsigned long long)(s1.mid_mallocs - s0.mid_mallocs),
          (unsigned long long)(s1.large_mallocs - s0.large_mallocs), (unsigned long long)(s1.huge_mallocs - s0.huge_mallocs));

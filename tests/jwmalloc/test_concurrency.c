@@ -21,10 +21,7 @@
 #include "backend/backend.h"
 #include "checked_blocks.h"
 #include "jwmalloc.h"
-
-static int scale = 100;
-
-static long scaled(long n) { return n * scale / 100 > 0 ? n * scale / 100 : 1; }
+#include "thread_test.h"
 
 /* ---- blocks that check themselves (checked_blocks.h) ---- */
 
@@ -243,7 +240,7 @@ static int child_work(int round) {
   if (pthread_create(&t, NULL, child_thread, (void *)(uintptr_t)round) != 0) return 2;
   pthread_join(t, NULL);
 #endif
-  return atomic_load(&failures) ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 static int case_fork(void) {
@@ -365,20 +362,9 @@ static int case_backend(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s prodcons|short|oversub|fork|backend [SCALE%%]\n", argv[0]);
-    return 2;
-  }
-  if (argc > 2) scale = atoi(argv[2]);
-  const char *c = argv[1];
-  if (!strcmp(c, "prodcons")) case_prodcons();
-  else if (!strcmp(c, "short")) case_short();
-  else if (!strcmp(c, "oversub")) case_oversub();
-  else if (!strcmp(c, "fork")) case_fork();
-  else if (!strcmp(c, "backend")) case_backend();
-  else {
-    fprintf(stderr, "unknown case %s\n", c);
-    return 2;
-  }
-  return atomic_load(&failures) ? 1 : 0;
+  static const test_case cases[] = {
+      {"prodcons", case_prodcons}, {"short", case_short},     {"oversub", case_oversub},
+      {"fork", case_fork},         {"backend", case_backend},
+  };
+  return TEST_MAIN(cases);
 }

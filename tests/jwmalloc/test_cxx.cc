@@ -10,16 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "check.h"
 #include "jwmalloc.h"
 
-static int failures;
-#define CHECK(c)                                                   \
-  do {                                                             \
-    if (!(c)) {                                                    \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #c); \
-      failures++;                                                  \
-    }                                                              \
-  } while (0)
 
 struct alignas(256) Wide {
   char x[300];
@@ -90,7 +83,7 @@ int main() {
   jw_stats_get(&s1, sizeof s1);
   CHECK(s1.small_mallocs - s0.small_mallocs >= 10000);
   CHECK(s1.small_frees - s0.small_frees >= 10000);
-  if (failures) return 1;
+  if (test_failures()) return 1;
   std::printf("c++ operators: ok (%llu frontend mallocs)\n",
               static_cast<unsigned long long>(s1.small_mallocs - s0.small_mallocs));
   return 0;

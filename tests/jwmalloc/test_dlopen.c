@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
   int st = 0;
   waitpid(pid, &st, 0);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fork child status %d", st);
-  if (failures) return 1;
+  if (test_failures()) return 1;
   printf("dlopen/dlclose: ok\n");
   return 0;
 }

@@ -49,12 +49,6 @@ int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(voi
   return rc;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int reclaimer_running(void) {
   jw_reclaim_stats s;
   jw_reclaim_get_stats(&s);
@@ -111,13 +105,13 @@ int main(void) {
     return 2;
   }
   unsigned met = 0;
-  for (int r = 0; r < ROUNDS && failures == 0; r++) {
+  for (int r = 0; r < ROUNDS && test_failures() == 0; r++) {
     set_stage(0);
     pthread_t t;
     pthread_create(&t, NULL, exiting, NULL);
     wait_stage(1);
-    double end = now() + HANG;
-    while (reclaimer_running() && now() < end) {
+    double end = test_now_s() + HANG;
+    while (reclaimer_running() && test_now_s() < end) {
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }
@@ -138,5 +132,5 @@ int main(void) {
   printf("exit_release: %u of %d thread exits started the reclaim thread (an allocation inside pthread_create); "
          "every released cache held no slab\n",
          met, ROUNDS);
-  return failures != 0;
+  return test_failures() != 0;
 }

@@ -106,7 +106,7 @@ int main(void) {
   CHECK(malloc_info(1, stdout) == EINVAL, "malloc_info(options != 0)");
   free(big);
 
-  if (failures) return 1;
+  if (test_failures()) return 1;
   printf("glibc names: ok\n");
   return 0;
 }

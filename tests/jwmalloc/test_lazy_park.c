@@ -14,7 +14,16 @@
  *
  * White-box where needed: jw_pages_lookup() tells whether a page is still a
  * slab page. Run with JWMALLOC_RECLAIM=0 and JWMALLOC_PLACEMENT=0 (the
- * common case needs the plain queue; no aging pass in the middle). */
+ * common case needs the plain queue; no aging pass in the middle).
+ *
+ * Usage: test_lazy_park CASE [SCALE]
+ *   queue       the three checks above
+ *   owner_gone  an owner of used-up slabs (queued unparked on its partial
+ *               queue) exits, or idles and then trims, while eight threads
+ *               free every block: every page comes back (live bytes); with
+ *               reclamation on, and under the sanitizers (SCALE: percent of
+ *               the rounds)
+ */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,7 +33,8 @@
 #include "pages/page_source.h"
 #include "jwmalloc.h"
 
-#include "check.h"
+#include "range_blocks.h"
+#include "thread_test.h"
 
 enum { SIZE = 1300 }; /* class 1344: three blocks per page */
 
@@ -127,10 +137,76 @@ static void run(void *(*fn)(void *)) {
   pthread_join(th, NULL);
 }
 
-int main(void) {
+static int case_queue(void) {
   run(owner);
   run(churn);
-  if (failures) return 1;
+  if (test_failures()) return 1;
   printf("lazy park: queued slabs reused, remote frees into them trimmed, churn clean\n");
   return 0;
+}
+
+/* ---- owner_gone: the owner of queued slabs exits or idles ---- */
+
+#define LP_BLOCKS 2000 /* 32-byte blocks: about 16 slabs, most used up and queued unparked */
+static void *lp_blocks[LP_BLOCKS];
+static atomic_int lp_freed;
+
+static void *lp_owner(void *arg) {
+  int stay = (int)(intptr_t)arg;
+  for (int i = 0; i < LP_BLOCKS; i++) {
+    lp_blocks[i] = jw_malloc(32);
+    memset(lp_blocks[i], 0x33, 32);
+  }
+  set_step(1);
+  if (stay) { /* idle until the others freed everything, then trim: collects the queued slabs */
+    TEST_WAIT_UNTIL(atomic_load(&lp_freed) >= LP_BLOCKS);
+    jw_malloc_trim(0);
+  }
+  return NULL;
+}
+
+static void *lp_freer(void *arg) {
+  int id = (int)(intptr_t)arg;
+  wait_step(1);
+  for (int i = id; i < LP_BLOCKS; i += 8) {
+    const unsigned char *c = lp_blocks[i];
+    if (c[0] != 0x33 || c[31] != 0x33) FAIL("owner_gone: block %d corrupted", i);
+    jw_free(lp_blocks[i]);
+    atomic_fetch_add(&lp_freed, 1);
+    if ((i & 63) == 0) sched_yield();
+  }
+  jw_malloc_trim(0); /* pushes this thread's pending chains */
+  return NULL;
+}
+
+/* The owner of used-up slabs (queued unparked) exits, or idles and trims,
+ * while eight threads free every block: every page comes back. */
+static int case_owner_gone(void) {
+  void *warm = jw_malloc(48);
+  long live0 = settled_live();
+  for (int round = 0; round < scaled(20); round++) {
+    int stay = round & 1;
+    set_step(0);
+    atomic_store(&lp_freed, 0);
+    pthread_t o, f[8];
+    pthread_create(&o, NULL, lp_owner, (void *)(intptr_t)stay);
+    for (int i = 0; i < 8; i++) pthread_create(&f[i], NULL, lp_freer, (void *)(intptr_t)i);
+    for (int i = 0; i < 8; i++) pthread_join(f[i], NULL);
+    pthread_join(o, NULL);
+    long live1 = settle_to(live0);
+    CHECK(live1 == live0, "owner_gone round %d (owner %s): %ld live bytes after every block was freed, %ld before",
+          round, stay ? "idles and trims" : "exits", live1, live0);
+    if (test_failures()) break;
+  }
+  printf("owner_gone: %ld rounds, every slab page came back\n", scaled(20));
+  jw_free(warm);
+  return test_failures() != 0;
+}
+
+int main(int argc, char **argv) {
+  static const test_case cases[] = {
+      {"queue", case_queue},
+      {"owner_gone", case_owner_gone},
+  };
+  return TEST_MAIN(cases);
 }

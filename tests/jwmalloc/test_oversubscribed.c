@@ -62,6 +62,8 @@
 #include "jwmalloc.h"
 #include "reclaim/reclaim.h"
 
+#include "check.h"
+
 /* Pauses per phase, half of them in fork mode. The pauser competes for the
  * CPU with 12 workers per core at its own priority (the case this test is
  * about), so under other load each of its rounds waits for several time
@@ -87,25 +89,8 @@ static int pauses = PAUSES_MAX;
 #define SPIN_SHARE 0.5
 #define MAX_WORKERS 512
 
-static int failures;
-#define CHECK(c, ...)                                       \
-  do {                                                      \
-    if (!(c)) {                                             \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);  \
-      fprintf(stderr, __VA_ARGS__);                         \
-      fputc('\n', stderr);                                  \
-      failures++;                                           \
-    }                                                       \
-  } while (0)
-
 enum { M_CHECKER, M_FORK, M_RECLAIM, M_LOCK };
 static int mode;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void sleep_us(long us) {
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
@@ -152,10 +137,10 @@ static void lock_hook(jw_lock_kind k) {
 static void *pauser(void *arg) {
   (void)arg;
   is_pauser = 1;
-  double last = now();
+  double last = test_now_s();
   int seen = 0;
-  while (atomic_load(&reached) < pauses && now() - last < HANG) {
-    if (atomic_load(&reached) != seen) seen = atomic_load(&reached), last = now();
+  while (atomic_load(&reached) < pauses && test_now_s() - last < HANG) {
+    if (atomic_load(&reached) != seen) seen = atomic_load(&reached), last = test_now_s();
     if (mode == M_CHECKER) {
       char err[256];
       CHECK(jw_backend_check_all(err, sizeof err) == 0, "check_all: %s", err);
@@ -249,7 +234,7 @@ static phase_out run_phase(int nw, int ms) {
   atomic_store(&mid_op, 0);
   atomic_store(&pause_ms, ms);
   memset(w, 0, sizeof w);
-  double t0 = now();
+  double t0 = test_now_s();
   int made = 0;
   for (; made < nw; made++)
     if (pthread_create(&t[made], NULL, worker, &w[made]) != 0) break;
@@ -259,7 +244,7 @@ static phase_out run_phase(int nw, int ms) {
   pthread_join(p, NULL);
   for (int i = 0; i < made; i++) pthread_join(t[i], NULL);
   phase_out r = {0};
-  r.wall = now() - t0;
+  r.wall = test_now_s() - t0;
   for (int i = 0; i < made; i++) r.ops += w[i].ops, r.user += w[i].user, r.sys += w[i].sys;
   r.cpu = r.user + r.sys;
   r.reached = atomic_load(&reached);
@@ -314,5 +299,5 @@ int main(int argc, char **argv) {
          paused.cpu, bound > 0 ? paused.cpu / bound : 0.0, spin);
   CHECK(paused.cpu <= bound, "waiters spent %.3f s of CPU in %d pauses of %d ms, more than their work allows "
         "(%.3f s): they spin for the pauser instead of sleeping", paused.cpu, paused.reached, PAUSE_MS, bound);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }

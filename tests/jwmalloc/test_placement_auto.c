@@ -113,5 +113,5 @@ int main(void) {
   CHECK(r.cycles - c1 >= 16, "placement went off after %llu cycles, before the stall bound's 16",
         (unsigned long long)(r.cycles - c1));
   while (n) drop(--n);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }

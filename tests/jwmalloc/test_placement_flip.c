@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
   char err[256];
   CHECK(jw_backend_check_all(err, sizeof err) == 0, "backend check at the end: %s", err);
   printf("placement flip: %ld switches, %llu blocks checked (%llu freed by another thread), %d failures\n", flips,
-         (unsigned long long)atomic_load(&checked), (unsigned long long)atomic_load(&cross), failures);
+         (unsigned long long)atomic_load(&checked), (unsigned long long)atomic_load(&cross), test_failures());
   CHECK(flips >= 50, "only %ld switches while the workers ran", flips);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }

@@ -99,5 +99,5 @@ int main(void) {
          "contended\n",
          (unsigned long long)lf1, (unsigned long long)mapped1, (unsigned long long)lf2);
   for (int i = 0; i < nbig; i++) jw_free(big[i]);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }

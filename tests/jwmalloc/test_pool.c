@@ -115,7 +115,7 @@ int main(void) {
         (unsigned long long)(s2.pool_hits - s1.pool_hits), N / PER_SLAB - 1);
   for (int i = 0; i < N; i++) jw_free(a[i]);
   CHECK(jw_malloc_trim(0) == 1, "trim gives the pool back");
-  if (failures) return 1;
+  if (test_failures()) return 1;
   puts("pool: ok");
   return 0;
 }

@@ -57,25 +57,6 @@
 
 #define HANG 60.0 /* seconds: a bound for a hang */
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(double ms) {
-  struct timespec ts = {(time_t)(ms / 1000), (long)((ms - (double)(time_t)(ms / 1000) * 1000) * 1e6)};
-  nanosleep(&ts, NULL);
-}
-
-#define WAIT_FOR(cond, secs)                                        \
-  ({                                                                \
-    double wf_end_ = now() + (secs);                                \
-    int wf_ok_;                                                     \
-    while (!(wf_ok_ = (cond)) && now() < wf_end_) sleep_ms(1);      \
-    wf_ok_;                                                         \
-  })
-
 static jw_reclaim_stats rstats(void) {
   jw_reclaim_stats s;
   jw_reclaim_get_stats(&s);
@@ -150,7 +131,7 @@ static int intact(const uint64_t *p) {
 static void check_block(const uint64_t *p, const char *when) {
   CHECK(intact(p), "live block %p (%llu bytes) lost its pattern %s", (const void *)p,
         (unsigned long long)(p[0] & 0xffffff), when);
-  if (failures) exit(1);
+  if (test_failures()) exit(1);
 }
 
 /* Sizes across the tiers: 60% frontend, 25% midend, 14.8% ranges up to
@@ -222,7 +203,7 @@ static void *worker(void *arg) {
     if (op % 1200 == 1199) {
       /* Idle for a few intervals holding our blocks: our page pool and the
        * midend's caches age meanwhile. */
-      sleep_ms(10);
+      test_sleep_ms(10);
       check_all(live, "after an idle spell");
       n_idle_checks++;
     }
@@ -258,7 +239,7 @@ static int case_stress(void) {
   }
   /* Idle now: every cached byte goes back (the backend's buffers, the pools,
    * the midend's caches), within a few intervals. */
-  int drained = WAIT_FOR(rstats().cached_bytes == 0 && rstats().tier_held_bytes == 0, HANG);
+  int drained = TEST_WAIT_FOR(rstats().cached_bytes == 0 && rstats().tier_held_bytes == 0, HANG);
   jw_stats s1 = lstats();
   jw_reclaim_stats r1 = rstats();
   CHECK(drained, "idle process still caches %llu bytes in the backend and %llu in the tiers",
@@ -278,7 +259,7 @@ static int case_stress(void) {
          (unsigned long long)(s1.pool_pages_aged - s0.pool_pages_aged),
          (unsigned long long)(s1.mid_slabs_aged - s0.mid_slabs_aged), (unsigned long long)n_checks,
          (unsigned long long)n_idle_checks, (unsigned long long)n_blocks_checked);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- tiers ---- */
@@ -323,14 +304,14 @@ static int case_tiers(void) {
   jw_stats s1 = lstats(); /* after printf's own buffer was allocated */
   (void)s0;
   /* Its pool (about 100 pages: 25% of its 400 slabs) ages and goes back. */
-  int aged = WAIT_FOR(lstats().pool_pages_aged - s1.pool_pages_aged >= 90, HANG);
+  int aged = TEST_WAIT_FOR(lstats().pool_pages_aged - s1.pool_pages_aged >= 90, HANG);
   jw_stats s2 = lstats();
   CHECK(aged, "idle thread's pool not aged: %llu pages", (unsigned long long)(s2.pool_pages_aged - s1.pool_pages_aged));
   if (!aged) explain("tiers");
   CHECK(s2.page_source_live_bytes + 90 * 4096 <= s1.page_source_live_bytes,
         "pool pages still held by the backend's client: %llu -> %llu bytes live",
         (unsigned long long)s1.page_source_live_bytes, (unsigned long long)s2.page_source_live_bytes);
-  int released = aged && WAIT_FOR(lstats().reclaim_released_bytes - s1.reclaim_released_bytes >= 90 * 4096, HANG);
+  int released = aged && TEST_WAIT_FOR(lstats().reclaim_released_bytes - s1.reclaim_released_bytes >= 90 * 4096, HANG);
   CHECK(released, "aged pool pages not given back to the OS");
   printf("tiers: %llu pool pages aged out of the idle thread's pool; %llu KiB given back to the OS\n",
          (unsigned long long)(lstats().pool_pages_aged - s1.pool_pages_aged),
@@ -347,12 +328,12 @@ static int case_tiers(void) {
   int cached_somewhere = 0;
   for (int i = 0; i < MID; i++) cached_somewhere += is_live(m[i]);
   jw_stats s3 = lstats();
-  int mid_aged = WAIT_FOR(lstats().mid_slabs_aged > s3.mid_slabs_aged && ({
-                            int any = 0;
-                            for (int i = 0; i < MID; i++) any |= is_live(m[i]);
-                            !any;
-                          }),
-                          HANG);
+  int mid_aged = TEST_WAIT_FOR(lstats().mid_slabs_aged > s3.mid_slabs_aged && ({
+                                 int any = 0;
+                                 for (int i = 0; i < MID; i++) any |= is_live(m[i]);
+                                 !any;
+                               }),
+                               HANG);
   CHECK(cached_somewhere > 0, "the midend kept nothing of the freed class (nothing to age)");
   CHECK(mid_aged, "idle midend class not aged (%llu slabs aged)",
         (unsigned long long)(lstats().mid_slabs_aged - s3.mid_slabs_aged));
@@ -371,7 +352,7 @@ static int case_tiers(void) {
   jw_stats s6 = lstats();
   jw_reclaim_unhold();
   CHECK(s6.huge_kept_bytes >= (6u << 20), "a freed 6 MiB mapping was not kept");
-  int huge_aged = WAIT_FOR(lstats().huge_kept_bytes == 0, HANG);
+  int huge_aged = TEST_WAIT_FOR(lstats().huge_kept_bytes == 0, HANG);
   CHECK(huge_aged, "a kept direct mapping was not unmapped by the aging pass (%llu bytes kept)",
         (unsigned long long)lstats().huge_kept_bytes);
   printf("tiers: a freed 6 MiB direct mapping was kept, then unmapped by the reclaimer\n");
@@ -398,7 +379,7 @@ static int case_tiers(void) {
   printf("tiers: with its pool lock held, the owner freed and allocated 3 x 20 slabs' worth (%llu pages bypassed "
          "the pool, no wait)\n",
          (unsigned long long)(s5.pool_evictions - s4.pool_evictions));
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* ---- fork ---- */
@@ -438,7 +419,7 @@ static void child_work(uint64_t **mine, int n) {
     live[i] = make(sz > (64u << 10) ? (64u << 10) : sz, (uint64_t)k + 1);
   }
   for (int i = 0; i < 32; i++) M(free)(live[i]);
-  if (!WAIT_FOR(rstats().cycles > c0, HANG)) _exit(5);
+  if (!TEST_WAIT_FOR(rstats().cycles > c0, HANG)) _exit(5);
   for (int i = 0; i < n; i++)
     if (!intact(mine[i])) _exit(6);
   _exit(0);
@@ -454,7 +435,7 @@ static void fork_and_check(uint64_t **mine, int n, const char *what) {
 }
 
 static void *unhold_later(void *arg) {
-  sleep_ms(100);
+  test_sleep_ms(100);
   if (arg) jw_reclaim_test_hold_aging(0);
   else jw_reclaim_test_hold(0);
   return NULL;
@@ -480,7 +461,7 @@ static void freeze_reclaimer(int aging) {
     for (int i = 0; i < 32; i++) big[i] = make(64 * 1024, (uint64_t)i + 1);
     for (int i = 0; i < 32; i++) M(free)(big[i]);
   }
-  if (!WAIT_FOR(jw_reclaim_test_held() > held, HANG)) {
+  if (!TEST_WAIT_FOR(jw_reclaim_test_held() > held, HANG)) {
     fprintf(stderr, "the reclaimer never reached the %s hold\n", aging ? "aging" : "batch");
     exit(1);
   }
@@ -495,7 +476,7 @@ static int case_fork(void) {
   for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, churner, (void *)(uintptr_t)(i + 1));
   for (int k = 0; k < 16; k++) {
     fork_and_check(mine, 64, "during churn");
-    sleep_ms(2);
+    test_sleep_ms(2);
   }
   churn_stop = 1;
   for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
@@ -510,8 +491,9 @@ static int case_fork(void) {
   }
   for (int i = 0; i < 64; i++) check_block(mine[i], "in the parent after the forks");
   for (int i = 0; i < 64; i++) M(free)(mine[i]);
-  if (!failures) printf("fork: 16 forks during churn, one with a batch in flight, one during an aging pass: ok\n");
-  return failures != 0;
+  if (!test_failures())
+    printf("fork: 16 forks during churn, one with a batch in flight, one during an aging pass: ok\n");
+  return test_failures() != 0;
 }
 
 /* ---- exit ---- */
@@ -520,14 +502,6 @@ static void exit_handler(void) {
   /* Allocates and frees in every tier while the reclaimer is frozen. */
   for (size_t n = 16; n <= (8u << 20); n *= 3) M(free)(make(n, 1));
   if (write(3, "x", 1) != 1) _exit(9);
-}
-
-static void on_alarm(int sig) {
-  (void)sig;
-  static const char msg[] = "hang: the process did not end\n";
-  if (write(2, msg, sizeof msg - 1)) {
-  }
-  _exit(99);
 }
 
 /* Runs `fn` in a child and waits for it, with a bound for a hang. */
@@ -545,11 +519,7 @@ static int child_status(void (*fn)(int), int arg, int *wrote) {
     _exit(98);
   }
   close(fds[1]);
-  signal(SIGALRM, on_alarm);
-  alarm((unsigned)HANG);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  alarm(0);
+  int st = test_wait_child(pid, HANG, "the process");
   char c = 0;
   *wrote = read(fds[0], &c, 1) == 1 && c == 'x';
   close(fds[0]);
@@ -570,14 +540,15 @@ static int case_exit(void) {
           aging ? "an aging pass" : "a release batch", st);
     CHECK(wrote, "the exit handler did not allocate and free");
   }
-  if (!failures) printf("exit: with a release batch and with an aging pass in flight, the process ended at once\n");
-  return failures != 0;
+  if (!test_failures())
+    printf("exit: with a release batch and with an aging pass in flight, the process ended at once\n");
+  return test_failures() != 0;
 }
 
 /* ---- pthread_exit ---- */
 
 static void *short_lived(void *arg) {
-  sleep_ms(arg ? 50 : 0);
+  test_sleep_ms(arg ? 50 : 0);
   M(free)(make(100000, 5));
   return NULL;
 }
@@ -588,7 +559,7 @@ static void all_pthread_exit(int main_first) {
   static void *r[16];
   for (int i = 0; i < 16; i++) r[i] = make(64 * 1024, (uint64_t)i + 1);
   for (int i = 0; i < 16; i += 2) M(free)(r[i]);
-  if (!WAIT_FOR(rstats().thread_running, HANG)) _exit(5);
+  if (!TEST_WAIT_FOR(rstats().thread_running, HANG)) _exit(5);
   if (write(3, "x", 1) != 1) _exit(9);
   pthread_t t;
   pthread_create(&t, NULL, short_lived, main_first ? (void *)1 : NULL);
@@ -603,8 +574,8 @@ static int case_pthread_exit(void) {
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "every thread ended with pthread_exit (%s last): status %#x",
           main_first ? "a helper" : "main", st);
   }
-  if (!failures) printf("pthread_exit: with a 600 s interval, the process ended with its last thread\n");
-  return failures != 0;
+  if (!test_failures()) printf("pthread_exit: with a 600 s interval, the process ended with its last thread\n");
+  return test_failures() != 0;
 }
 
 int main(int argc, char **argv) {

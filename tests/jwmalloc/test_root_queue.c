@@ -88,7 +88,7 @@ int main(void) {
       seq[h] = 0, members--;
     }
     check_list(q, members, op);
-    if (failures) return 1;
+    if (test_failures()) return 1;
   }
   printf("root_queue: %ld operations, head always the oldest of the lowest root\n", ops);
   return 0;

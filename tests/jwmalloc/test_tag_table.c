@@ -133,5 +133,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown case %s\n", argv[1]);
     return 2;
   }
-  return atomic_load(&failures) ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }

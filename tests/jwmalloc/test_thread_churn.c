@@ -52,7 +52,7 @@ static int run(int n) {
   int st = 0;
   waitpid(pid, &st, 0);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
-  return failures != 0;
+  return test_failures() != 0;
 }
 
 /* A hung thread sits in pthread_create with every signal blocked (the

@@ -303,12 +303,10 @@ static void *abandon_consumer(void *arg) {
 static int case_abandon(void) {
   for (cached_consumer = 0; cached_consumer < 2; cached_consumer++) {
     jw_malloc_trim(0);
-    step = 0;
     long before = pages_live();
     jw_stats a = st();
     pthread_t to, tc;
-    pthread_create(&to, NULL, owner, NULL);
-    pthread_create(&tc, NULL, abandon_consumer, NULL);
+    start_step_pair(&to, owner, &tc, abandon_consumer);
     pthread_join(to, NULL);
     jw_stats mid = st();
     CHECK(mid.abandoned_slabs == a.abandoned_slabs + 1, "abandon: the owner's slab was not abandoned (%llu)",
@@ -364,11 +362,9 @@ static void *idle_owner(void *arg) {
 static int case_idle(void) {
   for (consumer_exits = 0; consumer_exits < 2; consumer_exits++) {
     jw_malloc_trim(0);
-    step = 0;
     long base = pages_live();
     pthread_t to, tc;
-    pthread_create(&to, NULL, idle_owner, NULL);
-    pthread_create(&tc, NULL, idle_consumer, NULL);
+    start_step_pair(&to, idle_owner, &tc, idle_consumer);
     wait_step(3);
     long pinned = pages_live() - base;
     /* What an idle freer holds: blocks of one slab, so one page at most. */
@@ -444,10 +440,8 @@ static int case_double(void) {
   jw_option_set("ABORT_ON_ERROR", 0);
   jw_malloc_trim(0);
   long base = pages_live();
-  step = 0;
   pthread_t to, tc;
-  pthread_create(&to, NULL, dbl_owner, NULL);
-  pthread_create(&tc, NULL, dbl_same, NULL);
+  start_step_pair(&to, dbl_owner, &tc, dbl_same);
   pthread_join(tc, NULL);
   set_step(4);
   pthread_join(to, NULL);
@@ -462,19 +456,8 @@ static int case_double(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s stress|abandon|idle|double [SCALE%%]\n", argv[0]);
-    return 2;
-  }
-  if (argc > 2) scale = atoi(argv[2]);
-  const char *c = argv[1];
-  if (!strcmp(c, "stress")) case_stress();
-  else if (!strcmp(c, "abandon")) case_abandon();
-  else if (!strcmp(c, "idle")) case_idle();
-  else if (!strcmp(c, "double")) case_double();
-  else {
-    fprintf(stderr, "unknown case %s\n", c);
-    return 2;
-  }
-  return atomic_load(&failures) ? 1 : 0;
+  static const test_case cases[] = {
+      {"stress", case_stress}, {"abandon", case_abandon}, {"idle", case_idle}, {"double", case_double},
+  };
+  return TEST_MAIN(cases);
 }

@@ -1,13 +1,16 @@
-/* What the cross-thread tests share (test_xbatch.c, test_breakit4.c): a step
- * handshake (a thread waits until another has reached a given step, for
- * deterministic orderings; test_backoff for any other wait), a scale for their iteration counts, CHECK on top
- * of checked_blocks.h's FAIL, and the statistics. Header-only: each test
- * program has its own copy of the state. */
+/* What the multi-threaded jw_ API tests share: a step handshake (a thread
+ * waits until another has reached a given step, for deterministic orderings;
+ * test_backoff for any other wait), a scale for their iteration counts, the
+ * statistics, and their main(): `test_x CASE [SCALE]` runs one case.
+ * Header-only: each test program has its own copy of the state. */
 #ifndef JW_TEST_THREAD_TEST_H
 #define JW_TEST_THREAD_TEST_H
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "checked_blocks.h"
@@ -39,11 +42,6 @@ static inline void test_backoff(unsigned *round) {
 static int scale = 100;
 static inline long scaled(long n) { return n * scale / 100 > 0 ? n * scale / 100 : 1; }
 
-#define CHECK(c, ...)            \
-  do {                           \
-    if (!(c)) FAIL(__VA_ARGS__); \
-  } while (0)
-
 static inline jw_stats st(void) {
   jw_stats s;
   jw_stats_get(&s, sizeof s);
@@ -68,5 +66,52 @@ static inline void set_step(int s) {
   pthread_cond_broadcast(&step_cv);
   pthread_mutex_unlock(&step_mu);
 }
+
+/* A thread body: malloc_trim every millisecond until *(atomic_int *)stop is
+ * set (trims racing the other threads' mallocs and frees). */
+static inline void *trim_until(void *stop) {
+  while (!atomic_load((atomic_int *)stop)) {
+    jw_malloc_trim(0);
+    test_sleep_ms(1);
+  }
+  return NULL;
+}
+
+/* Sets the step to 0, then starts threads a (running fa) and b (fb): an
+ * owner and a consumer handing over at given steps. */
+static inline void start_step_pair(pthread_t *a, void *(*fa)(void *), pthread_t *b, void *(*fb)(void *)) {
+  step = 0;
+  pthread_create(a, NULL, fa, NULL);
+  pthread_create(b, NULL, fb, NULL);
+}
+
+/* One case of a test program, run as `test_x NAME [SCALE]`: its exit status
+ * (0, 77 to skip). */
+typedef struct test_case {
+  const char *name;
+  int (*run)(void);
+} test_case;
+
+/* main() of a program of cases: runs the case argv[1] names, with `scale`
+ * set from argv[2] (percent, 100 when absent or not positive). Returns the
+ * case's status, 1 where it returned 0 but a check failed, 2 for a usage
+ * error. */
+static inline int test_main(int argc, char **argv, const test_case *cases, size_t ncases) {
+  if (argc > 2) scale = atoi(argv[2]);
+  if (scale <= 0) scale = 100;
+  for (size_t i = 0; argc > 1 && i < ncases; i++) {
+    if (strcmp(argv[1], cases[i].name) != 0) continue;
+    int r = cases[i].run();
+    if (r == 0 && test_failures()) r = 1;
+    if (test_failures()) fprintf(stderr, "%s %s: %d failed checks\n", argv[0], argv[1], test_failures());
+    return r;
+  }
+  fprintf(stderr, "usage: %s CASE [SCALE]; CASE is one of:", argv[0]);
+  for (size_t i = 0; i < ncases; i++) fprintf(stderr, " %s", cases[i].name);
+  fputc('\n', stderr);
+  return 2;
+}
+
+#define TEST_MAIN(cases) test_main(argc, argv, cases, sizeof cases / sizeof *cases)
 
 #endif

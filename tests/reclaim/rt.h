@@ -37,7 +37,7 @@ static inline jw_backend_stats rt_bstats_quiet(void) {
 static inline void rt_config_grace(int enabled, uint32_t interval_ms, uint64_t watermark, unsigned policy, int thread,
                                    uint32_t grace_ms) {
   jw_reclaim_config c = {enabled, interval_ms, watermark, policy, thread, 0, grace_ms}; /* ceiling: the default */
-  TB_REQUIRE(jw_reclaim_set_config(&c) == 0, "set_config");
+  REQUIRE(jw_reclaim_set_config(&c) == 0, "set_config");
 }
 
 static inline void rt_config(int enabled, uint32_t interval_ms, uint64_t watermark, unsigned policy, int thread) {
@@ -46,13 +46,13 @@ static inline void rt_config(int enabled, uint32_t interval_ms, uint64_t waterma
 
 static inline void rt_check_all(const char *what) {
   char err[300];
-  TB_REQUIRE(jw_backend_check_all(err, sizeof err) == 0, "%s: %s", what, err);
+  REQUIRE(jw_backend_check_all(err, sizeof err) == 0, "%s: %s", what, err);
 }
 
 static inline char *rt_alloc(uint32_t n) {
   uint32_t got;
   char *p = jw_pages_alloc(n, JW_KIND_LARGE, &got, NULL);
-  TB_REQUIRE(p != NULL && got == jw_class_granules[jw_class_index_up(n)], "alloc(%u)", n);
+  REQUIRE(p != NULL && got == jw_class_granules[jw_class_index_up(n)], "alloc(%u)", n);
   return p;
 }
 
@@ -66,21 +66,5 @@ static inline int rt_threads(void) {
   closedir(d);
   return n;
 }
-
-static inline double rt_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Polls `cond` every millisecond for at most `seconds` (a bound for a hang,
- * not a timing check); true when it became true. */
-#define RT_WAIT_FOR(cond, seconds)                                             \
-  ({                                                                           \
-    double rt_deadline_ = rt_now() + (seconds);                                \
-    bool rt_ok_;                                                               \
-    while (!(rt_ok_ = (cond)) && rt_now() < rt_deadline_) usleep(1000);        \
-    rt_ok_;                                                                    \
-  })
 
 #endif

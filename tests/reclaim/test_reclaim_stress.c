@@ -41,16 +41,16 @@ static void fill(block *b) {
 
 static void verify(const block *b, const char *when) {
   for (uint32_t g = 0; g < b->granules; g++) {
-    TB_REQUIRE(b->p[g * WORDS_PER_PAGE] == word(b->id, g, 0) &&
-                   b->p[(g + 1) * WORDS_PER_PAGE - 1] == word(b->id, g, 1),
-               "live range %p (%u granules) page %u lost its pattern %s", (void *)b->p, b->granules, g, when);
+    REQUIRE(b->p[g * WORDS_PER_PAGE] == word(b->id, g, 0) &&
+                b->p[(g + 1) * WORDS_PER_PAGE - 1] == word(b->id, g, 1),
+            "live range %p (%u granules) page %u lost its pattern %s", (void *)b->p, b->granules, g, when);
   }
 }
 
 static void verify_zero(const block *b) {
   for (uint32_t g = 0; g < b->granules; g++)
-    TB_REQUIRE(b->p[g * WORDS_PER_PAGE] == 0 && b->p[(g + 1) * WORDS_PER_PAGE - 1] == 0,
-               "range %p handed out as zeroed reads non-zero at page %u", (void *)b->p, g);
+    REQUIRE(b->p[g * WORDS_PER_PAGE] == 0 && b->p[(g + 1) * WORDS_PER_PAGE - 1] == 0,
+            "range %p handed out as zeroed reads non-zero at page %u", (void *)b->p, g);
 }
 
 /* Releases observed: cycles and releases past the watermark (by a freeing
@@ -84,7 +84,7 @@ static void *worker(void *arg) {
     uint32_t got;
     bool zeroed;
     uint64_t *p = jw_pages_alloc(n, kind, &got, &zeroed);
-    TB_REQUIRE(p != NULL, "alloc(%u)", n);
+    REQUIRE(p != NULL, "alloc(%u)", n);
     live[i] = (block){p, got, ++next_id};
     if (zeroed) {
       verify_zero(&live[i]);
@@ -134,10 +134,10 @@ int main(int argc, char **argv) {
     void *p = jw_xchg(&shared[k], NULL, JW_ACQ_REL);
     if (p) jw_pages_free(p);
   }
-  TB_CHECK(rt_bstats_quiet().pages.live_bytes == 0, "live bytes left");
+  CHECK(rt_bstats_quiet().pages.live_bytes == 0, "live bytes left");
   rt_config(1, 2, 0, policy, 1);
-  TB_CHECK(RT_WAIT_FOR(!rt_stats().thread_running && rt_bstats().pages.roots == 0, 20.0),
-           "memory not all returned after the stress: %llu roots", (unsigned long long)rt_bstats().pages.roots);
+  CHECK(TEST_WAIT_FOR(!rt_stats().thread_running && rt_bstats().pages.roots == 0, 20.0),
+        "memory not all returned after the stress: %llu roots", (unsigned long long)rt_bstats().pages.roots);
   rt_check_all("after the stress");
   jw_reclaim_stats s = rt_stats();
   uint64_t cycles = s.cycles - s0.cycles, syncs = s.sync_releases - s0.sync_releases + s.grace_releases - s0.grace_releases;
@@ -151,9 +151,9 @@ int main(int argc, char **argv) {
          s.merges_after_release - s0.merges_after_release, s.allocs_refault - s0.allocs_refault);
   /* The property was exercised: many releases happened while ranges were
    * live, and the threads checked their ranges after them. */
-  TB_CHECK(cycles + syncs >= 20 && jw_load(&total_checks, JW_RELAXED) >= 20 && s.ranges_released > s0.ranges_released,
-           "too few releases to test anything");
-  if (tb_failures) return 1;
+  CHECK(cycles + syncs >= 20 && jw_load(&total_checks, JW_RELAXED) >= 20 && s.ranges_released > s0.ranges_released,
+        "too few releases to test anything");
+  if (test_failures()) return 1;
   puts("reclaim stress: ok");
   return 0;
 }

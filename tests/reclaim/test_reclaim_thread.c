@@ -35,7 +35,7 @@ static void spread_free(spread *s) {
 static void spread_check_guards(spread *s, const char *what) {
   for (int i = 0; i < N; i++)
     for (size_t k = 0; k < PAGES(16); k += 1024)
-      TB_REQUIRE((unsigned char)s->guard[i][k] == 0xa5, "%s: live guard %d changed at %zu", what, i, k);
+      REQUIRE((unsigned char)s->guard[i][k] == 0xa5, "%s: live guard %d changed at %zu", what, i, k);
 }
 static void spread_end(spread *s) {
   for (int i = 0; i < N; i++) jw_pages_free(s->guard[i]);
@@ -48,7 +48,7 @@ static void freeze_in_flight(spread *s) {
   jw_reclaim_test_hold(1);
   uint64_t held = jw_reclaim_test_held();
   spread_free(s);
-  TB_REQUIRE(RT_WAIT_FOR(jw_reclaim_test_held() > held, HANG), "reclaimer never took a batch");
+  REQUIRE(TEST_WAIT_FOR(jw_reclaim_test_held() > held, HANG), "reclaimer never took a batch");
 }
 
 static bool thread_gone(void) { return !rt_stats().thread_running && rt_threads() == 1; }
@@ -63,27 +63,27 @@ static void on_alarm(int sig) {
 /* Starts only at the first free, releases after two cycles, exits when idle,
  * starts again at the next free. */
 static void t_lifecycle(void) {
-  TB_CHECK(rt_stats().thread_starts == 0 && rt_threads() == 1, "a thread exists before any free");
+  CHECK(rt_stats().thread_starts == 0 && rt_threads() == 1, "a thread exists before any free");
   rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
   spread s;
   spread_make(&s);
-  TB_CHECK(rt_stats().thread_starts == 0 && rt_threads() == 1, "allocation started a thread");
+  CHECK(rt_stats().thread_starts == 0 && rt_threads() == 1, "allocation started a thread");
   uint64_t released = rt_stats().bytes_released;
   spread_free(&s);
-  TB_CHECK(rt_stats().thread_starts == 1 && rt_threads() == 2, "the first free did not start the thread");
+  CHECK(rt_stats().thread_starts == 1 && rt_threads() == 2, "the first free did not start the thread");
   /* (Cached bytes exclude a batch in flight: wait for the released bytes.) */
-  TB_CHECK(RT_WAIT_FOR(rt_stats().bytes_released - released >= N * PAGES(16), HANG), "released %llu bytes",
-           (unsigned long long)(rt_stats().bytes_released - released));
-  TB_CHECK(rt_bstats().pages.cached_bytes == 0, "cached memory left");
-  TB_CHECK(RT_WAIT_FOR(thread_gone(), HANG), "idle thread did not exit");
-  TB_CHECK(rt_stats().thread_exits == 1, "%llu exits", (unsigned long long)rt_stats().thread_exits);
+  CHECK(TEST_WAIT_FOR(rt_stats().bytes_released - released >= N * PAGES(16), HANG), "released %llu bytes",
+        (unsigned long long)(rt_stats().bytes_released - released));
+  CHECK(rt_bstats().pages.cached_bytes == 0, "cached memory left");
+  CHECK(TEST_WAIT_FOR(thread_gone(), HANG), "idle thread did not exit");
+  CHECK(rt_stats().thread_exits == 1, "%llu exits", (unsigned long long)rt_stats().thread_exits);
   spread_check_guards(&s, "lifecycle");
   for (int i = 0; i < N; i++) memset(s.r[i] = rt_alloc(16), 1, PAGES(16));
   spread_free(&s);
-  TB_CHECK(rt_stats().thread_starts == 2, "thread not restarted by a free after it exited");
-  TB_CHECK(RT_WAIT_FOR(thread_gone() && rt_bstats().pages.cached_bytes == 0, HANG), "restarted thread did not finish");
+  CHECK(rt_stats().thread_starts == 2, "thread not restarted by a free after it exited");
+  CHECK(TEST_WAIT_FOR(thread_gone() && rt_bstats().pages.cached_bytes == 0, HANG), "restarted thread did not finish");
   spread_end(&s);
-  TB_CHECK(RT_WAIT_FOR(thread_gone() && rt_bstats().pages.roots == 0, HANG), "roots not returned");
+  CHECK(TEST_WAIT_FOR(thread_gone() && rt_bstats().pages.roots == 0, HANG), "roots not returned");
   rt_check_all("lifecycle");
 }
 
@@ -96,11 +96,11 @@ static void t_deferred_drained(void) {
   memset(a, 1, PAGES(80));
   uint64_t live = rt_bstats().pages.live_bytes, deferred = rt_bstats().deferred_frees;
   jw_lock_acquire(&jw_be.lock, JW_LK_BACKEND);
-  TB_REQUIRE(jw_backend_free(a) == 0, "deferred free refused");
+  REQUIRE(jw_backend_free(a) == 0, "deferred free refused");
   jw_lock_release(&jw_be.lock); /* no drain */
-  TB_CHECK(rt_bstats().deferred_frees == deferred + 1 && rt_bstats().pages.live_bytes == live, "free not deferred");
-  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.live_bytes == live - PAGES(80), HANG), "deferred free never drained");
-  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "drained range never released");
+  CHECK(rt_bstats().deferred_frees == deferred + 1 && rt_bstats().pages.live_bytes == live, "free not deferred");
+  CHECK(TEST_WAIT_FOR(rt_bstats().pages.live_bytes == live - PAGES(80), HANG), "deferred free never drained");
+  CHECK(TEST_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "drained range never released");
   jw_pages_free(guard);
   rt_check_all("deferred");
 }
@@ -115,22 +115,22 @@ static void t_no_lock_in_flight(void) {
   alarm((unsigned)HANG);
   for (int i = 0; i < 500; i++) {
     char *p = jw_pages_alloc(1 + (uint32_t)(i % 40), JW_KIND_LARGE, NULL, NULL);
-    TB_REQUIRE(p != NULL, "alloc while a batch is in flight");
-    for (int k = 0; k < N; k++) TB_REQUIRE(p != s.r[k] || i < 0, "a range in flight was handed out");
+    REQUIRE(p != NULL, "alloc while a batch is in flight");
+    for (int k = 0; k < N; k++) REQUIRE(p != s.r[k] || i < 0, "a range in flight was handed out");
     p[0] = 1;
-    TB_REQUIRE(jw_backend_free(p) == 0, "free while a batch is in flight");
+    REQUIRE(jw_backend_free(p) == 0, "free while a batch is in flight");
   }
   int in_flight = 0;
   for (int k = 0; k < N; k++) {
     jw_range_info info;
     if (jw_backend_classify(s.r[k], &info) == JW_PTR_FREE) in_flight++;
     errno = 0;
-    TB_CHECK(jw_backend_free(s.r[k]) == -1 && errno == EINVAL, "free of a range in flight accepted");
+    CHECK(jw_backend_free(s.r[k]) == -1 && errno == EINVAL, "free of a range in flight accepted");
   }
   alarm(0);
-  TB_CHECK(in_flight == N, "%d of %d freed ranges classified free", in_flight, N);
+  CHECK(in_flight == N, "%d of %d freed ranges classified free", in_flight, N);
   jw_reclaim_test_hold(0);
-  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "batch not finished");
+  CHECK(TEST_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "batch not finished");
   spread_check_guards(&s, "in flight");
   spread_end(&s);
   rt_check_all("in flight");
@@ -148,7 +148,7 @@ static void t_early_wake(void) {
   char *first = rt_alloc(4), *keep = rt_alloc(4);
   memset(first, 1, PAGES(4));
   jw_pages_free(first); /* starts the thread: it sleeps 600 s */
-  TB_REQUIRE(RT_WAIT_FOR(rt_threads() == 2, HANG), "thread not started");
+  REQUIRE(TEST_WAIT_FOR(rt_threads() == 2, HANG), "thread not started");
   static spread s[ROUNDS]; /* the guards stay live until the end: their frees would cross it again */
   int rounds = 0, sync = 0;
   for (; rounds < ROUNDS && !sync; rounds++) {
@@ -156,10 +156,10 @@ static void t_early_wake(void) {
     spread_make(&s[rounds]);
     spread_free(&s[rounds]); /* 2 MiB past a 1 MiB watermark */
     sync = rt_stats().sync_releases > s0.sync_releases;
-    TB_CHECK(RT_WAIT_FOR(rt_stats().cycles > s0.cycles && rt_stats().early_wakes > s0.early_wakes, HANG),
-             "the watermark did not wake the thread early");
+    CHECK(TEST_WAIT_FOR(rt_stats().cycles > s0.cycles && rt_stats().early_wakes > s0.early_wakes, HANG),
+          "the watermark did not wake the thread early");
   }
-  TB_CHECK(sync, "no synchronous release past the watermark in %d rounds", ROUNDS);
+  CHECK(sync, "no synchronous release past the watermark in %d rounds", ROUNDS);
   for (int i = 0; i < rounds; i++) {
     spread_check_guards(&s[i], "early wake");
     spread_end(&s[i]);
@@ -167,7 +167,7 @@ static void t_early_wake(void) {
   jw_pages_free(keep);
   rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
   /* The sleeping thread picks up the short interval at its next wake. */
-  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "thread did not finish");
+  CHECK(TEST_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "thread did not finish");
 }
 
 
@@ -184,12 +184,12 @@ static void t_early_wake(void) {
 #define GRACE_WM ((uint64_t)1 << 20)
 static char *grace_start(void) {
   rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
-  TB_REQUIRE(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "thread did not finish");
+  REQUIRE(TEST_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "thread did not finish");
   rt_config_grace(1, 600000, GRACE_WM, JW_POLICY_LIFETIME, 1, 600000);
   char *first = rt_alloc(4), *keep = rt_alloc(4);
   memset(first, 1, PAGES(4));
   jw_pages_free(first); /* starts the thread: it sleeps 600 s */
-  TB_REQUIRE(RT_WAIT_FOR(rt_threads() == 2, HANG), "thread not started");
+  REQUIRE(TEST_WAIT_FOR(rt_threads() == 2, HANG), "thread not started");
   return keep;
 }
 
@@ -199,7 +199,7 @@ static char *grace_excess(spread *s) {
   char *keep = grace_start();
   spread_make(s);
   spread_free(s);
-  TB_CHECK(rt_bstats().pages.cached_bytes > GRACE_WM, "no excess past the watermark");
+  CHECK(rt_bstats().pages.cached_bytes > GRACE_WM, "no excess past the watermark");
   return keep;
 }
 static void grace_done(spread *s, char *keep, const char *what) {
@@ -217,17 +217,17 @@ static void t_grace(void) {
   jw_reclaim_stats s0 = rt_stats();
   spread_free(&s); /* 2 MiB past a 1 MiB watermark */
   jw_reclaim_stats s1 = rt_stats();
-  TB_CHECK(s1.grace_waits == s0.grace_waits + 1, "%llu graces started, not one",
-           (unsigned long long)(s1.grace_waits - s0.grace_waits));
-  TB_CHECK(s1.sync_releases == s0.sync_releases && s1.bytes_released == s0.bytes_released &&
-               rt_bstats().pages.cached_bytes > wm,
-           "released within the grace: %llu bytes, cached %llu", (unsigned long long)(s1.bytes_released - s0.bytes_released),
-           (unsigned long long)rt_bstats().pages.cached_bytes);
+  CHECK(s1.grace_waits == s0.grace_waits + 1, "%llu graces started, not one",
+        (unsigned long long)(s1.grace_waits - s0.grace_waits));
+  CHECK(s1.sync_releases == s0.sync_releases && s1.bytes_released == s0.bytes_released &&
+            rt_bstats().pages.cached_bytes > wm,
+        "released within the grace: %llu bytes, cached %llu", (unsigned long long)(s1.bytes_released - s0.bytes_released),
+        (unsigned long long)rt_bstats().pages.cached_bytes);
   rt_config_grace(1, 600000, wm, JW_POLICY_LIFETIME, 1, 1); /* the grace ends with no free */
-  TB_CHECK(RT_WAIT_FOR(rt_stats().grace_releases > s1.grace_releases && rt_bstats().pages.cached_bytes <= wm - wm / 4,
-                       HANG),
-           "not released at the grace's end: cached %llu", (unsigned long long)rt_bstats().pages.cached_bytes);
-  TB_CHECK(rt_stats().sync_releases == s1.sync_releases, "a free released synchronously");
+  CHECK(TEST_WAIT_FOR(rt_stats().grace_releases > s1.grace_releases && rt_bstats().pages.cached_bytes <= wm - wm / 4,
+                    HANG),
+        "not released at the grace's end: cached %llu", (unsigned long long)rt_bstats().pages.cached_bytes);
+  CHECK(rt_stats().sync_releases == s1.sync_releases, "a free released synchronously");
   spread_check_guards(&s, "grace release");
   spread_end(&s);
   jw_pages_free(keep);
@@ -236,10 +236,10 @@ static void t_grace(void) {
   for (int k = 0; k < 3; k++) spread_make(&more[k]);
   jw_reclaim_stats s2 = rt_stats();
   for (int k = 0; k < 3; k++) spread_free(&more[k]);
-  TB_CHECK(rt_stats().sync_releases > s2.sync_releases && rt_bstats().pages.cached_bytes <= 4 * wm,
-           "%llu releases past four watermarks, cached %llu",
-           (unsigned long long)(rt_stats().sync_releases - s2.sync_releases),
-           (unsigned long long)rt_bstats().pages.cached_bytes);
+  CHECK(rt_stats().sync_releases > s2.sync_releases && rt_bstats().pages.cached_bytes <= 4 * wm,
+        "%llu releases past four watermarks, cached %llu",
+        (unsigned long long)(rt_stats().sync_releases - s2.sync_releases),
+        (unsigned long long)rt_bstats().pages.cached_bytes);
   for (int k = 0; k < 3; k++) {
     spread_check_guards(&more[k], "grace bound");
     spread_end(&more[k]);
@@ -250,40 +250,40 @@ static void t_grace(void) {
   spread_make(&s);
   jw_reclaim_stats s3 = rt_stats();
   spread_free(&s);
-  TB_CHECK(rt_stats().grace_waits == s3.grace_waits + 1 && rt_bstats().pages.cached_bytes > wm, "no grace started");
+  CHECK(rt_stats().grace_waits == s3.grace_waits + 1 && rt_bstats().pages.cached_bytes > wm, "no grace started");
   for (int i = 0; i < N; i++) s.r[i] = rt_alloc(16);
-  TB_CHECK(rt_bstats().pages.cached_bytes <= wm, "allocations left %llu cached",
-           (unsigned long long)rt_bstats().pages.cached_bytes);
+  CHECK(rt_bstats().pages.cached_bytes <= wm, "allocations left %llu cached",
+        (unsigned long long)rt_bstats().pages.cached_bytes);
   rt_config_grace(1, 600000, wm, JW_POLICY_LIFETIME, 1, 1);
-  TB_CHECK(RT_WAIT_FOR(rt_stats().grace_reused > s3.grace_reused, HANG), "the grace did not end");
-  TB_CHECK(rt_stats().grace_releases == s3.grace_releases && rt_stats().sync_releases == s3.sync_releases,
-           "released after the excess was taken back");
+  CHECK(TEST_WAIT_FOR(rt_stats().grace_reused > s3.grace_reused, HANG), "the grace did not end");
+  CHECK(rt_stats().grace_releases == s3.grace_releases && rt_stats().sync_releases == s3.sync_releases,
+        "released after the excess was taken back");
   spread_free(&s);
   grace_done(&s, keep, "grace reused");
   /* A fork ends a running grace: the child, which has no thread to end it,
    * does not keep the excess, nor does the parent. */
   keep = grace_excess(&s);
   pid_t pid = fork();
-  TB_REQUIRE(pid >= 0, "fork");
+  REQUIRE(pid >= 0, "fork");
   if (pid == 0) _exit(rt_bstats().pages.cached_bytes <= wm ? 0 : 1);
   int st;
-  TB_REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
-  TB_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child inherited the grace's excess");
-  TB_CHECK(rt_bstats().pages.cached_bytes <= wm - wm / 4, "the parent kept %llu cached after the fork",
-           (unsigned long long)rt_bstats().pages.cached_bytes);
+  REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child inherited the grace's excess");
+  CHECK(rt_bstats().pages.cached_bytes <= wm - wm / 4, "the parent kept %llu cached after the fork",
+        (unsigned long long)rt_bstats().pages.cached_bytes);
   grace_done(&s, keep, "grace fork");
   /* Reclamation off during a grace (its thread ends), then on again: the
    * excess is released, with no further free. */
   keep = grace_excess(&s);
   rt_config_grace(0, 600000, wm, JW_POLICY_LIFETIME, 1, 600000);
-  TB_REQUIRE(RT_WAIT_FOR(thread_gone(), HANG), "the thread did not end with reclamation off");
-  TB_CHECK(rt_bstats().pages.cached_bytes > wm, "released with reclamation off");
+  REQUIRE(TEST_WAIT_FOR(thread_gone(), HANG), "the thread did not end with reclamation off");
+  CHECK(rt_bstats().pages.cached_bytes > wm, "released with reclamation off");
   rt_config_grace(1, 600000, wm, JW_POLICY_LIFETIME, 1, 1);
-  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes <= wm - wm / 4, HANG),
-           "reclamation back on: %llu cached", (unsigned long long)rt_bstats().pages.cached_bytes);
+  CHECK(TEST_WAIT_FOR(rt_bstats().pages.cached_bytes <= wm - wm / 4, HANG),
+        "reclamation back on: %llu cached", (unsigned long long)rt_bstats().pages.cached_bytes);
   grace_done(&s, keep, "grace toggle");
   rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
-  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "thread did not finish");
+  CHECK(TEST_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "thread did not finish");
 }
 
 /* No thread: freeing threads run the due cycles. */
@@ -297,14 +297,14 @@ static void t_no_thread(void) {
   /* The program keeps freeing (a root of its own, freed and taken back): a
    * freeing thread runs each due cycle. */
   char *g = rt_alloc(1024);
-  TB_CHECK(RT_WAIT_FOR((jw_pages_free(g), g = rt_alloc(1024),
-                        rt_bstats().pages.cached_bytes == 0 && rt_stats().bytes_released - released >= N * PAGES(16)),
-                       HANG),
-           "no-thread mode never released");
+  CHECK(TEST_WAIT_FOR((jw_pages_free(g), g = rt_alloc(1024),
+                     rt_bstats().pages.cached_bytes == 0 && rt_stats().bytes_released - released >= N * PAGES(16)),
+                    HANG),
+        "no-thread mode never released");
   jw_pages_free(g);
-  TB_CHECK(rt_stats().inline_cycles > inl && rt_stats().thread_starts == starts && rt_threads() == 1,
-           "no-thread mode: %llu inline cycles, %llu thread starts",
-           (unsigned long long)(rt_stats().inline_cycles - inl), (unsigned long long)(rt_stats().thread_starts - starts));
+  CHECK(rt_stats().inline_cycles > inl && rt_stats().thread_starts == starts && rt_threads() == 1,
+        "no-thread mode: %llu inline cycles, %llu thread starts",
+        (unsigned long long)(rt_stats().inline_cycles - inl), (unsigned long long)(rt_stats().thread_starts - starts));
   spread_end(&s);
   rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
   rt_check_all("no thread");
@@ -326,15 +326,15 @@ static int child_after_fork(void) {
   memset(p, 1, PAGES(16));
   jw_pages_free(p);
   if (rt_stats().thread_starts != starts + 1) return 4;
-  if (!RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0, HANG)) return 5;
+  if (!TEST_WAIT_FOR(rt_bstats().pages.cached_bytes == 0, HANG)) return 5;
   jw_pages_free(q);
   return jw_backend_check_all(err, sizeof err) == 0 ? 0 : 6;
 }
 
 static void wait_child(pid_t pid, const char *what) {
   int status = 0;
-  TB_REQUIRE(waitpid(pid, &status, 0) == pid, "%s: waitpid", what);
-  TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child status %#x", what, status);
+  REQUIRE(waitpid(pid, &status, 0) == pid, "%s: waitpid", what);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child status %#x", what, status);
 }
 
 static jw_atomic_u32 forked, churn_stop;
@@ -356,11 +356,11 @@ static void t_fork_in_flight(void) {
   jw_store(&forked, 0, JW_RELAXED);
   pthread_create(&th, NULL, forker, &pid);
   usleep(50000);
-  TB_CHECK(jw_load(&forked, JW_ACQUIRE) == 0, "fork completed with a batch in flight");
+  CHECK(jw_load(&forked, JW_ACQUIRE) == 0, "fork completed with a batch in flight");
   jw_reclaim_test_hold(0);
   pthread_join(th, NULL);
   wait_child(pid, "fork in flight");
-  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "parent did not finish");
+  CHECK(TEST_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "parent did not finish");
   spread_check_guards(&s, "fork in flight");
   spread_end(&s);
   rt_check_all("fork in flight");
@@ -376,7 +376,7 @@ static void *churn(void *arg) {
     if (live[i]) jw_pages_free(live[i]);
     uint32_t n = 1 + tb_below(&r, 48);
     live[i] = jw_pages_alloc(n, JW_KIND_LARGE, NULL, NULL);
-    TB_REQUIRE(live[i] != NULL, "churn alloc");
+    REQUIRE(live[i] != NULL, "churn alloc");
     memset(live[i], (int)i, PAGES(n));
   }
   for (int i = 0; i < 64; i++)
@@ -398,9 +398,9 @@ static void t_fork_churn(void) {
   }
   jw_store(&churn_stop, 1, JW_RELEASE);
   pthread_join(th, NULL);
-  TB_CHECK(rt_stats().cycles > c0, "the reclaim thread did not cycle during the forks");
+  CHECK(rt_stats().cycles > c0, "the reclaim thread did not cycle during the forks");
   rt_config(1, 20, 0, JW_POLICY_LIFETIME, 1);
-  TB_CHECK(RT_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "churn memory not released");
+  CHECK(TEST_WAIT_FOR(rt_bstats().pages.cached_bytes == 0 && thread_gone(), HANG), "churn memory not released");
   rt_check_all("fork churn");
 }
 
@@ -421,7 +421,7 @@ static void at_exit_allocates(void) {
  * process ends at once with the status asked for. */
 static void t_exit_in_flight(void) {
   int fds[2];
-  TB_REQUIRE(pipe(fds) == 0, "pipe");
+  REQUIRE(pipe(fds) == 0, "pipe");
   pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
@@ -431,21 +431,17 @@ static void t_exit_in_flight(void) {
     spread s;
     spread_make(&s);
     spread_free(&s);
-    if (!RT_WAIT_FOR(jw_reclaim_test_held() > 0 && rt_threads() == 2, HANG)) _exit(5);
+    if (!TEST_WAIT_FOR(jw_reclaim_test_held() > 0 && rt_threads() == 2, HANG)) _exit(5);
     atexit(at_exit_allocates);
     exit(7);
   }
   close(fds[1]);
-  signal(SIGALRM, on_alarm);
-  alarm((unsigned)HANG);
+  int status = test_wait_child(pid, HANG, "the exiting process");
   char c = 0;
   ssize_t got = read(fds[0], &c, 1);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  alarm(0);
   close(fds[0]);
-  TB_CHECK(got == 1 && c == 'x', "exit handler did not allocate and free");
-  TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 7, "exit while a release was in flight: status %#x", status);
+  CHECK(got == 1 && c == 'x', "exit handler did not allocate and free");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 7, "exit while a release was in flight: status %#x", status);
 }
 
 /* The main thread ends with pthread_exit while the reclaim thread has memory
@@ -460,12 +456,8 @@ static void t_pthread_exit_main(void) {
     if (rt_threads() != 2) _exit(5);
     pthread_exit(NULL);
   }
-  signal(SIGALRM, on_alarm);
-  alarm((unsigned)HANG);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  alarm(0);
-  TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pthread_exit from main: status %#x", status);
+  int status = test_wait_child(pid, HANG, "the process whose main thread called pthread_exit");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "pthread_exit from main: status %#x", status);
 }
 
 int main(void) {
@@ -481,7 +473,7 @@ int main(void) {
   t_fork_churn();
   t_exit_in_flight();
   t_pthread_exit_main();
-  if (tb_failures) return 1;
+  if (test_failures()) return 1;
   puts("reclaim thread: ok");
   return 0;
 }

@@ -314,27 +314,197 @@ bool model_mutex_free(vthread_t *t, void *addr) {
   return l->m[l->nm - 1].val == 0;
 }
 
+/* A fence: acquire joins what earlier reads saw, release records this
+ * thread's clock for its later stores, seq_cst joins the order S. */
+static void exec_fence(vthread_t *t, op_t *o) {
+  if (mo_acq(o->mo)) vc_join(&t->vc, &t->acqpend);
+  if (mo_rel(o->mo)) {
+    t->relvc = t->vc;
+    t->has_rel = true;
+  }
+  if (o->mo == __ATOMIC_SEQ_CST && rt.in_child) {
+    rt.psc_active = true;
+    psc_note_fence(t, event_index());
+  }
+  if (tracing()) {
+    char s[300];
+    fmt_site(s, sizeof s, o->site, o->pc);
+    trace_printf("#%-4u T%d  fence %-7s  [1/1]  %s\n", event_index(), t->id, mo_name(o->mo), s);
+  }
+  footprint_t f = {0};
+  exec_end_event(t, &f, 0, 1);
+}
+
+/* The choices of access o at l (messages from lo on, newest first) into
+ * cands; returns how many. seq_cst drops those that leave no total order S
+ * (C++20 [atomics.order]). */
+static uint32_t collect_choices(vthread_t *t, op_t *o, loc_t *l, uint32_t lo, uint64_t mask) {
+  uint32_t n = 0;
+  if (is_mutex(o)) {
+    uint32_t last = l->nm - 1; /* every mutex write is an RMW: only the last message is free */
+    bool held = l->m[last].val != 0;
+    if (o->kind == OP_TRYLOCK && held) cand_push(&n, last, C_CAS_FAIL);
+    else cand_push(&n, last, C_CAS_OK);
+    return n;
+  }
+  for (uint32_t i = l->nm; i-- > lo;) {
+    msg_t *m = &l->m[i];
+    switch (o->kind) {
+      case OP_LOAD: cand_push(&n, i, C_READ); break;
+      case OP_STORE:
+        if (!m->claimed) cand_push(&n, i, C_STORE);
+        break;
+      case OP_RMW:
+        if (!m->claimed) cand_push(&n, i, C_RMW);
+        break;
+      case OP_CAS:
+        if ((m->val & mask) == (o->expected & mask)) {
+          if (!m->claimed) cand_push(&n, i, C_CAS_OK);
+          if (o->weak && t->spurious_left > 0) cand_push(&n, i, C_CAS_SPURIOUS);
+        } else {
+          cand_push(&n, i, C_CAS_FAIL);
+        }
+        break;
+    }
+  }
+  if (rt.psc_active && rt.in_child) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+      if (psc_check_access(t, l, cand_key(l, &cands[i]), cand_sc(o, &cands[i]))) cands[k++] = cands[i];
+    n = k;
+  }
+  return n;
+}
+
+/* Keeps only the choices for which this schedule is the canonical one: no
+ * higher thread ran while this event could already have run. Returns how
+ * many are left (none: this execution ends as non-canonical). */
+static uint32_t keep_canonical(vthread_t *t, op_t *o, loc_t *l, uint32_t n) {
+  int32_t lh = last_higher(t->id);
+  if (lh < 0) return n;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    bool reads = cands[i].kind != C_STORE && o->kind != OP_UNLOCK;
+    if (reads && l->m[cands[i].idx].avail > lh) cands[k++] = cands[i];
+  }
+  if (k == 0) child_end(ST_NONCANON);
+  return k;
+}
+
+/* Notes which message the chosen access reads: for DPOR (the event read)
+ * and in the thread's graph signature (mo is added at the end). */
+static void note_read_from(vthread_t *t, op_t *o, loc_t *l, const cand_t *ch) {
+  const msg_t *rm = &l->m[ch->idx];
+  exec_set_rf(ch->kind == C_STORE ? -1 : rm->plain ? -1 : rm->ev);
+  uint64_t x = ((uint64_t)ch->kind << 56) ^ l->addr ^ (uint64_t)o->kind << 52;
+  if (ch->kind != C_STORE)
+    x ^= ((uint64_t)(rm->ev < 0 ? 99u : rm->tid) << 40) ^ ((uint64_t)rm->wseq << 20) ^ (rm->init ? 0xABCDu : 0);
+  t->sig = (t->sig ^ x) * 0x100000001b3ull;
+}
+
+/* A store after message ch->idx; detail: its trace words. */
+static void exec_store(vthread_t *t, op_t *o, loc_t *l, const cand_t *ch, uint64_t mask, char *detail, size_t cap) {
+  uint64_t v = o->val & mask;
+  msg_t nm = new_msg(t, v, o->mo, o, o->pc);
+  store_rel(t, o->mo, &nm);
+  uint32_t at = insert_after(l, ch->idx, &nm);
+  record_seen(t, l, l->m[at].ts);
+  t->iter.stored = true;
+  l->aw[t->id] = t->vc.c[t->id];
+  if (tracing()) {
+    char md[400], vb[240];
+    msg_desc(md, sizeof md, &l->m[at - 1]);
+    snprintf(detail, cap, "<- %s  mo: after %s%s", fv(vb, sizeof vb, v), md,
+             at + 1 == l->nm ? " (last)" : " (not last)");
+  }
+}
+
+/* An RMW, a successful CAS or a mutex operation on message ch->idx: reads it,
+ * writes right after it. detail: its trace words. */
+static void exec_rmw(vthread_t *t, op_t *o, loc_t *l, const cand_t *ch, uint64_t mask, uint64_t *result, bool *ok,
+                     char *detail, size_t cap) {
+  int rmo = o->mo, wmo = o->mo;
+  if (o->kind == OP_LOCK || o->kind == OP_TRYLOCK) rmo = __ATOMIC_ACQUIRE, wmo = __ATOMIC_RELAXED;
+  if (o->kind == OP_UNLOCK) rmo = __ATOMIC_RELAXED, wmo = __ATOMIC_RELEASE;
+  apply_read(t, l, ch->idx, rmo);
+  msg_t *rd = &l->m[ch->idx];
+  uint64_t old = rd->val;
+  uint64_t nv;
+  if (o->kind == OP_CAS) nv = o->val & mask;
+  else if (o->kind == OP_LOCK || o->kind == OP_TRYLOCK) nv = 1;
+  else if (o->kind == OP_UNLOCK) nv = 0;
+  else nv = rmw_value(o->rmw, old, o->val, o->size);
+  msg_t nm = new_msg(t, nv, wmo, o, o->pc);
+  store_rel(t, wmo, &nm);
+  if (rd->has_rel) { /* release sequence: RMWs pass on what they read */
+    if (nm.has_rel) vc_join(&nm.rel, &rd->rel);
+    else nm.rel = rd->rel, nm.has_rel = true;
+  }
+  rd->claimed = true;
+  char md[400];
+  if (tracing()) msg_desc(md, sizeof md, rd);
+  uint32_t at = insert_after(l, ch->idx, &nm);
+  record_seen(t, l, l->m[at].ts);
+  t->iter.stored = true;
+  *result = old;
+  *ok = true;
+  l->aw[t->id] = l->ar[t->id] = t->vc.c[t->id];
+  if (tracing()) {
+    char ob[240], nb[240];
+    if (o->kind == OP_CAS)
+      snprintf(detail, cap, "ok: %s -> %s  reads %s", fv(ob, sizeof ob, old), fv(nb, sizeof nb, nv), md);
+    else if (is_mutex(o))
+      snprintf(detail, cap, "%s  reads %s", o->kind == OP_UNLOCK ? "released" : "acquired", md);
+    else
+      snprintf(detail, cap, "%s %#lx: %#lx -> %#lx  reads %s%s", rmw_name(o->rmw), (unsigned long)o->val,
+               (unsigned long)old, (unsigned long)nv, md, at + 1 == l->nm ? "" : " (placed before a later store)");
+  }
+  if (o->kind == OP_LOCK && old != 0) fail("internal", (uintptr_t)o->addr, 4, "mutex model: lock of a held mutex");
+}
+
+/* The chosen access ch done: a read, a failing CAS, a store or a
+ * read-modify-write. detail: its trace words. */
+static void exec_choice_made(vthread_t *t, op_t *o, loc_t *l, const cand_t *ch, uint64_t mask, uint64_t *result,
+                             bool *ok, char *detail, size_t cap) {
+  char md[400];
+  switch (ch->kind) {
+    case C_READ: {
+      apply_read(t, l, ch->idx, o->mo);
+      *result = l->m[ch->idx].val;
+      if (tracing()) {
+        msg_desc(md, sizeof md, &l->m[ch->idx]);
+        char vb[240];
+        snprintf(detail, cap, "= %s  reads %s", fv(vb, sizeof vb, *result), md);
+      }
+      l->ar[t->id] = t->vc.c[t->id];
+      break;
+    }
+    case C_CAS_FAIL:
+    case C_CAS_SPURIOUS: {
+      apply_read(t, l, ch->idx, o->mo_fail);
+      *result = l->m[ch->idx].val;
+      *ok = false;
+      if (ch->kind == C_CAS_SPURIOUS) t->spurious_left--;
+      if (tracing()) {
+        msg_desc(md, sizeof md, &l->m[ch->idx]);
+        char vb[240], eb[240];
+        snprintf(detail, cap, "(expect %s) FAILS%s, sees %s  reads %s", fv(eb, sizeof eb, o->expected & mask),
+                 ch->kind == C_CAS_SPURIOUS ? " spuriously" : "", fv(vb, sizeof vb, *result), md);
+      }
+      l->ar[t->id] = t->vc.c[t->id];
+      break;
+    }
+    case C_STORE: exec_store(t, o, l, ch, mask, detail, cap); break;
+    default: exec_rmw(t, o, l, ch, mask, result, ok, detail, cap); break; /* RMW, successful CAS, mutex ops */
+  }
+}
+
 void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok) {
   uintptr_t a = (uintptr_t)o->addr;
   uintptr_t pc = o->pc;
   const vrf_site *site = o->site;
   if (o->kind == OP_FENCE) {
-    if (mo_acq(o->mo)) vc_join(&t->vc, &t->acqpend);
-    if (mo_rel(o->mo)) {
-      t->relvc = t->vc;
-      t->has_rel = true;
-    }
-    if (o->mo == __ATOMIC_SEQ_CST && rt.in_child) {
-      rt.psc_active = true;
-      psc_note_fence(t, event_index());
-    }
-    if (tracing()) {
-      char s[300];
-      fmt_site(s, sizeof s, site, pc);
-      trace_printf("#%-4u T%d  fence %-7s  [1/1]  %s\n", event_index(), t->id, mo_name(o->mo), s);
-    }
-    footprint_t f = {0};
-    exec_end_event(t, &f, 0, 1);
+    exec_fence(t, o);
     return;
   }
   bool writes = o->kind != OP_LOAD;
@@ -343,160 +513,22 @@ void model_exec(vthread_t *t, op_t *o, uint64_t *result, bool *ok) {
   loc_t *l = loc_get(t, a, o->size);
   shadow_check_atomic(t, a, o->size, writes, site);
   uint64_t view = loc_view(t, l);
-  uint32_t lo = first_readable(l, view), n = 0;
+  uint32_t lo = first_readable(l, view);
   uint64_t mask = mask_of(o->size);
   bool sc_any = o->mo == __ATOMIC_SEQ_CST || o->mo_fail == __ATOMIC_SEQ_CST;
   if (sc_any && rt.in_child) rt.psc_active = true;
-
-  if (is_mutex(o)) {
-    uint32_t last = l->nm - 1; /* every mutex write is an RMW: only the last message is free */
-    bool held = l->m[last].val != 0;
-    if (o->kind == OP_TRYLOCK && held) cand_push(&n, last, C_CAS_FAIL);
-    else cand_push(&n, last, C_CAS_OK);
-  } else {
-    for (uint32_t i = l->nm; i-- > lo;) {
-      msg_t *m = &l->m[i];
-      switch (o->kind) {
-        case OP_LOAD: cand_push(&n, i, C_READ); break;
-        case OP_STORE:
-          if (!m->claimed) cand_push(&n, i, C_STORE);
-          break;
-        case OP_RMW:
-          if (!m->claimed) cand_push(&n, i, C_RMW);
-          break;
-        case OP_CAS:
-          if ((m->val & mask) == (o->expected & mask)) {
-            if (!m->claimed) cand_push(&n, i, C_CAS_OK);
-            if (o->weak && t->spurious_left > 0) cand_push(&n, i, C_CAS_SPURIOUS);
-          } else {
-            cand_push(&n, i, C_CAS_FAIL);
-          }
-          break;
-      }
-    }
-    /* seq_cst: drop choices that leave no total order S (C++20 [atomics.order]). */
-    if (rt.psc_active && rt.in_child) {
-      uint32_t k = 0;
-      for (uint32_t i = 0; i < n; i++)
-        if (psc_check_access(t, l, cand_key(l, &cands[i]), cand_sc(o, &cands[i]))) cands[k++] = cands[i];
-      n = k;
-    }
-  }
-  if (rt.canonical && rt.in_child) {
-    /* Keep only the choices for which this schedule is the canonical one:
-     * no higher thread ran while this event could already have run. */
-    int32_t lh = last_higher(t->id);
-    if (lh >= 0) {
-      uint32_t k = 0;
-      for (uint32_t i = 0; i < n; i++) {
-        bool reads = cands[i].kind != C_STORE && o->kind != OP_UNLOCK;
-        if (reads && l->m[cands[i].idx].avail > lh) cands[k++] = cands[i];
-      }
-      n = k;
-      if (n == 0) child_end(ST_NONCANON);
-    }
-  }
+  uint32_t n = collect_choices(t, o, l, lo, mask);
+  if (rt.canonical && rt.in_child) n = keep_canonical(t, o, l, n);
   if (n == 0) fail("internal", a, o->size, "no consistent choice for an atomic access");
   unsigned c = exec_choice(n);
   cand_t ch = cands[c];
-  {
-    const msg_t *rm = &l->m[ch.idx];
-    exec_set_rf(ch.kind == C_STORE ? -1 : rm->plain ? -1 : rm->ev); /* for DPOR: which event this one read */
-    /* signature: which message this event read (mo is added at the end) */
-    uint64_t x = ((uint64_t)ch.kind << 56) ^ l->addr ^ (uint64_t)o->kind << 52;
-    if (ch.kind != C_STORE)
-      x ^= ((uint64_t)(rm->ev < 0 ? 99u : rm->tid) << 40) ^ ((uint64_t)rm->wseq << 20) ^ (rm->init ? 0xABCDu : 0);
-    t->sig = (t->sig ^ x) * 0x100000001b3ull;
-  }
+  note_read_from(t, o, l, &ch);
   uint64_t key = cand_key(l, &ch);
   bool sc = cand_sc(o, &ch);
-  char detail[700], md[400];
+  char detail[700];
   detail[0] = 0;
   int32_t ev = cur_ev();
-
-  switch (ch.kind) {
-    case C_READ: {
-      apply_read(t, l, ch.idx, o->mo);
-      *result = l->m[ch.idx].val;
-      if (tracing()) {
-        msg_desc(md, sizeof md, &l->m[ch.idx]);
-        char vb[240];
-        snprintf(detail, sizeof detail, "= %s  reads %s", fv(vb, sizeof vb, *result), md);
-      }
-      l->ar[t->id] = t->vc.c[t->id];
-      break;
-    }
-    case C_CAS_FAIL:
-    case C_CAS_SPURIOUS: {
-      apply_read(t, l, ch.idx, o->mo_fail);
-      *result = l->m[ch.idx].val;
-      *ok = false;
-      if (ch.kind == C_CAS_SPURIOUS) t->spurious_left--;
-      if (tracing()) {
-        msg_desc(md, sizeof md, &l->m[ch.idx]);
-        char vb[240], eb[240];
-        snprintf(detail, sizeof detail, "(expect %s) FAILS%s, sees %s  reads %s", fv(eb, sizeof eb, o->expected & mask),
-                 ch.kind == C_CAS_SPURIOUS ? " spuriously" : "", fv(vb, sizeof vb, *result), md);
-      }
-      l->ar[t->id] = t->vc.c[t->id];
-      break;
-    }
-    case C_STORE: {
-      uint64_t v = o->val & mask;
-      msg_t nm = new_msg(t, v, o->mo, o, pc);
-      store_rel(t, o->mo, &nm);
-      uint32_t at = insert_after(l, ch.idx, &nm);
-      record_seen(t, l, l->m[at].ts);
-      t->iter.stored = true;
-      l->aw[t->id] = t->vc.c[t->id];
-      if (tracing()) {
-        msg_desc(md, sizeof md, &l->m[at - 1]);
-        char vb[240];
-        snprintf(detail, sizeof detail, "<- %s  mo: after %s%s", fv(vb, sizeof vb, v), md,
-                 at + 1 == l->nm ? " (last)" : " (not last)");
-      }
-      break;
-    }
-    default: { /* RMW, successful CAS, mutex ops */
-      int rmo = o->mo, wmo = o->mo;
-      if (o->kind == OP_LOCK || o->kind == OP_TRYLOCK) rmo = __ATOMIC_ACQUIRE, wmo = __ATOMIC_RELAXED;
-      if (o->kind == OP_UNLOCK) rmo = __ATOMIC_RELAXED, wmo = __ATOMIC_RELEASE;
-      apply_read(t, l, ch.idx, rmo);
-      msg_t *rd = &l->m[ch.idx];
-      uint64_t old = rd->val;
-      uint64_t nv;
-      if (o->kind == OP_CAS) nv = o->val & mask;
-      else if (o->kind == OP_LOCK || o->kind == OP_TRYLOCK) nv = 1;
-      else if (o->kind == OP_UNLOCK) nv = 0;
-      else nv = rmw_value(o->rmw, old, o->val, o->size);
-      msg_t nm = new_msg(t, nv, wmo, o, pc);
-      store_rel(t, wmo, &nm);
-      if (rd->has_rel) { /* release sequence: RMWs pass on what they read */
-        if (nm.has_rel) vc_join(&nm.rel, &rd->rel);
-        else nm.rel = rd->rel, nm.has_rel = true;
-      }
-      rd->claimed = true;
-      if (tracing()) msg_desc(md, sizeof md, rd);
-      uint32_t at = insert_after(l, ch.idx, &nm);
-      record_seen(t, l, l->m[at].ts);
-      t->iter.stored = true;
-      *result = old;
-      *ok = true;
-      l->aw[t->id] = l->ar[t->id] = t->vc.c[t->id];
-      if (tracing()) {
-        char ob[240], nb[240];
-        if (o->kind == OP_CAS)
-          snprintf(detail, sizeof detail, "ok: %s -> %s  reads %s", fv(ob, sizeof ob, old), fv(nb, sizeof nb, nv), md);
-        else if (is_mutex(o))
-          snprintf(detail, sizeof detail, "%s  reads %s", o->kind == OP_UNLOCK ? "released" : "acquired", md);
-        else
-          snprintf(detail, sizeof detail, "%s %#lx: %#lx -> %#lx  reads %s%s", rmw_name(o->rmw), (unsigned long)o->val,
-                   (unsigned long)old, (unsigned long)nv, md, at + 1 == l->nm ? "" : " (placed before a later store)");
-      }
-      if (o->kind == OP_LOCK && old != 0) fail("internal", a, 4, "mutex model: lock of a held mutex");
-      break;
-    }
-  }
+  exec_choice_made(t, o, l, &ch, mask, result, ok, detail, sizeof detail);
   if (rt.in_child) psc_commit_access(t, l, key, sc, (uint32_t)ev);
   if (tracing()) {
     static const char *w[] = {"", "load", "store", "rmw", "cas"};

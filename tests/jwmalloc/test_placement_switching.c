@@ -1,12 +1,12 @@
-/* breakit6: hostile cases for lowest-root-first placement now that it
- * switches on by itself (JWMALLOC_PLACEMENT=auto, the default: the
- * reclaimer's trough detector, reclamation.md 6a; every tier converting its
- * structures at a switch, backend.md 7b). Every block carries a pattern
- * (its serial at every 64th byte up to its usable size, and its last usable
- * byte) checked before it is freed: a block handed out twice, or memory a
- * tier wrote into while the block was live, shows as a changed pattern.
+/* Lowest-root-first placement switched on and off by itself
+ * (JWMALLOC_PLACEMENT=auto, the default: the reclaimer's trough detector,
+ * reclamation.md 6a; every tier converting its structures at a switch,
+ * backend.md 7b). Every block carries a pattern (its serial at every 64th
+ * byte up to its usable size, and its last usable byte) checked before it is
+ * freed: a block handed out twice, or memory a tier wrote into while the
+ * block was live, shows as a changed pattern.
  *
- * Usage: test_breakit6 CASE [SCALE [THREADS]]
+ * Usage: test_placement_switching CASE [SCALE [THREADS]]
  *   swing     generations of many threads (oversubscribed) swing between
  *             peaks of every tier and troughs that keep scattered survivors
  *             (the detector switches placement on and off), freeing a third
@@ -29,13 +29,9 @@
  *             between peaks and troughs itself, frees everything it made and
  *             its live bytes come back to where they were after the fork;
  *             the parent's threads finish intact
- *   setrace   jw_option_set("PLACEMENT", 0 | 1) racing the detector's trim
- *             request (jw_pages_place_trim, which the detector calls at every
- *             full cycle of a lasting trough): once both are done, placement
- *             is off after mode 0 and on after mode 1 (the mode and the
- *             switch agree, page_source.h)
  * SCALE: percent of the full size (sanitizer builds). THREADS: swing and
- * trim's threads per generation (32).
+ * trim's threads per generation (32). TROUGH_US and ROUNDS in the
+ * environment: a trough's length and the rounds of each generation.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -57,12 +53,6 @@
 
 #define HANG 60.0 /* seconds: a bound for a hang, never a timing check */
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static long settled_live(void) {
   jw_malloc_trim(0);
   return (long)st().page_source_live_bytes;
@@ -71,9 +61,9 @@ static long settled_live(void) {
 /* Live bytes until they are `want` (the reclaimer may hold blocks it took out
  * of a cache to age them when the test looks: in transit, not a leak). */
 static long settle_to(long want) {
-  double t0 = now();
+  double t0 = test_now_s();
   long l;
-  while ((l = settled_live()) != want && now() - t0 < HANG) usleep(2000);
+  while ((l = settled_live()) != want && test_now_s() - t0 < HANG) usleep(2000);
   return l;
 }
 
@@ -208,7 +198,8 @@ static void swing_rounds(int me, blk *slot, uint64_t *r, int nthreads, int exit_
         slot[k++] = slot[i];
         continue;
       }
-      if (rnd(r) % 3 == 0 && nthreads > 1 && post(me + 1 + (int)(rnd(r) % (unsigned)(nthreads - 1)), &slot[i])) continue;
+      if (rnd(r) % 3 == 0 && nthreads > 1 && post(me + 1 + (int)(rnd(r) % (unsigned)(nthreads - 1)), &slot[i]))
+        continue;
       put(&slot[i]);
     }
     n = k;
@@ -289,7 +280,10 @@ static void generations(int gens, int nt, int ntrim) {
   free(w);
 }
 
-static int case_swing(int ntrim) {
+/* Generations of `threads` (scaled) swinging between peaks and troughs,
+ * with ntrim threads calling malloc_trim meanwhile. */
+static int swing(int ntrim) {
+  if (scale < 100) peak_blocks = (int)scaled(peak_blocks) < 64 ? 64 : (int)scaled(peak_blocks);
   long live0 = settled_live();
   jw_stats s0 = st();
   int nt = (int)scaled(threads) < 2 ? 2 : (int)scaled(threads);
@@ -306,6 +300,9 @@ static int case_swing(int ntrim) {
          (unsigned long long)(s1.reclaim_cycles - s0.reclaim_cycles));
   return 0;
 }
+
+static int case_swing(void) { return swing(0); }
+static int case_trim(void) { return swing(4); }
 
 /* ---- apis ---- */
 
@@ -437,9 +434,10 @@ static void *fork_churn(void *a) {
 }
 
 /* The child: single-threaded peaks and troughs of its own, then everything
- * freed. Returns its failures. */
-static int fork_child(void) {
-  atomic_store(&failures, 0); /* the parent's, counted before the fork */
+ * freed. Returns 1 when a check failed. */
+static int fork_child(void *arg) {
+  (void)arg;
+  test_reset_failures(); /* the parent's, counted before the fork */
   long live0 = settled_live();
   uint64_t r = 0x1234567ull ^ (uint64_t)getpid();
   peak_blocks = 3000;
@@ -452,22 +450,22 @@ static int fork_child(void) {
    * orphaned in the child (runtime.c, fork_child), and the child's aging
    * passes may give their pages back meanwhile, so live bytes can end below
    * the level after the fork; only above it would memory be lost. */
-  double t0 = now();
+  double t0 = test_now_s();
   long l;
-  while ((l = settled_live()) > live0 && now() - t0 < HANG) usleep(2000);
+  while ((l = settled_live()) > live0 && test_now_s() - t0 < HANG) usleep(2000);
   check_backend("in the child");
   CHECK(l <= live0, "child: live bytes %ld after everything was freed, %ld after the fork", l, live0);
   /* Its reclaimer runs: cycles go on in the child. The thread stops when it
    * has nothing to do and a free starts it again, so each wait frees a
    * range (a slow machine may have let it go idle above). */
   uint64_t c0 = st().reclaim_cycles;
-  t0 = now();
-  while (st().reclaim_cycles == c0 && now() - t0 < HANG) {
+  t0 = test_now_s();
+  while (st().reclaim_cycles == c0 && test_now_s() - t0 < HANG) {
     jw_free(jw_malloc((size_t)64 << 10));
     usleep(1000);
   }
   CHECK(st().reclaim_cycles != c0, "child: no reclaim cycle in %.0f s", HANG);
-  return atomic_load(&failures);
+  return test_failures() != 0;
 }
 
 static int case_fork(void) {
@@ -486,20 +484,10 @@ static int case_fork(void) {
   int forks = 0;
   for (int k = 0; k < 3; k++, forks++) {
     if (k == 1) jw_option_set("PLACEMENT", 2); /* and forked under auto */
-    pid_t pid = fork();
-    if (pid == 0) _exit(fork_child() ? 1 : 0);
-    CHECK(pid > 0, "fork: %s", strerror(errno));
-    int ws = 0;
-    double t0 = now();
-    /* Twice the child's own bounds: a child that reports is never killed. */
-    while (waitpid(pid, &ws, WNOHANG) == 0 && now() - t0 < 3 * HANG) usleep(2000);
-    if (now() - t0 >= 3 * HANG) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &ws, 0);
-      FAIL("fork child %d hung", k);
-    } else {
-      CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "fork child %d: status %#x", k, ws);
-    }
+    /* Longer than the child's own bounds: a child that reports is never killed. */
+    int ws = test_run_child(fork_child, NULL, 3 * HANG);
+    if (ws == -1) FAIL("fork child %d hung", k);
+    else CHECK(test_exited_ok(ws), "fork child %d: status %#x", k, ws);
   }
   atomic_store(&fork_stop, 1);
   for (int i = 0; i < NT; i++) pthread_join(t[i], NULL);
@@ -510,68 +498,15 @@ static int case_fork(void) {
   return 0;
 }
 
-/* ---- setrace ---- */
-
-static atomic_int race_stop;
-static atomic_ulong trims;
-
-/* What the detector does at each full cycle of a lasting trough. */
-static void *trim_requester(void *a) {
-  (void)a;
-  while (!atomic_load(&race_stop)) {
-    jw_pages_place_trim();
-    atomic_fetch_add(&trims, 1);
-  }
-  return NULL;
-}
-
-static int case_setrace(void) {
-  jw_free(jw_malloc(100)); /* the library initialised: its options set */
-  pthread_t t;
-  if (!getenv("SETRACE_CONTROL")) pthread_create(&t, NULL, trim_requester, NULL);
-  long iters = scaled(20000), stuck = 0;
-  for (long i = 0; i < iters && stuck == 0; i++) {
-    unsigned want = (unsigned)(i & 1);
-    CHECK(jw_option_set("PLACEMENT", want) == 0, "jw_option_set");
-    /* Two whole trim requests after the set returned: a request that read
-     * the old state has finished, later ones keep what they find. */
-    unsigned long t0 = atomic_load(&trims);
-    TEST_WAIT_UNTIL(getenv("SETRACE_CONTROL") || atomic_load(&trims) >= t0 + 2);
-    if (jw_place_on() != (want == 1)) {
-      stuck++;
-      FAIL("iteration %ld: PLACEMENT set to %u but placement is %s for good", i, want, jw_place_on() ? "on" : "off");
-    }
-  }
-  atomic_store(&race_stop, 1);
-  if (!getenv("SETRACE_CONTROL")) pthread_join(t, NULL);
-  jw_option_set("PLACEMENT", 2);
-  printf("setrace: %lu trim requests\n", atomic_load(&trims));
-  return 0;
-}
-
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s swing|apis|trim|fork|setrace [SCALE]\n", argv[0]);
-    return 2;
-  }
-  (void)make; /* checked_blocks.h's (thread_test.h): this file has its own */
-  (void)check_and_free;
-  if (argc > 2) scale = atoi(argv[2]);
+  static const test_case cases[] = {
+      {"swing", case_swing},
+      {"apis", case_apis},
+      {"trim", case_trim},
+      {"fork", case_fork},
+  };
   if (argc > 3) threads = atoi(argv[3]);
   if (getenv("TROUGH_US")) trough_us = atoi(getenv("TROUGH_US"));
   if (getenv("ROUNDS")) rounds = atoi(getenv("ROUNDS"));
-  if (scale < 100) peak_blocks = (int)scaled(peak_blocks) < 64 ? 64 : (int)scaled(peak_blocks);
-  const char *c = argv[1];
-  if (!strcmp(c, "swing")) case_swing(0);
-  else if (!strcmp(c, "trim")) case_swing(4);
-  else if (!strcmp(c, "apis")) case_apis();
-  else if (!strcmp(c, "fork")) case_fork();
-  else if (!strcmp(c, "setrace")) case_setrace();
-  else {
-    fprintf(stderr, "unknown case %s\n", c);
-    return 2;
-  }
-  int f = atomic_load(&failures);
-  if (f) fprintf(stderr, "%s: %d failures\n", c, f);
-  return f ? 1 : 0;
+  return TEST_MAIN(cases);
 }

@@ -1,14 +1,13 @@
-/* breakit7: hostile cases for the backend after roots moved out of the lock
- * (backend.md 7a "Roots are mapped outside the lock"), the grace before the
- * lock-free subdivision while placement is on (7b) and the contention
- * guard's second condition (reclamation.md 6a).
+/* Roots mapped outside the backend lock (docs/design/backend.md 7a, "Roots
+ * are mapped outside the lock") and the grace before the lock-free
+ * subdivision while placement is on (7b).
  *
  * The test defines mmap itself (the static library's calls bind to it): a
  * 4 MiB anonymous mapping (a root's first try) can be parked until the test
  * lets it go, or failed with ENOMEM. So "a root is between its mapping and
  * its split" is a fixed point of every case below, not a timing accident.
  *
- * Usage: test_breakit7 CASE [SCALE]
+ * Usage: test_root_mapping CASE [SCALE]
  *   between   a locked allocation that found nothing free is parked in its
  *             root's mmap (the lock given back); the test takes the backend
  *             lock, then lets the mmap go: the allocation returns without
@@ -36,10 +35,6 @@
  *             jw_malloc_trim in a loop (JWMALLOC_CHECK=1 from CTest): blocks
  *             intact, trees whole, no hang, live bytes back, roots counted
  *             by the map = roots in the statistics
- *   guard     the contention guard's boundary, cycles run by the test: 10
- *             roots mapped without the lock of 15 mapped (exactly two
- *             thirds) must not trip it, 10 of 14 must, 8 of 9 must not,
- *             9 of 13 must
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -60,20 +55,12 @@
 #include "pages/page_source.h"
 #include "common/lock.h"
 #include "jwmalloc.h"
-#include "reclaim/reclaim.h"
 #include "thread_test.h"
 
-#include "lock_freezer.h"
 #include "raw_mmap.h"
 
 #define HANG 60.0 /* seconds: a bound for a hang, never a timing check */
 #define BIG ((size_t)3 << 20) /* one per 4 MiB root */
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- the interposed mmap ---- */
 
@@ -97,8 +84,8 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
 }
 
 static void wait_parked(void) {
-  double t0 = now();
-  while (!atomic_load(&mm_parked) && now() - t0 < HANG) usleep(500);
+  double t0 = test_now_s();
+  while (!atomic_load(&mm_parked) && test_now_s() - t0 < HANG) usleep(500);
   CHECK(atomic_load(&mm_parked), "no root map was parked");
 }
 
@@ -110,9 +97,9 @@ static void check_backend(const char *when) {
 }
 
 static long settled_live(void) {
-  double t0 = now();
+  double t0 = test_now_s();
   long l;
-  while ((l = (long)st().page_source_live_bytes) != 0 && now() - t0 < HANG) {
+  while ((l = (long)st().page_source_live_bytes) != 0 && test_now_s() - t0 < HANG) {
     jw_malloc_trim(0);
     usleep(2000);
   }
@@ -167,8 +154,8 @@ static void *forker(void *arg) {
     }
     for (int i = 0; i < 8; i++) jw_free(q[i]);
     if (jw_backend_check_all(err, sizeof err) != 0) bad = 1, fprintf(stderr, "child: backend check: %s\n", err);
-    double t0 = now();
-    while ((long)st().page_source_live_bytes != live0 && now() - t0 < HANG) jw_malloc_trim(0), usleep(2000);
+    double t0 = test_now_s();
+    while ((long)st().page_source_live_bytes != live0 && test_now_s() - t0 < HANG) jw_malloc_trim(0), usleep(2000);
     if ((long)st().page_source_live_bytes != live0) bad = 1, fprintf(stderr, "child: live bytes not back\n");
     _exit(bad);
   }
@@ -223,7 +210,7 @@ static int case_parked(const char *what) {
   check_backend("at the end");
   printf("%s: ok (roots mapped %llu, without the lock %llu)\n", what, (unsigned long long)st().backend_roots_mapped,
          (unsigned long long)st().backend_lf_roots);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- enomem ---- */
@@ -289,7 +276,7 @@ static int case_enomem(void) {
   CHECK(settled_live() == 0, "live bytes not back");
   check_backend("at the end");
   printf("enomem: ok (%d of %d got a block, %ld root maps refused)\n", got, NRACE, atomic_load(&mm_failed));
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- rlimit (in a child) ---- */
@@ -362,7 +349,7 @@ static int case_rlimit(void) {
     check_backend("after freeing at the limit");
     printf("rlimit: %ld blocks, %ld refused with ENOMEM\n", atomic_load(&rl_blocks), atomic_load(&rl_refused));
     fflush(stdout);
-    _exit(failures ? 1 : 0);
+    _exit(test_failures() ? 1 : 0);
   }
   int s = 0;
   CHECK(pid > 0 && waitpid(pid, &s, 0) == pid, "fork/waitpid");
@@ -371,7 +358,7 @@ static int case_rlimit(void) {
     return 77;
   }
   CHECK(WIFEXITED(s) && WEXITSTATUS(s) == 0, "child at RLIMIT_AS failed (status %d)", s);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
 /* ---- storm ---- */
@@ -439,78 +426,18 @@ static int case_storm(void) {
          "splits)\n",
          nt, (long)checks, (unsigned long long)s.backend_roots_mapped, (unsigned long long)s.backend_lf_roots,
          (unsigned long long)s.backend_lf_splits);
-  return failures ? 1 : 0;
+  return test_failures() ? 1 : 0;
 }
 
-/* ---- guard ---- */
-
-static void *guard_blocks[256];
-static int nguard;
-
-/* nlf roots mapped without the lock (a holder frozen on it), then locked
- * roots until the cycle has mapped `total`. */
-static void map_roots(int nlf, uint64_t total, uint64_t since) {
-  if (nlf > 0) {
-    atomic_store(&frozen, 0);
-    atomic_store(&release_holder, 0);
-    pthread_t h;
-    CHECK(pthread_create(&h, NULL, freeze_backend_holder, NULL) == 0, "pthread_create");
-    while (!atomic_load(&frozen)) usleep(1000);
-    for (int i = 0; i < nlf; i++) CHECK((guard_blocks[nguard++] = jw_malloc(BIG)) != NULL, "3 MiB, lock frozen");
-    atomic_store(&release_holder, 1);
-    pthread_join(h, NULL);
-  }
-  while (st().backend_roots_mapped - since < total) CHECK((guard_blocks[nguard++] = jw_malloc(BIG)) != NULL, "3 MiB");
-}
-
-static int guard_step(int nlf, uint64_t total, int want_trip) {
-  jw_stats a = st();
-  jw_reclaim_stats r0, r1;
-  jw_reclaim_get_stats(&r0);
-  map_roots(nlf, total, a.backend_roots_mapped);
-  jw_stats b = st();
-  uint64_t n = b.backend_lf_roots - a.backend_lf_roots, m = b.backend_roots_mapped - a.backend_roots_mapped;
-  CHECK(n == (uint64_t)nlf && m == total, "setup: %llu of %llu roots without the lock, want %d of %llu",
-        (unsigned long long)n, (unsigned long long)m, nlf, (unsigned long long)total);
-  jw_reclaim_cycle();
-  jw_reclaim_get_stats(&r1);
-  int tripped = r1.placement_contended != r0.placement_contended;
-  CHECK(tripped == want_trip, "%llu of %llu roots without the lock: guard %s, want %s", (unsigned long long)n,
-        (unsigned long long)m, tripped ? "tripped" : "not tripped", want_trip ? "tripped" : "not tripped");
-  printf("guard: %llu of %llu roots without the lock: %s\n", (unsigned long long)n, (unsigned long long)m,
-         tripped ? "tripped" : "not tripped");
-  return tripped;
-}
-
-static int case_guard(void) {
-  long mode = -1;
-  CHECK(jw_option_get("PLACEMENT", &mode) == 0 && mode == 2, "PLACEMENT %ld, want 2 (auto)", mode);
-  freeze_kind = JW_LK_BACKEND;
-  jw_test_set_lock_hook(freeze_hook);
-  jw_reclaim_cycle(); /* the guard's counts start here */
-  guard_step(10, 15, 0); /* exactly two thirds: not more */
-  guard_step(10, 14, 1);
-  guard_step(8, 9, 0); /* not more than 8 (the holder maps one under the lock) */
-  guard_step(9, 13, 1);
-  jw_test_set_lock_hook(NULL);
-  for (int i = 0; i < nguard; i++) jw_free(guard_blocks[i]);
-  return failures ? 1 : 0;
-}
+static int case_between(void) { return case_parked("between"); }
+static int case_checkrace(void) { return case_parked("checkrace"); }
+static int case_fork(void) { return case_parked("fork"); }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: test_breakit7 between|checkrace|fork|enomem|rlimit|storm|guard [SCALE]\n");
-    return 2;
-  }
-  if (argc > 2) scale = atoi(argv[2]);
-  (void)make, (void)check_and_free; /* checked_blocks.h's, not used here */
+  static const test_case cases[] = {
+      {"between", case_between}, {"checkrace", case_checkrace}, {"fork", case_fork},
+      {"enomem", case_enomem},   {"rlimit", case_rlimit},       {"storm", case_storm},
+  };
   alarm(240); /* a hang bound */
-  const char *c = argv[1];
-  if (!strcmp(c, "between") || !strcmp(c, "checkrace") || !strcmp(c, "fork")) return case_parked(c);
-  if (!strcmp(c, "enomem")) return case_enomem();
-  if (!strcmp(c, "rlimit")) return case_rlimit();
-  if (!strcmp(c, "storm")) return case_storm();
-  if (!strcmp(c, "guard")) return case_guard();
-  fprintf(stderr, "test_breakit7: unknown case %s\n", c);
-  return 2;
+  return TEST_MAIN(cases);
 }
