@@ -51,7 +51,7 @@ typedef struct iosr_settings {
   int test_hooks;        /* test_hooks=1: fault injection, dispatch pause/log */
   uint32_t hello_timeout_ms; /* a connection that says no hello for this long is closed (5000) */
   uint32_t conns_per_uid;  /* connections one uid may hold at once (4096) */
-  uint32_t trim_wait_ms;   /* a reclaim waits this long for its apps' trims (2000; daemon/trim.c) */
+  uint32_t trim_wait_ms;   /* a reclaim waits this long for its apps' trims (2000; engine/trim.c) */
   uint32_t drop_stall_ms;  /* a batch waiting this long for its app's drops is set aside (2000; design note section 9) */
   int32_t nice;          /* CPU nice value of the engine thread (-10): faults wait on it */
   uint32_t rt_prio;      /* SCHED_FIFO priority of the engine thread (default 0: ordinary scheduling with `nice`; iosr-eval.md) */

@@ -20,10 +20,11 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
-#include "fault/uffd.h"
-#include "fault/vmas.h"
+#include "uffd/pagemap.h"
+#include "uffd/uffd.h"
+#include "uffd/vmas.h"
 
-int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int uffd, int ptfd, char *msg,
+int iosr_resume_app(iosr_engine *e, iosr_conn *c, const iosr_m_hello *h, int uffd, int ptfd, char *msg,
                     size_t cap) {
   if (iosr_field_str(h->name, sizeof h->name)) {
     snprintf(msg, cap, "unterminated name");
@@ -31,7 +32,7 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
   }
   /* 1. same engine: the app is still here, detached */
   for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
-    iosr_app *a = iosr_eng_app(e, i);
+    iosr_app *a = iosr_engine_app(e, i);
     if (!a || a->state != IOSR_APP_ACTIVE || a->forked || a->token != h->token) continue;
     if (a->conn || a->pid != c->pid) {
       snprintf(msg, cap, "app %s is attached to another connection", a->name);
@@ -44,17 +45,17 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
     /* the client undid the drops it had not begun and names the one its
      * dropper is in; the rest ran, their confirmations lost with the
      * connection: every other drop ends by what the kernel holds */
-    iosr_swapout_settle_drops(e, a, h->drop_id, h->drop_started);
+    iosr_drop_settle_all(e, a, h->drop_id, h->drop_started);
     snprintf(msg, cap, "re-attached %s", a->name);
     iosr_info("app %s (pid %d) re-attached", a->name, (int)a->pid);
     return 0;
   }
   /* 2. a new engine: rebuild the app from its page table */
-  if (iosr_eng_find_app(e, h->name)) {
+  if (iosr_engine_find_app(e, h->name)) {
     snprintf(msg, cap, "an app named %s is connected", h->name);
     return EEXIST;
   }
-  uint32_t id = iosr_eng_new_app_id(e);
+  uint32_t id = iosr_engine_new_app_id(e);
   iosr_app *a = id ? calloc(1, sizeof *a) : NULL;
   if (!a) {
     snprintf(msg, cap, "too many apps");
@@ -94,7 +95,7 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
   e->apps[id] = a;
   c->app = id;
   a->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
-  if (a->pidfd >= 0) iosr_eng_watch(e, a->pidfd, iosr_tag(IOSR_TAG_PIDFD, id));
+  if (a->pidfd >= 0) iosr_engine_watch(e, a->pidfd, iosr_tag(IOSR_TAG_PIDFD, id));
 
   int pm = iosr_pagemap_open(c->pid);
   uint64_t dlo = h->drop_id ? h->drop_start >> 12 : 0, dhi = h->drop_id ? (h->drop_start + h->drop_len) >> 12 : 0;
@@ -120,7 +121,7 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
       if (has) {
         if (iosr_slot_claim(&e->slots, e->set.slot == IOSR_SLOT_PROCESS, p->slot, id, v)) {
           conflicts++;
-          iosr_app_set_state(e, a, p, pres == 1 ? IOSR_PTE_PRESENT : IOSR_PTE_POISONED);
+          iosr_page_set_state(e, a, p, pres == 1 ? IOSR_PTE_PRESENT : IOSR_PTE_POISONED);
           p->flags = 0;
           p->slot = IOSR_PTE_NO_SLOT; /* someone else's: never to be freed or read by this entry */
           if (pres != 1 && (a->uffd_features & UFFD_FEATURE_POISON)) iosr_uffd_poison(uffd, v << 12, 4096);
@@ -146,14 +147,14 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
         if (has) iosr_slot_put(&e->slots, p->slot);
         p->slot = IOSR_PTE_NO_SLOT;
       }
-      iosr_app_set_state(e, a, p, ns);
+      iosr_page_set_state(e, a, p, ns);
       if (ns != IOSR_PTE_DROPPING) p->flags = 0;
     }
   }
   if (pm >= 0) close(pm);
   int grave_drop = h->drop_id && a->grave && dlo >= a->grave && dhi <= a->grave + IOSR_GRAVE_PAGES && dhi > dlo;
   if (grave_drop) {
-    /* a discard of moved-out pages (fault/moveout.c): nothing of the app's;
+    /* a discard of moved-out pages (engine/moveout.c): nothing of the app's;
      * that range is not used again before it is confirmed */
     iosr_drop *d = iosr_drop_new(a, h->drop_id, dlo, dhi - dlo);
     if (d) {
@@ -172,7 +173,7 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
     uint64_t g = h->drop_grave >> 12;
     if (d && h->drop_grave && a->grave && g >= a->grave && g + (dhi - dlo) <= a->grave + IOSR_GRAVE_PAGES)
       d->move_to = g;
-    else iosr_swapout_resume_window(a, h->drop_id, dlo, dhi - dlo);
+    else iosr_drop_resume_window(a, h->drop_id, dlo, dhi - dlo);
   }
   /* lift write protection (except where the dropper still works) and wake
    * every waiter: faults read by the dead daemon are issued again */
@@ -187,7 +188,7 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
     }
     iosr_uffd_wake(uffd, lo << 12, (hi - lo) << 12);
   }
-  iosr_eng_watch(e, uffd, iosr_tag(IOSR_TAG_UFFD, id));
+  iosr_engine_watch(e, uffd, iosr_tag(IOSR_TAG_UFFD, id));
   iosr_warn("app %s (pid %d) resumed: %llu swapped slots recovered%s", a->name, (int)a->pid,
             (unsigned long long)claimed, conflicts ? ", some pages lost (poisoned)" : "");
   snprintf(msg, cap, "resumed %s: %llu slots, %llu conflicts", a->name, (unsigned long long)claimed,
@@ -199,9 +200,9 @@ int iosr_resume_app(iosr_engine_s *e, iosr_conn *c, const iosr_m_hello *h, int u
  * so which of its pages were swapped is unknown. Its present pages stay; any
  * page it faults on gets SIGBUS (poisoned) rather than zero: loud, never
  * silent. */
-void iosr_resume_orphan(iosr_engine_s *e, uint32_t parent, int uffd) {
-  iosr_app *p = iosr_eng_app(e, parent);
-  iosr_app *c = p ? iosr_app_new_child(e, p, uffd, "orphan") : NULL;
+void iosr_resume_orphan(iosr_engine *e, uint32_t parent, int uffd) {
+  iosr_app *p = iosr_engine_app(e, parent);
+  iosr_app *c = p ? iosr_event_child_app(e, p, uffd, "orphan") : NULL;
   if (!p) close(uffd);
   if (!c) return;
   c->orphan = 1;
