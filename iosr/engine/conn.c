@@ -443,21 +443,12 @@ void iosr_conn_reclaim_now(iosr_engine *e, iosr_conn *c, uint32_t seq, iosr_app 
   iosr_reclaim_pump(e); /* which ends j if it has nothing to do (j may be freed) */
 }
 
-static const char *const runtime_keys[] = {
-    "slot", "readahead", "sched", "page_cluster", "ra_init", "ra_max", "ra_probe_stride", "queue_depth",
-    "write_hold_max", "write_hold_ms", "write_ioprio", "budget", "budget_low", "zero_window", "reclaim_batch",
-    "reclaim_inflight", "max_io", "ra_probe_horizon", "ra_probes", "ra_probes_full", "hello_timeout_ms",
-    "ra_grow_pct", "ra_shrink_pct",
-    "conns_per_uid", "trim_wait_ms", "drop_stall_ms", NULL};
-
 static void do_set(iosr_engine *e, iosr_conn *c, uint32_t seq, const iosr_m_set *m) {
   if (iosr_field_str(m->key, sizeof m->key) || iosr_field_str(m->value, sizeof m->value))
     return malformed(e, c, seq, "unterminated key or value");
   if (c->role != IOSR_ROLE_CONTROL) return malformed(e, c, seq, "set on an app connection");
-  int ok = 0;
-  for (int i = 0; runtime_keys[i]; i++) ok |= !strcmp(runtime_keys[i], m->key);
   iosr_settings s = e->set;
-  if (!ok) {
+  if (!iosr_settings_runtime(m->key)) {
     /* An option the engine knows, or none at all: say which. */
     char probe[160] = "";
     iosr_settings t = e->set;
