@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
 #include "engine/engine_int.h"
 
 struct iosr_fork_buf {
