@@ -262,7 +262,7 @@ struct iosr_app {
                               * until it confirms (design note section 3, "Moved by the dropper") */
   uint32_t inflight;         /* requests and batches referring to this app */
   uint32_t batches_set_aside; /* its batches whose drops it has not answered: reclaim passes it by */
-  int trims;                 /* answers trim requests (IOSR_ATTACH_TRIMS; engine/trim.c) */
+  int trims;                 /* answers trim requests (IOSR_ATTACH_TRIMS; trim.c) */
   uint64_t trim_id;          /* the trim request awaiting its answer (0: none) */
   uint64_t trim_sent_ns;     /* when it was sent */
   iosr_app_stats st;
