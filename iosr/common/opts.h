@@ -2,8 +2,8 @@
  * variables and from "key=value,key=value" strings (the same keys in lower
  * case without the prefix; iosrd's command-line flags and `iosr set` use them
  * too). One table in opts.c gives each its type, range, default and whether
- * it may change at run time; the README lists them all, and the test
- * iosr.options_readme checks that list against the table.
+ * it may change at run time; the README and docs/usage/iosr.md list them
+ * all, and the test iosr.options_documented checks both lists against it.
  *
  * Sizes accept a K/M/G suffix (powers of 1024). Not thread-safe: an
  * iosr_settings belongs to the engine thread once the engine runs.

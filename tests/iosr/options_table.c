@@ -1,4 +1,4 @@
-/* Prints IOSR's options table for check_options_readme.py: one line per
+/* Prints IOSR's options table for check_options_documented.py: one line per
  * option, "option NAME DEFAULT RUNTIME" (NAME as the environment variable,
  * DEFAULT as the README writes it, RUNTIME yes or no), then one line per
  * IOSR_* name read outside the table, "other NAME documented|internal"
