@@ -15,7 +15,6 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,34 +23,10 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/opts.h"
-#include "fault/pagetable.h"
-#include "fault/uffd.h"
-
-const char *iosr_default_socket(char *buf, size_t cap) {
-  const char *env = iosr_env("SOCKET");
-  if (env) return env;
-  if (geteuid() == 0) snprintf(buf, cap, "/run/iosrd.sock");
-  else snprintf(buf, cap, "/tmp/iosrd-%u.sock", (unsigned)geteuid());
-  return buf;
-}
-
-int iosr_sock_connect(const char *path) {
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  if (strlen(path) >= sizeof sa.sun_path) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  strcpy(sa.sun_path, path);
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
-    int e = errno;
-    close(fd);
-    errno = e;
-    return -1;
-  }
-  return fd;
-}
+#include "common/sock.h"
+#include "engine/engine.h"
+#include "uffd/pagetable.h"
+#include "uffd/uffd.h"
 
 /* Synchronous request/reply before the agent runs (and during resume). */
 static int direct_rpc(int sock, uint32_t seq, uint16_t type, const void *p, uint32_t len, const int *fds, int nfds,

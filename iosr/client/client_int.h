@@ -41,7 +41,7 @@ struct iosr_ctx {
   pid_t pid;
   char name[IOSR_NAME_MAX];
   char socket_path[108];
-  struct iosr_engine *engine;
+  iosr_engine *engine;     /* the in-process engine it is connected to (NULL: iosrd) */
   void (*on_fg)(iosr_ctx *, int, void *);
   void (*on_trim)(iosr_ctx *, uint64_t, void *);
   void *arg;
@@ -148,15 +148,5 @@ void iosr_ctx_drops_resumed(iosr_ctx *ctx);
  * confirming it (after = 1); tests hold the dropper there. Not
  * part of the API. */
 extern void (*iosr_test_drop_gate)(uint64_t id, int after);
-
-/* Default socket path for this uid (README): /run/iosrd.sock for root,
- * /tmp/iosrd-UID.sock otherwise; IOSR_SOCKET overrides. */
-const char *iosr_default_socket(char *buf, size_t cap);
-int iosr_sock_connect(const char *path);
-
-/* In-process engines (client/inproc.c). */
-struct iosr_engine_s;
-struct iosr_engine_s *iosr_engine_core(struct iosr_engine *e);
-int iosr_engine_connect_fd(struct iosr_engine *e);
 
 #endif

@@ -11,6 +11,8 @@
 
 #include "client/client_int.h"
 #include "common/log.h"
+#include "common/sock.h"
+#include "engine/engine.h"
 
 struct iosr_ctl {
   int sock;

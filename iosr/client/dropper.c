@@ -22,7 +22,7 @@
 
 #include "client/client_int.h"
 #include "common/beacon.h"
-#include "fault/uffd.h"
+#include "uffd/uffd.h"
 
 void (*iosr_test_drop_gate)(uint64_t id, int after);
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "client/client_int.h"
-#include "fault/uffd.h"
+#include "uffd/uffd.h"
 
 static iosr_region *rec_alloc(iosr_ctx *ctx) {
   if (!ctx->free_regions) {

@@ -23,9 +23,18 @@ static const char *const others[] = {
     "TOOL", "APP_BIN", "BENCH_APP_BIN",              /* tests/iosr */
 };
 
+#define NOTHERS (sizeof others / sizeof others[0])
+#define DOCUMENTED 5 /* the first five, read by iosrd, libiosr and the iosr tool: in the README */
+
+const char *iosr_env_other(size_t i, int *documented) {
+  if (i >= NOTHERS) return NULL;
+  if (documented) *documented = i < DOCUMENTED;
+  return others[i];
+}
+
 /* The i-th known name (upper case, without IOSR_), NULL past the last. */
 static const char *known(size_t i, char *buf, size_t cap) {
-  size_t n = sizeof others / sizeof others[0];
+  size_t n = NOTHERS;
   if (i < n) return others[i];
   const char *k = iosr_settings_key(i - n);
   if (!k) return NULL;

@@ -26,4 +26,11 @@
  * and iosr_connect (brief: "How this project realizes IOSR", options). */
 int iosr_env_check(char *err, size_t cap);
 
+/* The i-th IOSR_* name read outside the engine's options table (upper case,
+ * without IOSR_: "SWAP", "SOCKET", ...), NULL past the last. *documented (if
+ * not NULL): 1 for the names iosrd, libiosr and the iosr tool read, which
+ * the README's options table lists; 0 for the demo's and the tests' own.
+ * Thread-safe (constant data). */
+const char *iosr_env_other(size_t i, int *documented);
+
 #endif

@@ -1,7 +1,9 @@
-/* IOSR options: every tunable of the engine, with its default, read from
- * IOSR_* environment variables and from "key=value,key=value" strings (the
- * same keys in lower case without the prefix; iosrd's command-line flags and
- * `iosr set` use them too). The README lists them all.
+/* IOSR options: every tunable of the engine, read from IOSR_* environment
+ * variables and from "key=value,key=value" strings (the same keys in lower
+ * case without the prefix; iosrd's command-line flags and `iosr set` use them
+ * too). One table in opts.c gives each its type, range, default and whether
+ * it may change at run time; the README and docs/usage/iosr.md list them
+ * all, and the test iosr.options_documented checks both lists against it.
  *
  * Sizes accept a K/M/G suffix (powers of 1024). Not thread-safe: an
  * iosr_settings belongs to the engine thread once the engine runs.
@@ -51,7 +53,7 @@ typedef struct iosr_settings {
   int test_hooks;        /* test_hooks=1: fault injection, dispatch pause/log */
   uint32_t hello_timeout_ms; /* a connection that says no hello for this long is closed (5000) */
   uint32_t conns_per_uid;  /* connections one uid may hold at once (4096) */
-  uint32_t trim_wait_ms;   /* a reclaim waits this long for its apps' trims (2000; daemon/trim.c) */
+  uint32_t trim_wait_ms;   /* a reclaim waits this long for its apps' trims (2000; engine/trim.c) */
   uint32_t drop_stall_ms;  /* a batch waiting this long for its app's drops is set aside (2000; design note section 9) */
   int32_t nice;          /* CPU nice value of the engine thread (-10): faults wait on it */
   uint32_t rt_prio;      /* SCHED_FIFO priority of the engine thread (default 0: ordinary scheduling with `nice`; iosr-eval.md) */
@@ -72,6 +74,15 @@ int iosr_settings_parse(iosr_settings *s, const char *list, char *err, size_t ca
 /* The i-th option's key (lower case, without the IOSR_ prefix), or NULL for
  * i past the last: the names IOSR_* variables may take (common/env.c). */
 const char *iosr_settings_key(size_t i);
+
+/* The i-th option's default as the README writes it ("process", "16",
+ * "1M": a size in the largest of G, M, K that divides it), in buf (cap
+ * bytes; 32 hold any) or a constant string; NULL for i past the last. */
+const char *iosr_settings_default(size_t i, char *buf, size_t cap);
+
+/* 1 when `iosr set` may change option key while the engine runs, 0 when it
+ * is read only when the engine starts, or unknown. */
+int iosr_settings_runtime(const char *key);
 
 /* Names of the enumerated values, for statistics. */
 const char *iosr_slot_name(int v);

@@ -20,17 +20,17 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "client/client_int.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/opts.h"
+#include "common/sock.h"
 #include "engine/engine.h"
 
-static iosr_engine_s *engine;
+static iosr_engine *engine;
 
 static void on_signal(int sig) {
   (void)sig;
-  if (engine) iosr_eng_request_stop(engine, 1);
+  if (engine) iosr_engine_request_stop(engine, 1);
 }
 
 static void usage(FILE *f) {
@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
   if (!sock) sock = iosr_default_socket(def, sizeof def);
   int lfd = listen_on(sock);
   if (lfd < 0) return 1;
-  engine = iosr_eng_create(swap, settings, lfd, "iosrd", err, sizeof err);
+  engine = iosr_engine_create(swap, settings, lfd, "iosrd", err, sizeof err);
   if (!engine) {
     fprintf(stderr, "iosrd: %s\n", err[0] ? err : strerror(errno));
     close(lfd);
@@ -142,8 +142,8 @@ int main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
   iosr_log(IOSR_LOG_INFO, "serving %s on %s (pid %d)", swap, sock, (int)getpid());
-  iosr_eng_run(engine);
-  iosr_eng_destroy(engine);
+  iosr_engine_run(engine);
+  iosr_engine_destroy(engine);
   close(lfd);
   unlink(sock);
   return 0;

@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "engine/engine_int.h"
 
-uint64_t iosr_budget_room(const iosr_engine_s *e) {
+uint64_t iosr_budget_room(const iosr_engine *e) {
   if (!e->set.budget) return UINT64_MAX;
   uint64_t budget = e->set.budget / 4096, charged = e->resident_total + e->reading_total + e->grave_total;
   return charged < budget ? budget - charged : 0;
@@ -23,9 +23,9 @@ uint64_t iosr_budget_app_charged(const iosr_app *a) { return a->resident + a->re
 /* Any reclaim job running makes room when its drops are confirmed: held
  * faults wait for it (an `iosr reclaim` may have taken the pages a budget
  * job would have). */
-static int budget_job_runs(const iosr_engine_s *e) { return e->jobs != NULL; }
+static int budget_job_runs(const iosr_engine *e) { return e->jobs != NULL; }
 
-int iosr_budget_hold(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t flags) {
+int iosr_budget_hold(iosr_engine *e, iosr_app *a, uint64_t vpn, uint64_t flags) {
   if (!e->set.budget || e->budget_force || e->draining || a->forked || iosr_budget_room(e) > 0) return 0;
   /* counted as held while the budget job is sized: its demand includes it */
   e->nheld++;
@@ -50,13 +50,13 @@ int iosr_budget_hold(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t flags
 }
 
 /* Serves held fault r again (as the retry list does), then frees it. */
-static void serve(iosr_engine_s *e, iosr_retry *r) {
-  iosr_app *a = iosr_eng_app(e, r->app);
+static void serve(iosr_engine *e, iosr_retry *r) {
+  iosr_app *a = iosr_engine_app(e, r->app);
   if (a && a->uffd >= 0) iosr_fault_again(e, a, r->vpn, r->flags);
   free(r);
 }
 
-void iosr_budget_turn(iosr_engine_s *e) {
+void iosr_budget_turn(iosr_engine *e) {
   if (!e->held) return;
   if (!budget_job_runs(e)) iosr_reclaim_check_budget(e);
   /* a held app sends nothing that would turn the loop: the job starts now */
@@ -74,7 +74,7 @@ void iosr_budget_turn(iosr_engine_s *e) {
   }
 }
 
-int iosr_budget_check(iosr_engine_s *e, uint64_t bytes, char *msg, size_t cap) {
+int iosr_budget_check(iosr_engine *e, uint64_t bytes, char *msg, size_t cap) {
   if (!bytes) return 0;
   uint64_t pages = bytes / 4096;
   if (pages < IOSR_BUDGET_FLOOR_PAGES) {
@@ -83,7 +83,7 @@ int iosr_budget_check(iosr_engine_s *e, uint64_t bytes, char *msg, size_t cap) {
     errno = EINVAL;
     return -1;
   }
-  iosr_app *fg = e ? iosr_eng_app(e, e->fg_app) : NULL;
+  iosr_app *fg = e ? iosr_engine_app(e, e->fg_app) : NULL;
   if (fg && !fg->forked && pages < iosr_budget_app_charged(fg)) {
     snprintf(msg, cap, "budget %llu KiB is below what the foreground app %s needs: %llu KiB resident or being read",
              (unsigned long long)(bytes >> 10), fg->name, (unsigned long long)(iosr_budget_app_charged(fg) * 4));
@@ -93,7 +93,7 @@ int iosr_budget_check(iosr_engine_s *e, uint64_t bytes, char *msg, size_t cap) {
   return 0;
 }
 
-void iosr_budget_destroy(iosr_engine_s *e) {
+void iosr_budget_destroy(iosr_engine *e) {
   while (e->held) {
     iosr_retry *r = e->held;
     e->held = r->next;

@@ -23,43 +23,43 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
-#include "fault/uffd.h"
+#include "uffd/uffd.h"
 
 /* Pending sockets from other threads (in-process clients) and stop requests. */
 static pthread_mutex_t add_mu = PTHREAD_MUTEX_INITIALIZER;
 typedef struct pending_fd {
   struct pending_fd *next;
-  iosr_engine_s *e;
+  iosr_engine *e;
   int fd;
 } pending_fd;
 static pending_fd *pending;
 
-int iosr_eng_watch(iosr_engine_s *e, int fd, uint64_t tag) {
+int iosr_engine_watch(iosr_engine *e, int fd, uint64_t tag) {
   struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
   return epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
-void iosr_eng_unwatch(iosr_engine_s *e, int fd) {
+void iosr_engine_unwatch(iosr_engine *e, int fd) {
   if (fd >= 0) epoll_ctl(e->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
-void iosr_eng_hold_events(iosr_engine_s *e, int on) {
+void iosr_engine_hold_events(iosr_engine *e, int on) {
   e->events_held = on;
   for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
-    iosr_app *a = iosr_eng_app(e, i);
+    iosr_app *a = iosr_engine_app(e, i);
     if (!a || a->uffd < 0 || (!on && a->hold_drop)) continue;
-    if (on) iosr_eng_unwatch(e, a->uffd);
-    else iosr_eng_watch(e, a->uffd, iosr_tag(IOSR_TAG_UFFD, i)); /* EEXIST: watched already */
+    if (on) iosr_engine_unwatch(e, a->uffd);
+    else iosr_engine_watch(e, a->uffd, iosr_tag(IOSR_TAG_UFFD, i)); /* EEXIST: watched already */
   }
 }
 
-iosr_app *iosr_eng_app(iosr_engine_s *e, uint32_t id) {
+iosr_app *iosr_engine_app(iosr_engine *e, uint32_t id) {
   if (!id || id >= IOSR_MAX_APPS) return NULL;
   iosr_app *a = e->apps[id];
   return a && a->state != IOSR_APP_FREE ? a : NULL;
 }
 
-uint32_t iosr_eng_new_app_id(iosr_engine_s *e) {
+uint32_t iosr_engine_new_app_id(iosr_engine *e) {
   for (uint32_t i = 0; i < IOSR_MAX_APPS - 1; i++) {
     uint32_t id = 1 + (e->next_app_hint + i) % (IOSR_MAX_APPS - 1);
     if (!e->apps[id]) {
@@ -70,7 +70,8 @@ uint32_t iosr_eng_new_app_id(iosr_engine_s *e) {
   return 0;
 }
 
-uint16_t iosr_eng_ioprio(const iosr_engine_s *e, int cls) {
+/* The kernel I/O priority of a request of scheduler class cls (IOSR_CLS_*). */
+static uint16_t ioprio(const iosr_engine *e, int cls) {
   if (e->set.sched == IOSR_SCHED_FIFO) return 0;
   switch (cls) {
     case IOSR_CLS_FG_FAULT: return e->has_rt_ioprio ? (1u << 13 | 4) : (2u << 13 | 0);
@@ -80,7 +81,7 @@ uint16_t iosr_eng_ioprio(const iosr_engine_s *e, int cls) {
   }
 }
 
-void iosr_eng_pump(iosr_engine_s *e) {
+void iosr_engine_pump(iosr_engine *e) {
   uint64_t now = iosr_now_ns();
   iosr_sreq *sr;
   int any = 0;
@@ -106,7 +107,7 @@ void iosr_eng_pump(iosr_engine_s *e) {
     r->cb.buf = r->buf;
     r->cb.len = r->s.npages * 4096;
     r->cb.write = r->kind == IOSR_REQ_WRITE;
-    r->cb.ioprio = iosr_eng_ioprio(e, r->s.cls);
+    r->cb.ioprio = ioprio(e, r->s.cls);
     r->cb.user = r;
     if (iosr_io_queue(e->io, &r->cb)) iosr_die("cannot queue swap I/O: %s", strerror(errno));
     any = 1;
@@ -114,7 +115,7 @@ void iosr_eng_pump(iosr_engine_s *e) {
   if (any && iosr_io_flush(e->io)) iosr_err("io_uring submit failed: %s", strerror(errno));
 }
 
-static void io_completions(iosr_engine_s *e) {
+static void io_completions(iosr_engine *e) {
   iosr_iocb *cbs[128];
   int n;
   while ((n = iosr_io_reap(e->io, cbs, 128)) > 0) {
@@ -127,60 +128,60 @@ static void io_completions(iosr_engine_s *e) {
   }
 }
 
-int iosr_eng_idle(const iosr_engine_s *e) {
+int iosr_engine_idle(const iosr_engine *e) {
   return !e->reqs && !iosr_swapout_inflight(e) && !e->jobs && !e->retries && !e->install_retry && !e->held;
 }
 
-void iosr_eng_notify_fg(iosr_engine_s *e, iosr_app *a, int fg) {
+void iosr_engine_notify_fg(iosr_engine *e, iosr_app *a, int fg) {
   if (!a->conn) return;
   iosr_m_fg m = {fg, 0};
-  iosr_srv_send(e, a->conn, IOSR_M_FG_NOTIFY, 0, 0, &m, sizeof m, NULL, 0);
+  iosr_conn_send(e, a->conn, IOSR_M_FG_NOTIFY, 0, 0, &m, sizeof m, NULL, 0);
 }
 
-iosr_app *iosr_eng_find_app(iosr_engine_s *e, const char *sel) {
+iosr_app *iosr_engine_find_app(iosr_engine *e, const char *sel) {
   if (!sel || !*sel) return NULL;
   if (sel[0] == '#') {
     char *end;
     if (!strncmp(sel, "#id:", 4)) {
       unsigned long id = strtoul(sel + 4, &end, 10);
-      return *end || id >= IOSR_MAX_APPS ? NULL : iosr_eng_app(e, (uint32_t)id);
+      return *end || id >= IOSR_MAX_APPS ? NULL : iosr_engine_app(e, (uint32_t)id);
     }
     long pid = strtol(sel + 1, &end, 10);
     if (*end || pid <= 0) return NULL;
     for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
-      iosr_app *a = iosr_eng_app(e, i);
+      iosr_app *a = iosr_engine_app(e, i);
       if (a && a->state != IOSR_APP_DEAD && !a->forked && a->pid == pid) return a;
     }
     return NULL;
   }
   for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
-    iosr_app *a = iosr_eng_app(e, i);
+    iosr_app *a = iosr_engine_app(e, i);
     if (a && a->state != IOSR_APP_DEAD && !strcmp(a->name, sel)) return a;
   }
   return NULL;
 }
 
 /* Frees a dead app once nothing in flight refers to it. */
-void iosr_eng_maybe_finish_app(iosr_engine_s *e, iosr_app *a) {
+void iosr_engine_maybe_finish_app(iosr_engine *e, iosr_app *a) {
   if (a->state != IOSR_APP_DEAD || a->inflight) return;
   for (iosr_batch *b = e->batches; b; b = b->next)
     if (b->app == a->id) return;
   if (a->forked) e->nforked--;
   iosr_pt_destroy(&a->pt);
   iosr_extmap_destroy(&a->ext);
-  iosr_ra_states_free(a);
+  iosr_ra_region_free_all(a);
   e->apps[a->id] = NULL;
   free(a);
 }
 
-static void release_all(iosr_engine_s *e, iosr_app *a) {
+static void release_all(iosr_engine *e, iosr_app *a) {
   for (uint32_t i = 0; a->pt.hdr && i < a->pt.hdr->nspans; i++) {
     iosr_span *sp = &a->pt.spans[i];
-    for (uint64_t v = sp->start; v < sp->start + sp->n; v++) iosr_pte_release(e, a, v, iosr_pt_pte(&a->pt, sp, v));
+    for (uint64_t v = sp->start; v < sp->start + sp->n; v++) iosr_page_release(e, a, v, iosr_pt_pte(&a->pt, sp, v));
   }
 }
 
-void iosr_eng_app_gone(iosr_engine_s *e, iosr_app *a, const char *why) {
+void iosr_engine_app_gone(iosr_engine *e, iosr_app *a, const char *why) {
   if (a->state == IOSR_APP_DEAD || a->state == IOSR_APP_FREE) return;
   iosr_info("app %s (pid %d) %s: freeing its %llu swapped pages", a->name, (int)a->pid, why,
             (unsigned long long)a->swapped);
@@ -193,12 +194,12 @@ void iosr_eng_app_gone(iosr_engine_s *e, iosr_app *a, const char *why) {
   }
   a->state = IOSR_APP_DEAD;
   if (a->uffd >= 0) {
-    iosr_eng_unwatch(e, a->uffd);
+    iosr_engine_unwatch(e, a->uffd);
     close(a->uffd);
     a->uffd = -1;
   }
   if (a->pidfd >= 0) {
-    iosr_eng_unwatch(e, a->pidfd);
+    iosr_engine_unwatch(e, a->pidfd);
     close(a->pidfd);
     a->pidfd = -1;
   }
@@ -206,30 +207,30 @@ void iosr_eng_app_gone(iosr_engine_s *e, iosr_app *a, const char *why) {
     iosr_conn *c = a->conn;
     a->conn = NULL;
     c->app = 0;
-    iosr_srv_close_conn(e, c);
+    iosr_conn_close(e, c);
   }
   iosr_reclaim_forget_app(e, a->id);
-  iosr_eng_maybe_finish_app(e, a);
+  iosr_engine_maybe_finish_app(e, a);
 }
 
 /* Forked children have no connection: they are reaped when their memory is
  * gone, which a copy to an unmapped address tells (ESRCH instead of ENOENT).
  * The timer runs this once a second; a wait for idle runs it at once, so that
  * a child that has exited holds no slots when the waiter looks. */
-void iosr_eng_reap_forked(iosr_engine_s *e) {
+void iosr_engine_reap_forked(iosr_engine *e) {
   for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
-    iosr_app *a = iosr_eng_app(e, i);
+    iosr_app *a = iosr_engine_app(e, i);
     if (!a || !a->forked || a->state != IOSR_APP_ACTIVE) continue;
     uint64_t done;
     /* source NULL: even if the child had a registered page there, the copy
      * faults on the source (EFAULT) before mapping anything */
     int r = iosr_uffd_copy(a->uffd, 0x10000, NULL, 4096, 0, &done);
     iosr_debug("reap probe of %s: %d", a->name, r);
-    if (r == -ESRCH) iosr_eng_app_gone(e, a, "(forked child) exited");
+    if (r == -ESRCH) iosr_engine_app_gone(e, a, "(forked child) exited");
   }
 }
 
-static void handle_wake(iosr_engine_s *e) {
+static void handle_wake(iosr_engine *e) {
   uint64_t v;
   ssize_t r = read(e->wake_fd, &v, sizeof v);
   (void)r;
@@ -239,7 +240,7 @@ static void handle_wake(iosr_engine_s *e) {
     pending_fd *p = *pp;
     if (p->e == e) {
       *pp = p->next;
-      if (!iosr_srv_add_conn(e, p->fd)) close(p->fd);
+      if (!iosr_conn_add(e, p->fd)) close(p->fd);
       free(p);
     } else {
       pp = &p->next;
@@ -248,7 +249,7 @@ static void handle_wake(iosr_engine_s *e) {
   pthread_mutex_unlock(&add_mu);
 }
 
-int iosr_eng_add_fd(iosr_engine_s *e, int fd) {
+int iosr_engine_add_fd(iosr_engine *e, int fd) {
   pending_fd *p = malloc(sizeof *p);
   if (!p) return -1;
   p->e = e;
@@ -261,7 +262,7 @@ int iosr_eng_add_fd(iosr_engine_s *e, int fd) {
   return write(e->wake_fd, &one, sizeof one) == sizeof one ? 0 : -1;
 }
 
-void iosr_eng_request_stop(iosr_engine_s *e, int drain) {
+void iosr_engine_request_stop(iosr_engine *e, int drain) {
   /* bit 0 stop, bit 1 drain first; an atomic store: another thread or a
    * signal handler asks, the loop reads */
   __atomic_store_n(&e->stop, drain ? 3 : 1, __ATOMIC_RELEASE);
@@ -270,21 +271,15 @@ void iosr_eng_request_stop(iosr_engine_s *e, int drain) {
   (void)r;
 }
 
-unsigned iosr_eng_clients_atomic(iosr_engine_s *e) {
-  return __atomic_load_n(&e->nconns, __ATOMIC_ACQUIRE); /* pairs with the updates in server.c */
-}
-
-unsigned iosr_eng_clients(iosr_engine_s *e) {
-  unsigned n = 0;
-  for (iosr_conn *c = e->conns; c; c = c->next) n++;
-  return n;
+unsigned iosr_engine_clients(iosr_engine *e) {
+  return __atomic_load_n(&e->nconns, __ATOMIC_ACQUIRE); /* pairs with the updates in conn.c */
 }
 
 /* The timer fires at the earliest absolute deadline: a held write's bound,
  * the end of the restart grace period or of a budget job's back-off, the
  * next check for exited forked children. Deadlines are absolute so that
  * frequent loop turns never push them back. */
-static void arm_timer(iosr_engine_s *e, uint64_t admit_due) {
+static void arm_timer(iosr_engine *e, uint64_t admit_due) {
   uint64_t now = iosr_now_ns(), due = admit_due;
   int t = iosr_sched_timeout_ms(&e->sched, now);
   if (t >= 0 && (!due || now + (uint64_t)(t ? t : 1) * 1000000u < due)) due = now + (uint64_t)(t ? t : 1) * 1000000u;
@@ -315,9 +310,9 @@ static int has_rt_ioprio(void) {
   return 1;
 }
 
-iosr_engine_s *iosr_eng_create(const char *swap_path, const char *settings, int listen_fd, const char *role,
+iosr_engine *iosr_engine_create(const char *swap_path, const char *settings, int listen_fd, const char *role,
                                char *err, size_t cap) {
-  iosr_engine_s *e = calloc(1, sizeof *e);
+  iosr_engine *e = calloc(1, sizeof *e);
   if (!e) {
     snprintf(err, cap, "out of memory");
     errno = ENOMEM;
@@ -342,10 +337,10 @@ iosr_engine_s *iosr_eng_create(const char *swap_path, const char *settings, int 
   e->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   e->fork_ack_fd = eventfd(0, EFD_CLOEXEC);
   if (e->epfd < 0 || e->timerfd < 0 || e->wake_fd < 0 || e->fork_ack_fd < 0) goto fail_mem;
-  iosr_eng_watch(e, iosr_io_eventfd(e->io), iosr_tag(IOSR_TAG_IO, 0));
-  iosr_eng_watch(e, e->timerfd, iosr_tag(IOSR_TAG_TIMER, 0));
-  iosr_eng_watch(e, e->wake_fd, iosr_tag(IOSR_TAG_WAKE, 0));
-  if (listen_fd >= 0 && (iosr_eng_watch(e, listen_fd, iosr_tag(IOSR_TAG_LISTEN, 0)) || iosr_srv_admit_init(e)))
+  iosr_engine_watch(e, iosr_io_eventfd(e->io), iosr_tag(IOSR_TAG_IO, 0));
+  iosr_engine_watch(e, e->timerfd, iosr_tag(IOSR_TAG_TIMER, 0));
+  iosr_engine_watch(e, e->wake_fd, iosr_tag(IOSR_TAG_WAKE, 0));
+  if (listen_fd >= 0 && (iosr_engine_watch(e, listen_fd, iosr_tag(IOSR_TAG_LISTEN, 0)) || iosr_admit_init(e)))
     goto fail_mem;
   e->has_rt_ioprio = has_rt_ioprio();
   e->started_ns = iosr_now_ns();
@@ -361,7 +356,7 @@ fail_mem:
   snprintf(err, cap, "cannot set the engine up: %s", strerror(errno ? errno : ENOMEM));
 fail: {
   int en = errno ? errno : EINVAL;
-  iosr_eng_destroy(e);
+  iosr_engine_destroy(e);
   errno = en;
   return NULL;
 }
@@ -378,7 +373,7 @@ fail: {
  * (epoll), and the kernel's real-time throttling bounds it; whatever is
  * forked from it starts with ordinary scheduling. Without CAP_SYS_NICE both
  * stay as they are. */
-static void set_nice(const iosr_engine_s *e) {
+static void set_nice(const iosr_engine *e) {
   if (e->set.rt_prio) {
     struct sched_param sp = {.sched_priority = (int)e->set.rt_prio};
     if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) == 0) return;
@@ -389,7 +384,7 @@ static void set_nice(const iosr_engine_s *e) {
     iosr_debug("cannot set the engine thread's nice value to %d: %s", e->set.nice, strerror(errno));
 }
 
-int iosr_eng_run(iosr_engine_s *e) {
+int iosr_engine_run(iosr_engine *e) {
   struct epoll_event evs[64];
   int draining = 0;
   set_nice(e);
@@ -401,11 +396,11 @@ int iosr_eng_run(iosr_engine_s *e) {
         e->draining = 1; /* pages come back writable: nothing serves a write-protect fault after the stop */
         iosr_info("stopping: swapping every app's pages back in first");
         for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
-          iosr_app *a = iosr_eng_app(e, i);
+          iosr_app *a = iosr_engine_app(e, i);
           if (a && a->uffd >= 0) iosr_swapin_all(e, a);
         }
       }
-      if (!draining || iosr_eng_idle(e)) break;
+      if (!draining || iosr_engine_idle(e)) break;
     }
     /* Fork mode handles the messages it read once the fork is done (faults
      * among them: reads queued): this turn then does not wait, so that its
@@ -424,7 +419,7 @@ int iosr_eng_run(iosr_engine_s *e) {
       int kind = (int)(tag >> 56);
       uint64_t v = tag & ((1ull << 56) - 1);
       switch (kind) {
-        case IOSR_TAG_LISTEN: iosr_srv_accept(e); break;
+        case IOSR_TAG_LISTEN: iosr_admit_accept(e); break;
         case IOSR_TAG_IO: io_completions(e); break;
         case IOSR_TAG_TIMER: {
           uint64_t x;
@@ -433,28 +428,28 @@ int iosr_eng_run(iosr_engine_s *e) {
           uint64_t now = iosr_now_ns();
           if (e->grace_until_ns && now >= e->grace_until_ns) e->grace_until_ns = 0;
           if (e->next_reap_ns && now >= e->next_reap_ns) {
-            iosr_eng_reap_forked(e);
+            iosr_engine_reap_forked(e);
             e->next_reap_ns = now + 1000000000ull;
           }
           break;
         }
         case IOSR_TAG_WAKE: handle_wake(e); break;
         case IOSR_TAG_CONN: {
-          iosr_conn *c = iosr_srv_conn_by_id(e, (uint32_t)v);
+          iosr_conn *c = iosr_conn_by_id(e, (uint32_t)v);
           if (!c) break;
-          if (evs[i].events & EPOLLOUT) iosr_srv_conn_writable(e, c);
-          if ((c = iosr_srv_conn_by_id(e, (uint32_t)v)) && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
-            iosr_srv_conn_readable(e, c);
+          if (evs[i].events & EPOLLOUT) iosr_conn_writable(e, c);
+          if ((c = iosr_conn_by_id(e, (uint32_t)v)) && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+            iosr_conn_readable(e, c);
           break;
         }
         case IOSR_TAG_UFFD: {
-          iosr_app *a = iosr_eng_app(e, (uint32_t)v);
+          iosr_app *a = iosr_engine_app(e, (uint32_t)v);
           if (a && a->uffd >= 0) iosr_fault_read_uffd(e, a);
           break;
         }
         case IOSR_TAG_PIDFD: {
-          iosr_app *a = iosr_eng_app(e, (uint32_t)v);
-          if (a) iosr_eng_app_gone(e, a, "exited");
+          iosr_app *a = iosr_engine_app(e, (uint32_t)v);
+          if (a) iosr_engine_app_gone(e, a, "exited");
           break;
         }
       }
@@ -470,17 +465,17 @@ int iosr_eng_run(iosr_engine_s *e) {
     iosr_budget_turn(e);
     /* everything queued in this turn (all faults read, all completions
      * handled) goes to the kernel in one submission */
-    iosr_eng_pump(e);
-    iosr_srv_idle_check(e);
-    arm_timer(e, iosr_srv_admit_timer(e, iosr_now_ns()));
+    iosr_engine_pump(e);
+    iosr_conn_idle_check(e);
+    arm_timer(e, iosr_admit_timer(e, iosr_now_ns()));
   }
   return 0;
 }
 
-void iosr_eng_destroy(iosr_engine_s *e) {
+void iosr_engine_destroy(iosr_engine *e) {
   if (!e) return;
   int clean = 1;
-  while (e->conns) iosr_srv_close_conn(e, e->conns);
+  while (e->conns) iosr_conn_close(e, e->conns);
   for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
     iosr_app *a = e->apps[i];
     if (!a) continue;
@@ -489,7 +484,7 @@ void iosr_eng_destroy(iosr_engine_s *e) {
     if (a->pidfd >= 0) close(a->pidfd);
     iosr_pt_destroy(&a->pt);
     iosr_extmap_destroy(&a->ext);
-    iosr_ra_states_free(a);
+    iosr_ra_region_free_all(a);
     free(a);
     e->apps[i] = NULL;
   }

@@ -1,6 +1,8 @@
-/* The engine as iosrd and the in-process mode use it (design note section
- * 1): create it on a swap area, run its loop on one thread, hand it client
- * sockets, stop it. Everything else about the engine is internal
+/* The engine as the layer above uses it (design note section 1): iosrd
+ * creates one on a swap area and runs its loop on its main thread; libiosr
+ * connects to one running in its own process (iosr_engine_start of
+ * include/iosr.h). The engine's type is include/iosr.h's iosr_engine, opaque
+ * there and here; everything else about the engine is internal
  * (engine_int.h).
  */
 #ifndef IOSR_ENGINE_ENGINE_H
@@ -8,35 +10,30 @@
 
 #include <stddef.h>
 
-typedef struct iosr_engine_s iosr_engine_s;
+#include "iosr.h"
 
-/* Opens the swap area and sets the engine up. listen_fd: a listening
- * SOCK_SEQPACKET socket (iosrd) or -1 (in-process). settings: "k=v,..." or
- * NULL, applied after the environment. role: "iosrd" or "in-process".
- * NULL with errno and a message in err. */
-iosr_engine_s *iosr_eng_create(const char *swap_path, const char *settings, int listen_fd, const char *role,
-                               char *err, size_t cap);
-/* Runs the event loop until iosr_eng_request_stop; returns 0. */
-int iosr_eng_run(iosr_engine_s *e);
-/* Thread-safe: hands a connected socket to the engine (in-process clients). */
-int iosr_eng_add_fd(iosr_engine_s *e, int fd);
-/* Thread-safe, async-signal-safe: asks the loop to stop. drain: swap every
- * client's pages back in first (orderly daemon shutdown). */
-void iosr_eng_request_stop(iosr_engine_s *e, int drain);
-/* Number of connected clients (apps and control). Engine thread only, or
- * after the loop stopped. */
-unsigned iosr_eng_clients(iosr_engine_s *e);
-/* Thread-safe: connections open now (apps and control). */
-unsigned iosr_eng_clients_atomic(iosr_engine_s *e);
-/* In-process engines only, called from pthread_atfork handlers of the
- * forking thread: before fork, the engine enters a mode in which it calls no
- * malloc (glibc holds its allocator locks across fork, while fork waits for
- * the engine to read the userfaultfd FORK event); after fork it leaves it.
- * Thread-safe. */
-void iosr_eng_fork_prepare(iosr_engine_s *e);
-void iosr_eng_fork_parent(iosr_engine_s *e);
+/* Opens the swap area and sets the engine up (engine.c). listen_fd: a
+ * listening SOCK_SEQPACKET socket (iosrd) or -1 (in-process). settings:
+ * "k=v,..." or NULL, applied after the environment. role: "iosrd" or
+ * "in-process" (a string that outlives the engine). NULL with errno (as
+ * iosr_engine_start) and a one-line message in err (cap bytes). */
+iosr_engine *iosr_engine_create(const char *swap_path, const char *settings, int listen_fd, const char *role,
+                                char *err, size_t cap);
+/* Runs the event loop on the calling thread until iosr_engine_request_stop;
+ * returns 0 (engine.c). */
+int iosr_engine_run(iosr_engine *e);
+/* Asks the loop to stop (engine.c). drain: swap every client's pages back
+ * in first (orderly daemon shutdown). Thread-safe, async-signal-safe. */
+void iosr_engine_request_stop(iosr_engine *e, int drain);
+/* Frees everything once the loop has returned; marks the swap area clean if
+ * no app holds slots (engine.c). */
+void iosr_engine_destroy(iosr_engine *e);
 
-/* Frees everything; marks the swap area clean if no app holds slots. */
-void iosr_eng_destroy(iosr_engine_s *e);
+/* A new client connection to an engine running in this process
+ * (inproc.c): this end of a SOCK_SEQPACKET socketpair whose other end the
+ * engine serves as it serves iosrd's clients. The descriptor, or -1 with
+ * errno (EMFILE, ENFILE from socketpair; EAGAIN when the engine cannot
+ * take it). Thread-safe. */
+int iosr_engine_connect_fd(iosr_engine *e);
 
 #endif

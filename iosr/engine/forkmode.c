@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
 #include "engine/engine_int.h"
 
 struct iosr_fork_buf {
@@ -27,12 +26,12 @@ struct iosr_fork_buf {
 };
 
 /* Allocated when the engine starts: fork mode itself must not allocate. */
-int iosr_fork_init(iosr_engine_s *e) {
+int iosr_fork_init(iosr_engine *e) {
   e->fork_buf = calloc(1, sizeof *e->fork_buf);
   return e->fork_buf ? 0 : -1;
 }
 
-void iosr_eng_fork_prepare(iosr_engine_s *e) {
+void iosr_fork_prepare(iosr_engine *e) {
   __atomic_store_n(&e->fork_req, 1, __ATOMIC_RELEASE); /* read by the engine loop */
   uint64_t one = 1, v;
   ssize_t r = write(e->wake_fd, &one, sizeof one);
@@ -41,14 +40,14 @@ void iosr_eng_fork_prepare(iosr_engine_s *e) {
   }
 }
 
-void iosr_eng_fork_parent(iosr_engine_s *e) {
+void iosr_fork_parent(iosr_engine *e) {
   __atomic_store_n(&e->fork_req, 0, __ATOMIC_RELEASE);
   uint64_t one = 1;
   ssize_t r = write(e->wake_fd, &one, sizeof one);
   (void)r;
 }
 
-void iosr_fork_mode(iosr_engine_s *e) {
+void iosr_fork_mode(iosr_engine *e) {
   struct pollfd *pf = e->fork_buf->pf;
   uint32_t *ids = e->fork_buf->ids;
   __typeof__(e->fork_buf->msg[0]) *fbuf = e->fork_buf->msg;
@@ -86,7 +85,7 @@ void iosr_fork_mode(iosr_engine_s *e) {
   }
   /* fork done: handle what was read, in order */
   for (unsigned i = 0; i < n; i++) {
-    iosr_app *a = iosr_eng_app(e, fbuf[i].app);
+    iosr_app *a = iosr_engine_app(e, fbuf[i].app);
     if (!a || a->uffd < 0) {
       if (fbuf[i].m.event == UFFD_EVENT_FORK) close((int)fbuf[i].m.arg.fork.ufd);
       continue;

@@ -13,7 +13,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
-#include "fault/vmas.h"
+#include "uffd/vmas.h"
 
 static int cmp_cand_addr(const void *x, const void *y) {
   const iosr_cand *a = x, *b = y;
@@ -31,7 +31,7 @@ static int cmp_cand(const void *x, const void *y) {
 
 /* Drops the app's read-ahead probes: it is being reclaimed, so they were not
  * used in time (misses). */
-static void drop_probes(iosr_engine_s *e, iosr_app *a) {
+static void drop_probes(iosr_engine *e, iosr_app *a) {
   while (a->probe_head >= 0) {
     iosr_probe *pr = &e->probes[a->probe_head];
     iosr_pte *p = iosr_pt_lookup(&a->pt, pr->vpn, NULL);
@@ -40,7 +40,7 @@ static void drop_probes(iosr_engine_s *e, iosr_app *a) {
   }
 }
 
-iosr_job *iosr_reclaim_start(iosr_engine_s *e, iosr_app **apps, unsigned napps, uint64_t pages, int budget) {
+iosr_job *iosr_reclaim_start(iosr_engine *e, iosr_app **apps, unsigned napps, uint64_t pages, int budget) {
   size_t n = 0;
   for (unsigned k = 0; k < napps; k++) n += apps[k]->resident;
   iosr_job *j = calloc(1, sizeof *j);
@@ -84,12 +84,12 @@ iosr_job *iosr_reclaim_start(iosr_engine_s *e, iosr_app **apps, unsigned napps, 
   return j;
 }
 
-void iosr_reclaim_forget_app(iosr_engine_s *e, uint32_t app) {
+void iosr_reclaim_forget_app(iosr_engine *e, uint32_t app) {
   (void)e;
   (void)app; /* candidates of a dead app are skipped when reached */
 }
 
-static int finished(const iosr_engine_s *e, const iosr_job *j) {
+static int finished(const iosr_engine *e, const iosr_job *j) {
   (void)e;
   if (j->batches_inflight || j->stepping) return 0;
   if (j->err) return 1;
@@ -97,7 +97,7 @@ static int finished(const iosr_engine_s *e, const iosr_job *j) {
   return j->pos >= j->ncand && j->again_pos >= j->nagain;
 }
 
-void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
+void iosr_reclaim_job_done_maybe(iosr_engine *e, iosr_job *j) {
   iosr_job **pp = &e->jobs;
   while (*pp && *pp != j) pp = &(*pp)->next;
   if (!*pp || !finished(e, j)) return;
@@ -107,7 +107,7 @@ void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
   if (j->budget && (j->err || (!j->swapped_pages && !j->zero_pages && !e->jobs)))
     e->budget_backoff_ns = iosr_now_ns() + 1000000000ull;
   if (j->waiter) {
-    iosr_conn *c = iosr_srv_conn_by_id(e, j->waiter);
+    iosr_conn *c = iosr_conn_by_id(e, j->waiter);
     if (c) {
       char msg[160];
       int err = j->err;
@@ -128,7 +128,7 @@ void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
         snprintf(msg, sizeof msg, "%llu pages swapped out, %llu zero pages dropped%s",
                  (unsigned long long)j->swapped_pages, (unsigned long long)j->zero_pages,
                  j->waiting_pages ? "; some apps have not answered their drops" : "");
-      iosr_srv_reply(e, c, j->waiter_seq, err, (j->swapped_pages + j->zero_pages) * 4096, msg);
+      iosr_conn_reply(e, c, j->waiter_seq, err, (j->swapped_pages + j->zero_pages) * 4096, msg);
     }
   }
   free(j->cand);
@@ -136,7 +136,7 @@ void iosr_reclaim_job_done_maybe(iosr_engine_s *e, iosr_job *j) {
   free(j);
 }
 
-void iosr_reclaim_pump(iosr_engine_s *e) {
+void iosr_reclaim_pump(iosr_engine *e) {
   for (;;) {
     uint32_t inflight = iosr_swapout_inflight(e);
     int progress = 0;
@@ -154,7 +154,7 @@ void iosr_reclaim_pump(iosr_engine_s *e) {
 
 static int bg_older(iosr_app *a, iosr_app *b) { return a->bg_since_ns < b->bg_since_ns; }
 
-void iosr_reclaim_fg_changed(iosr_engine_s *e, iosr_app *was, iosr_app *now) {
+void iosr_reclaim_fg_changed(iosr_engine *e, iosr_app *was, iosr_app *now) {
   if (was) was->ws_pages = iosr_budget_app_charged(was);
   e->fg_room_pages = e->fg_room_base = 0;
   if (now) {
@@ -177,14 +177,14 @@ void iosr_reclaim_fg_changed(iosr_engine_s *e, iosr_app *was, iosr_app *now) {
  * when it last left the foreground, less what it has brought back since it
  * came to the foreground; nothing until it brings back a first page (a
  * switch away and back before it touches anything evicts nothing). */
-static uint64_t fg_room_left(const iosr_engine_s *e) {
-  const iosr_app *fg = iosr_eng_app((iosr_engine_s *)e, e->fg_app);
+static uint64_t fg_room_left(const iosr_engine *e) {
+  const iosr_app *fg = iosr_engine_app((iosr_engine *)e, e->fg_app);
   if (!fg || fg->forked || !e->fg_room_pages) return 0;
   uint64_t now = iosr_budget_app_charged(fg), got = now > e->fg_room_base ? now - e->fg_room_base : 0;
   return got && got < e->fg_room_pages ? e->fg_room_pages - got : 0;
 }
 
-void iosr_reclaim_check_budget(iosr_engine_s *e) {
+void iosr_reclaim_check_budget(iosr_engine *e) {
   if (!e->set.budget) return;
   uint64_t now = iosr_now_ns();
   if ((e->grace_until_ns && now < e->grace_until_ns) || now < e->budget_backoff_ns) return;
@@ -208,7 +208,7 @@ void iosr_reclaim_check_budget(iosr_engine_s *e) {
   unsigned n = 0;
   uint64_t bg_pages = 0;
   for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
-    iosr_app *a = iosr_eng_app(e, i);
+    iosr_app *a = iosr_engine_app(e, i);
     if (!a || a->state != IOSR_APP_ACTIVE || a->forked || !a->conn || a->id == e->fg_app || !a->resident) continue;
     apps[n++] = a;
     bg_pages += a->resident;
@@ -227,7 +227,7 @@ void iosr_reclaim_check_budget(iosr_engine_s *e) {
   if (!need) return;
   if (bg_pages < need) {
     /* not enough in the background: the foreground app's oldest pages too */
-    iosr_app *fg = iosr_eng_app(e, e->fg_app);
+    iosr_app *fg = iosr_engine_app(e, e->fg_app);
     if (fg && fg->conn && fg->resident) apps[n++] = fg;
   }
   if (!n) return;

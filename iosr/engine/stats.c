@@ -11,7 +11,7 @@
 #include "common/json.h"
 #include "engine/engine_int.h"
 
-void iosr_stats_fill(iosr_engine_s *e, iosr_app *a, iosr_app_stats *out) {
+void iosr_stats_fill(iosr_engine *e, iosr_app *a, iosr_app_stats *out) {
   *out = a->st;
   snprintf(out->name, sizeof out->name, "%s", a->name);
   out->pid = a->pid;
@@ -54,7 +54,7 @@ static void ra_json(const iosr_app *a, const iosr_app_stats *s, iosr_buf *b) {
   iosr_buf_printf(b, "]},");
 }
 
-static void app_json(iosr_engine_s *e, iosr_app *a, iosr_buf *b) {
+static void app_json(iosr_engine *e, iosr_app *a, iosr_buf *b) {
   iosr_app_stats s;
   iosr_stats_fill(e, a, &s);
   double mbps = s.swapin_busy_ns ? (double)s.swapin_bytes / 1e6 / ((double)s.swapin_busy_ns / 1e9) : 0;
@@ -97,8 +97,8 @@ static void app_json(iosr_engine_s *e, iosr_app *a, iosr_buf *b) {
                   (unsigned long long)s.checksum_errors);
 }
 
-void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
-  iosr_app *fg = iosr_eng_app(e, e->fg_app);
+void iosr_stats_json(iosr_engine *e, iosr_buf *b) {
+  iosr_app *fg = iosr_engine_app(e, e->fg_app);
   iosr_buf_printf(b, "{\"engine\":{\"role\":\"%s\",\"pid\":%d,\"uptime_ms\":%llu,\"swap\":{\"path\":", e->role,
                   (int)getpid(), (unsigned long long)((iosr_now_ns() - e->started_ns) / 1000000));
   iosr_buf_json_str(b, e->area.path);
@@ -140,7 +140,7 @@ void iosr_stats_json(iosr_engine_s *e, iosr_buf *b) {
                   (unsigned long long)e->budget_held_faults, e->nheld, (unsigned long long)e->budget_ra_cut_pages);
   int first = 1;
   for (uint32_t i = 1; i < IOSR_MAX_APPS; i++) {
-    iosr_app *a = iosr_eng_app(e, i);
+    iosr_app *a = iosr_engine_app(e, i);
     if (!a || a->state == IOSR_APP_DEAD) continue;
     if (!first) iosr_buf_printf(b, ",");
     first = 0;

@@ -1,6 +1,6 @@
 /* Read-ahead window arithmetic (design note section 6; brief: "Read-ahead").
  *
- * Pure functions over numbers; the engine (fault/swapin.c) applies them to
+ * Pure functions over numbers; the engine (engine/swapin.c) applies them to
  * page tables and the slot map. Not stateful except through the structs the
  * caller owns; not thread-safe per struct.
  */

@@ -93,6 +93,210 @@ static void print_budget(const char *js) {
          json_num(js, "\"overrun_pages\":") * 4);
 }
 
+/* iosr mkswap PATH --size N [--force] [--label L]: formats a swap area. */
+static int cmd_mkswap(int n, char **args, const char *sock) {
+  (void)sock; /* the area itself, not through iosrd */
+  const char *cmd = args[0];
+  const char *path = NULL, *label = NULL;
+  uint64_t size = 0;
+  int force = 0, have_size = 0;
+  for (int i = 1; i < n; i++) {
+    if (!strcmp(args[i], "--force")) force = 1;
+    else if (!strcmp(args[i], "--size") && i + 1 < n) {
+      if (iosr_parse_size(args[++i], &size)) {
+        fprintf(stderr, "iosr: bad size '%s' (e.g. 512M, 4G)\n", args[i]);
+        return 2;
+      }
+      have_size = 1;
+    } else if (!strcmp(args[i], "--label") && i + 1 < n) label = args[++i];
+    else if (!path && args[i][0] != '-') path = args[i];
+    else return bad_usage(cmd, args[i]);
+  }
+  if (!path) return bad_usage(cmd, NULL);
+  struct stat st;
+  if (!have_size && (stat(path, &st) || !S_ISBLK(st.st_mode))) {
+    fprintf(stderr, "iosr: mkswap on a file needs --size N (e.g. --size 1G)\n");
+    return 2;
+  }
+  char err[256];
+  if (iosr_mkswap(path, size, label, force, err, sizeof err)) {
+    fprintf(stderr, "iosr: %s\n", err);
+    return 1;
+  }
+  iosr_swap_header h;
+  if (iosr_swap_read_header(path, &h, err, sizeof err) == 0)
+    printf("%s: IOSR swap area, %llu slots (%llu MiB)\n", path, (unsigned long long)h.slots,
+           (unsigned long long)(h.slots * 4096 >> 20));
+  return 0;
+}
+
+/* iosr info PATH: a swap area's header. */
+static int cmd_info(int n, char **args, const char *sock) {
+  (void)sock;
+  const char *cmd = args[0];
+  if (n != 2) return bad_usage(cmd, n > 2 ? args[2] : NULL);
+  iosr_swap_header h;
+  char err[256];
+  if (iosr_swap_read_header(args[1], &h, err, sizeof err)) {
+    fprintf(stderr, "iosr: %s\n", err);
+    return 1;
+  }
+  printf("path %s\nversion %u\npage_size %u\nslots %llu\nclean %u\nlabel %s\nuuid ", args[1], h.version,
+         h.page_size, (unsigned long long)h.slots, h.clean, h.label);
+  for (int i = 0; i < 16; i++) printf("%02x%s", h.uuid[i], i == 3 || i == 5 || i == 7 || i == 9 ? "-" : "");
+  printf("\n");
+  return 0;
+}
+
+/* iosr fg APP | --none: makes APP the foreground app. */
+static int cmd_fg(int n, char **args, const char *sock) {
+  const char *cmd = args[0];
+  if (n != 2) return bad_usage(cmd, n > 2 ? args[2] : NULL);
+  iosr_ctl *c = open_ctl(sock);
+  if (!c) return 1;
+  int r = iosr_ctl_foreground(c, strcmp(args[1], "--none") ? args[1] : "");
+  iosr_ctl_close(c);
+  return r ? fail(args[1]) : 0;
+}
+
+/* iosr reclaim APP | --background [--bytes N]: swaps an app out. */
+static int cmd_reclaim(int n, char **args, const char *sock) {
+  const char *cmd = args[0];
+  const char *app = NULL;
+  uint64_t bytes = 0;
+  for (int i = 1; i < n; i++) {
+    if (!strcmp(args[i], "--bytes") && i + 1 < n) {
+      if (iosr_parse_size(args[++i], &bytes)) {
+        fprintf(stderr, "iosr: bad size '%s'\n", args[i]);
+        return 2;
+      }
+    } else if (!app) app = args[i];
+    else return bad_usage(cmd, args[i]);
+  }
+  if (!app) return bad_usage(cmd, NULL);
+  iosr_ctl *c = open_ctl(sock);
+  if (!c) return 1;
+  uint64_t got = 0;
+  int r = iosr_ctl_reclaim(c, app, bytes, &got);
+  int e = errno;
+  iosr_ctl_close(c);
+  if (r) {
+    errno = e;
+    if (e == ENOSPC) fprintf(stderr, "iosr: swap area full: %llu bytes swapped out, the rest stays resident\n",
+                             (unsigned long long)got);
+    else fail(app);
+    return 1;
+  }
+  printf("reclaimed %llu KiB\n", (unsigned long long)(got >> 10));
+  return 0;
+}
+
+/* iosr stat [--json | APP]: statistics, as a table or the engine's JSON. */
+static int cmd_stat(int n, char **args, const char *sock) {
+  const char *cmd = args[0];
+  int json = 0;
+  const char *app = NULL;
+  for (int i = 1; i < n; i++) {
+    if (!strcmp(args[i], "--json")) json = 1;
+    else if (!app) app = args[i];
+    else return bad_usage(cmd, args[i]);
+  }
+  if (json && app) {
+    /* The JSON is the engine's whole document; one app's figures are the table's row. */
+    fprintf(stderr, "iosr stat: --json prints every app; give either --json or APP\n");
+    return 2;
+  }
+  iosr_ctl *c = open_ctl(sock);
+  if (!c) return 1;
+  if (json) {
+    char *s = iosr_ctl_stat_json(c);
+    iosr_ctl_close(c);
+    if (!s) return fail("stat");
+    fputs(s, stdout);
+    free(s);
+    return 0;
+  }
+  iosr_app_stats st;
+  if (app) {
+    /* one app, by name, #PID or #id:N; one that does not exist fails as `fg` and `reclaim` do */
+    int r = iosr_ctl_app_stats(c, app, &st);
+    int e = errno;
+    iosr_ctl_close(c);
+    errno = e;
+    if (r) return fail(app);
+    print_header();
+    print_stats(&st);
+    return 0;
+  }
+  char *s = iosr_ctl_stat_json(c);
+  if (!s) {
+    iosr_ctl_close(c);
+    return fail("stat");
+  }
+  print_header();
+  /* names from the JSON, figures from the per-app call */
+  for (char *p = strstr(s, "\"apps\":["); p && (p = strstr(p, "{\"name\":\"")); p++) {
+    p += 9;
+    char name[IOSR_NAME_MAX * 2];
+    size_t k = 0;
+    while (*p && *p != '"' && k < sizeof name - 1) name[k++] = *p++;
+    name[k] = 0;
+    if (iosr_ctl_app_stats(c, name, &st) == 0) print_stats(&st);
+  }
+  print_budget(s);
+  free(s);
+  iosr_ctl_close(c);
+  return 0;
+}
+
+/* iosr set KEY VALUE: changes a run-time option. */
+static int cmd_set(int n, char **args, const char *sock) {
+  const char *cmd = args[0];
+  if (n != 3) return bad_usage(cmd, n > 3 ? args[3] : NULL);
+  iosr_ctl *c = open_ctl(sock);
+  if (!c) return 1;
+  int r = iosr_ctl_set(c, args[1], args[2]);
+  iosr_ctl_close(c);
+  return r ? 1 : 0;
+}
+
+/* iosr slots APP: an app's slot map. */
+static int cmd_slots(int n, char **args, const char *sock) {
+  const char *cmd = args[0];
+  if (n != 2) return bad_usage(cmd, n > 2 ? args[2] : NULL);
+  iosr_ctl *c = open_ctl(sock);
+  if (!c) return 1;
+  iosr_slot_entry *v;
+  size_t k;
+  int r = iosr_ctl_slot_map(c, args[1], &v, &k);
+  iosr_ctl_close(c);
+  if (r) return fail(args[1]);
+  for (size_t i = 0; i < k; i++) printf("%#llx %llu\n", (unsigned long long)v[i].addr, (unsigned long long)v[i].slot);
+  free(v);
+  return 0;
+}
+
+/* iosr idle: waits until no swap I/O is pending. */
+static int cmd_idle(int n, char **args, const char *sock) {
+  (void)n; /* extra arguments are ignored */
+  (void)args;
+  iosr_ctl *c = open_ctl(sock);
+  if (!c) return 1;
+  int r = iosr_ctl_wait_idle(c);
+  iosr_ctl_close(c);
+  return r ? fail("idle") : 0;
+}
+
+/* The commands: each gets the arguments after --socket was taken out
+ * (args[0] is the command's name) and returns the exit status. */
+static const struct command {
+  const char *name;
+  int (*run)(int n, char **args, const char *sock);
+} commands[] = {
+    {"mkswap", cmd_mkswap}, {"info", cmd_info}, {"fg", cmd_fg},       {"reclaim", cmd_reclaim},
+    {"stat", cmd_stat},     {"set", cmd_set},   {"slots", cmd_slots}, {"idle", cmd_idle},
+};
+
 int main(int argc, char **argv) {
   int level = iosr_log_parse(iosr_env("LOG"));
   iosr_log_init("iosr", level >= 0 ? level : IOSR_LOG_WARN);
@@ -122,173 +326,8 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  if (!strcmp(cmd, "mkswap")) {
-    const char *path = NULL, *label = NULL;
-    uint64_t size = 0;
-    int force = 0, have_size = 0;
-    for (int i = 1; i < n; i++) {
-      if (!strcmp(args[i], "--force")) force = 1;
-      else if (!strcmp(args[i], "--size") && i + 1 < n) {
-        if (iosr_parse_size(args[++i], &size)) {
-          fprintf(stderr, "iosr: bad size '%s' (e.g. 512M, 4G)\n", args[i]);
-          return 2;
-        }
-        have_size = 1;
-      } else if (!strcmp(args[i], "--label") && i + 1 < n) label = args[++i];
-      else if (!path && args[i][0] != '-') path = args[i];
-      else return bad_usage(cmd, args[i]);
-    }
-    if (!path) return bad_usage(cmd, NULL);
-    struct stat st;
-    if (!have_size && (stat(path, &st) || !S_ISBLK(st.st_mode))) {
-      fprintf(stderr, "iosr: mkswap on a file needs --size N (e.g. --size 1G)\n");
-      return 2;
-    }
-    char err[256];
-    if (iosr_mkswap(path, size, label, force, err, sizeof err)) {
-      fprintf(stderr, "iosr: %s\n", err);
-      return 1;
-    }
-    iosr_swap_header h;
-    if (iosr_swap_read_header(path, &h, err, sizeof err) == 0)
-      printf("%s: IOSR swap area, %llu slots (%llu MiB)\n", path, (unsigned long long)h.slots,
-             (unsigned long long)(h.slots * 4096 >> 20));
-    return 0;
-  }
-  if (!strcmp(cmd, "info")) {
-    if (n != 2) return bad_usage(cmd, n > 2 ? args[2] : NULL);
-    iosr_swap_header h;
-    char err[256];
-    if (iosr_swap_read_header(args[1], &h, err, sizeof err)) {
-      fprintf(stderr, "iosr: %s\n", err);
-      return 1;
-    }
-    printf("path %s\nversion %u\npage_size %u\nslots %llu\nclean %u\nlabel %s\nuuid ", args[1], h.version,
-           h.page_size, (unsigned long long)h.slots, h.clean, h.label);
-    for (int i = 0; i < 16; i++) printf("%02x%s", h.uuid[i], i == 3 || i == 5 || i == 7 || i == 9 ? "-" : "");
-    printf("\n");
-    return 0;
-  }
-  if (!strcmp(cmd, "fg")) {
-    if (n != 2) return bad_usage(cmd, n > 2 ? args[2] : NULL);
-    iosr_ctl *c = open_ctl(sock);
-    if (!c) return 1;
-    int r = iosr_ctl_foreground(c, strcmp(args[1], "--none") ? args[1] : "");
-    iosr_ctl_close(c);
-    return r ? fail(args[1]) : 0;
-  }
-  if (!strcmp(cmd, "reclaim")) {
-    const char *app = NULL;
-    uint64_t bytes = 0;
-    for (int i = 1; i < n; i++) {
-      if (!strcmp(args[i], "--bytes") && i + 1 < n) {
-        if (iosr_parse_size(args[++i], &bytes)) {
-          fprintf(stderr, "iosr: bad size '%s'\n", args[i]);
-          return 2;
-        }
-      } else if (!app) app = args[i];
-      else return bad_usage(cmd, args[i]);
-    }
-    if (!app) return bad_usage(cmd, NULL);
-    iosr_ctl *c = open_ctl(sock);
-    if (!c) return 1;
-    uint64_t got = 0;
-    int r = iosr_ctl_reclaim(c, app, bytes, &got);
-    int e = errno;
-    iosr_ctl_close(c);
-    if (r) {
-      errno = e;
-      if (e == ENOSPC) fprintf(stderr, "iosr: swap area full: %llu bytes swapped out, the rest stays resident\n",
-                               (unsigned long long)got);
-      else fail(app);
-      return 1;
-    }
-    printf("reclaimed %llu KiB\n", (unsigned long long)(got >> 10));
-    return 0;
-  }
-  if (!strcmp(cmd, "stat")) {
-    int json = 0;
-    const char *app = NULL;
-    for (int i = 1; i < n; i++) {
-      if (!strcmp(args[i], "--json")) json = 1;
-      else if (!app) app = args[i];
-      else return bad_usage(cmd, args[i]);
-    }
-    if (json && app) {
-      /* The JSON is the engine's whole document; one app's figures are the table's row. */
-      fprintf(stderr, "iosr stat: --json prints every app; give either --json or APP\n");
-      return 2;
-    }
-    iosr_ctl *c = open_ctl(sock);
-    if (!c) return 1;
-    if (json) {
-      char *s = iosr_ctl_stat_json(c);
-      iosr_ctl_close(c);
-      if (!s) return fail("stat");
-      fputs(s, stdout);
-      free(s);
-      return 0;
-    }
-    iosr_app_stats st;
-    if (app) {
-      /* one app, by name, #PID or #id:N; one that does not exist fails as `fg` and `reclaim` do */
-      int r = iosr_ctl_app_stats(c, app, &st);
-      int e = errno;
-      iosr_ctl_close(c);
-      errno = e;
-      if (r) return fail(app);
-      print_header();
-      print_stats(&st);
-      return 0;
-    }
-    char *s = iosr_ctl_stat_json(c);
-    if (!s) {
-      iosr_ctl_close(c);
-      return fail("stat");
-    }
-    print_header();
-    /* names from the JSON, figures from the per-app call */
-    for (char *p = strstr(s, "\"apps\":["); p && (p = strstr(p, "{\"name\":\"")); p++) {
-      p += 9;
-      char name[IOSR_NAME_MAX * 2];
-      size_t k = 0;
-      while (*p && *p != '"' && k < sizeof name - 1) name[k++] = *p++;
-      name[k] = 0;
-      if (iosr_ctl_app_stats(c, name, &st) == 0) print_stats(&st);
-    }
-    print_budget(s);
-    free(s);
-    iosr_ctl_close(c);
-    return 0;
-  }
-  if (!strcmp(cmd, "set")) {
-    if (n != 3) return bad_usage(cmd, n > 3 ? args[3] : NULL);
-    iosr_ctl *c = open_ctl(sock);
-    if (!c) return 1;
-    int r = iosr_ctl_set(c, args[1], args[2]);
-    iosr_ctl_close(c);
-    return r ? 1 : 0;
-  }
-  if (!strcmp(cmd, "slots")) {
-    if (n != 2) return bad_usage(cmd, n > 2 ? args[2] : NULL);
-    iosr_ctl *c = open_ctl(sock);
-    if (!c) return 1;
-    iosr_slot_entry *v;
-    size_t k;
-    int r = iosr_ctl_slot_map(c, args[1], &v, &k);
-    iosr_ctl_close(c);
-    if (r) return fail(args[1]);
-    for (size_t i = 0; i < k; i++) printf("%#llx %llu\n", (unsigned long long)v[i].addr, (unsigned long long)v[i].slot);
-    free(v);
-    return 0;
-  }
-  if (!strcmp(cmd, "idle")) {
-    iosr_ctl *c = open_ctl(sock);
-    if (!c) return 1;
-    int r = iosr_ctl_wait_idle(c);
-    iosr_ctl_close(c);
-    return r ? fail("idle") : 0;
-  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(cmd, commands[i].name)) return commands[i].run(n, args, sock);
   fprintf(stderr, "iosr: unknown command '%s' (iosr --help shows the usage)\n", cmd);
   return 2;
 }

@@ -15,7 +15,7 @@
  * return the page's bytes. Every wait is bounded (60 s: a hang). */
 #include "gate.h"
 #include "util.h"
-#include "fault/uffd.h"
+#include "uffd/uffd.h"
 
 #define NPAGES 256u
 

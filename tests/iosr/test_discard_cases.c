@@ -47,7 +47,7 @@
  * will not move (a fork's shared page, a locked VMA). */
 #include "gate.h"
 #include "util.h"
-#include "fault/vmas.h"
+#include "uffd/vmas.h"
 
 #include <poll.h>
 

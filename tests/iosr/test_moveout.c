@@ -30,7 +30,7 @@
  * In-process engine. Skips where the kernel has no UFFDIO_MOVE (Linux < 6.8). */
 #include "util.h"
 #include "client/client_int.h"
-#include "fault/uffd.h"
+#include "uffd/uffd.h"
 
 #include <poll.h>
 #include <sys/wait.h>

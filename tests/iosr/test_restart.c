@@ -23,7 +23,7 @@
  * the test kills and restarts iosrd and has the app check every page. */
 #include "gate.h"
 #include "util.h"
-#include "fault/uffd.h"
+#include "uffd/uffd.h"
 
 #include <poll.h>
 

@@ -77,18 +77,6 @@ unsigned iosr_vmas_at(const iosr_vma *v, long n, uint64_t vpn, long *hint) {
   return i < n && v[i].start <= vpn ? v[i].flags : 0;
 }
 
-int iosr_pagemap_open(pid_t pid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/pagemap", (int)pid);
-  return pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-}
-
-int iosr_pagemap_present(int fd, uint64_t vpn) {
-  uint64_t ent;
-  if (fd < 0 || pread(fd, &ent, sizeof ent, (off_t)(vpn * 8)) != (ssize_t)sizeof ent) return -1;
-  return (ent >> 63 & 1) || (ent >> 62 & 1); /* present, or swapped by the kernel */
-}
-
 /* The kernel's PROCMAP_QUERY (Linux 6.11, include/uapi/linux/fs.h), declared
  * here for older headers: the VMA covering an address, one ioctl on
  * /proc/PID/maps instead of parsing the file. */
@@ -99,7 +87,7 @@ struct iosr_procmap_query {
 };
 #define IOSR_PROCMAP_QUERY _IOWR('f', 17, struct iosr_procmap_query)
 
-int iosr_vma_starts_at(pid_t pid, uint64_t vpn) {
+int iosr_vmas_starts_at(pid_t pid, uint64_t vpn) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
   int fd = pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;

@@ -3,7 +3,7 @@
  * process_vm_readv, leave all-zero pages unwritten, allocate slots (global:
  * in reclaim order; process: by virtual address into the app's extents),
  * write contiguous slot runs, then move the pages out of the app
- * (fault/moveout.c) or, where the kernel refuses, have the client's dropper
+ * (engine/moveout.c) or, where the kernel refuses, have the client's dropper
  * discard them. A write fault on a page being written cancels that page; faults on a
  * page being dropped wait for the drop and then read it back from its slot.
  */
@@ -19,8 +19,8 @@
 #include "common/histo.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
-#include "fault/uffd.h"
-#include "fault/vmas.h"
+#include "uffd/uffd.h"
+#include "uffd/vmas.h"
 
 #define IOSR_STEP_APPS 64u
 
@@ -37,7 +37,7 @@ static int all_zero(const uint8_t *p) {
 }
 
 /* Un-protects a page that stays resident (retried after EAGAIN). */
-static void unprotect(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
+static void unprotect(iosr_engine *e, iosr_app *a, uint64_t vpn, uint64_t n) {
   if (a->uffd < 0) return;
   int r = e->hold_retries ? -EAGAIN : iosr_uffd_wp(a->uffd, vpn << 12, n << 12, 0);
   if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, n, 0);
@@ -46,18 +46,18 @@ static void unprotect(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
 /* A page leaving WRITING without being swapped: resident again. The entry
  * owns its slot reference, so the slot is released here (after the write
  * completes if it is in flight). */
-static void keep_resident(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
-  iosr_pte_put_slot(e, p);
-  iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+static void keep_resident(iosr_engine *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
+  iosr_page_put_slot(e, p);
+  iosr_page_set_state(e, a, p, IOSR_PTE_PRESENT);
   p->flags = 0;
   unprotect(e, a, vpn, 1);
 }
 
-void iosr_swapout_cancel_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
+void iosr_swapout_cancel_page(iosr_engine *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
   keep_resident(e, a, vpn, p);
 }
 
-static void batch_free(iosr_engine_s *e, iosr_batch *b) {
+static void batch_free(iosr_engine *e, iosr_batch *b) {
   iosr_batch **pp = &e->batches;
   while (*pp && *pp != b) pp = &(*pp)->next;
   if (*pp) *pp = b->next;
@@ -66,9 +66,9 @@ static void batch_free(iosr_engine_s *e, iosr_batch *b) {
 }
 
 /* The batch's drops were all confirmed (or there was nothing to drop). */
-static void batch_done(iosr_engine_s *e, iosr_batch *b) {
+static void batch_done(iosr_engine *e, iosr_batch *b) {
   iosr_job *j = b->job;
-  iosr_app *a = iosr_eng_app(e, b->app);
+  iosr_app *a = iosr_engine_app(e, b->app);
   if (a && a->inflight) a->inflight--;
   if (b->set_aside && a && a->batches_set_aside) a->batches_set_aside--;
   batch_free(e, b);
@@ -76,23 +76,23 @@ static void batch_done(iosr_engine_s *e, iosr_batch *b) {
     j->batches_inflight--;
     iosr_reclaim_job_done_maybe(e, j);
   }
-  if (a) iosr_eng_maybe_finish_app(e, a);
+  if (a) iosr_engine_maybe_finish_app(e, a);
 }
 
-/* ---- drops (the records, the dropper's marks: fault/drops.c) ---- */
+/* ---- drops (the records, the dropper's marks: engine/drops.c) ---- */
 
 typedef struct iosr_batch_drops {
   iosr_batch *b;
   uint32_t pending;
 } iosr_batch_drops;
 
-void iosr_swapout_send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
+void iosr_swapout_send_drop(iosr_engine *e, iosr_app *a, iosr_drop *d) {
   iosr_debug("drop %llu: %#llx +%llu pages", (unsigned long long)d->id, (unsigned long long)(d->start_vpn << 12),
              (unsigned long long)d->n);
   if (d->batch) d->batch->drop_since_ns = iosr_now_ns(); /* its stall is counted from the last ask */
   if (!a->conn) return; /* detached: sent again when the client resumes */
   iosr_m_drop m = {d->id, d->start_vpn << 12, d->n << 12, d->move_to << 12};
-  if (iosr_srv_send(e, a->conn, IOSR_M_DROP, 0, 0, &m, sizeof m, NULL, 0))
+  if (iosr_conn_send(e, a->conn, IOSR_M_DROP, 0, 0, &m, sizeof m, NULL, 0))
     iosr_warn("app %s: cannot send a drop request", a->name);
 }
 
@@ -100,21 +100,21 @@ void iosr_swapout_send_drop(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
  * into that drop's pages), once its write is done: only in its slot (zero
  * when it was all zero, or when a second REMOVE was the app's); threads
  * that faulted on it meanwhile retry now. */
-static void written_discarded(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, iosr_job *j) {
+static void written_discarded(iosr_engine *e, iosr_app *a, uint64_t vpn, iosr_pte *p, iosr_job *j) {
   int allz = (p->flags & IOSR_PTE_F_ZEROPG) != 0, zero = allz || (p->flags & IOSR_PTE_F_RMX);
-  if (zero) iosr_pte_put_slot(e, p);
-  iosr_app_set_state(e, a, p, zero ? IOSR_PTE_ZERO : IOSR_PTE_SWAPPED);
+  if (zero) iosr_page_put_slot(e, p);
+  iosr_page_set_state(e, a, p, zero ? IOSR_PTE_ZERO : IOSR_PTE_SWAPPED);
   iosr_swapout_count_out(a, j, p, allz);
   iosr_uffd_wake(a->uffd, vpn << 12, 4096);
 }
 
 /* A batch ends when its writes are done, its move-outs tried and every
  * discard it asked for (of the graveyard or of the app) confirmed. */
-void iosr_swapout_batch_release(iosr_engine_s *e, iosr_batch *b) {
+void iosr_swapout_batch_release(iosr_engine *e, iosr_batch *b) {
   if (!b->writes_pending && !b->move_wait && !b->drops_pending) batch_done(e, b);
 }
 
-static void move_wait(iosr_engine_s *e, iosr_batch *b, int wait) {
+static void move_wait(iosr_engine *e, iosr_batch *b, int wait) {
   if (wait == b->move_wait) return;
   b->move_wait = (uint8_t)wait;
   if (wait) e->moveout_waiting++;
@@ -124,10 +124,10 @@ static void move_wait(iosr_engine_s *e, iosr_batch *b, int wait) {
 /* The dropper takes run [vpn, vpn + n), DROPPING from now on: it moves the
  * pages to graveyard page `to` (design note section 3, "Moved by the
  * dropper"), or, `to` 0, discards them ("Whose discard"). */
-static void drop_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n, uint64_t to) {
+static void drop_run(iosr_engine *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n, uint64_t to) {
   for (uint64_t v = vpn; v < vpn + n; v++) {
     iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
-    iosr_app_set_state(e, a, p, IOSR_PTE_DROPPING);
+    iosr_page_set_state(e, a, p, IOSR_PTE_DROPPING);
     p->flags &= (uint8_t)~(IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP);
   }
   iosr_drop *d = iosr_drop_new(a, ++a->drop_seq, vpn, n);
@@ -139,7 +139,7 @@ static void drop_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn,
 }
 
 /* Run [vpn, vpn + n), written, stays resident: its slots are freed. */
-static void keep_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n) {
+static void keep_run(iosr_engine *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n) {
   for (uint64_t v = vpn; v < vpn + n; v++) keep_resident(e, a, v, iosr_pt_lookup(&a->pt, v, NULL));
   if (b->job) b->job->kept_pages += n;
 }
@@ -162,8 +162,8 @@ static void keep_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn,
  * dropper's discard by address, with its limits, takes only what the
  * kernel will not move under the in-process engine, and every run where
  * neither can move (IOSR_MOVEOUT=0, no UFFDIO_MOVE, no graveyard). */
-static void move_out(iosr_engine_s *e, iosr_batch *b) {
-  iosr_app *a = iosr_eng_app(e, b->app);
+static void move_out(iosr_engine *e, iosr_batch *b) {
+  iosr_app *a = iosr_engine_app(e, b->app);
   if (!a || a->uffd < 0 || a->state == IOSR_APP_DEAD) {
     move_wait(e, b, 0);
     iosr_swapout_batch_release(e, b);
@@ -218,7 +218,7 @@ static void move_out(iosr_engine_s *e, iosr_batch *b) {
   iosr_swapout_batch_release(e, b);
 }
 
-static void batch_written(iosr_engine_s *e, iosr_batch *b) {
+static void batch_written(iosr_engine *e, iosr_batch *b) {
   if (b->buf) {
     iosr_bufpool_free(&e->bufs, b->buf, b->n * 4096);
     b->buf = NULL;
@@ -226,7 +226,7 @@ static void batch_written(iosr_engine_s *e, iosr_batch *b) {
   move_out(e, b);
 }
 
-void iosr_swapout_run_move_retries(iosr_engine_s *e) {
+void iosr_swapout_run_move_retries(iosr_engine *e) {
   if (!e->moveout_waiting) return;
   /* a batch may end (and be freed) in move_out: the next is taken first */
   for (iosr_batch *b = e->batches, *nx; b; b = nx) {
@@ -237,7 +237,7 @@ void iosr_swapout_run_move_retries(iosr_engine_s *e) {
 
 static uint32_t batch_outgoing(const iosr_batch *b);
 
-void iosr_swapout_set_aside_stalled(iosr_engine_s *e, uint64_t now) {
+void iosr_swapout_set_aside_stalled(iosr_engine *e, uint64_t now) {
   uint64_t stall = (uint64_t)e->set.drop_stall_ms * 1000000u;
   e->stall_due_ns = 0;
   for (iosr_batch *b = e->batches; b; b = b->next) {
@@ -247,7 +247,7 @@ void iosr_swapout_set_aside_stalled(iosr_engine_s *e, uint64_t now) {
       continue;
     }
     b->set_aside = 1;
-    iosr_app *a = iosr_eng_app(e, b->app);
+    iosr_app *a = iosr_engine_app(e, b->app);
     uint32_t n = batch_outgoing(b);
     if (a && !a->batches_set_aside++)
       iosr_warn("app %s has not answered a drop for %u ms: reclaim passes it by until it does", a->name,
@@ -261,7 +261,7 @@ void iosr_swapout_set_aside_stalled(iosr_engine_s *e, uint64_t now) {
   }
 }
 
-uint32_t iosr_swapout_inflight(const iosr_engine_s *e) {
+uint32_t iosr_swapout_inflight(const iosr_engine *e) {
   uint32_t n = 0;
   for (const iosr_batch *b = e->batches; b; b = b->next) n += !b->set_aside;
   return n;
@@ -281,7 +281,7 @@ void iosr_swapout_count_out(iosr_app *a, iosr_job *j, iosr_pte *p, int zero) {
 
 /* ---- writes ---- */
 
-void iosr_swapout_write_done(iosr_engine_s *e, iosr_req *r) {
+void iosr_swapout_write_done(iosr_engine *e, iosr_req *r) {
   iosr_debug("write done slot %llu n %u res %d", (unsigned long long)r->s.slot, r->s.npages, r->cb.res);
   iosr_sched_done(&e->sched, &r->s);
   for (uint32_t i = 0; i < r->s.npages; i++) iosr_slot_io_end(&e->slots, r->s.slot + i);
@@ -291,7 +291,7 @@ void iosr_swapout_write_done(iosr_engine_s *e, iosr_req *r) {
     e->fail_writes--;
     res = -EIO;
   }
-  iosr_app *a = iosr_eng_app(e, b->app);
+  iosr_app *a = iosr_engine_app(e, b->app);
   e->writes++;
   e->write_bytes += (uint64_t)r->s.npages * 4096;
   if (a) {
@@ -315,8 +315,8 @@ void iosr_swapout_write_done(iosr_engine_s *e, iosr_req *r) {
         if (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) {
           /* the dropper discarded it (moved into a drop's pages) and its
            * slot holds nothing: lost, and loud (SIGBUS), never zero */
-          iosr_pte_put_slot(e, p);
-          iosr_app_set_state(e, a, p, IOSR_PTE_POISONED);
+          iosr_page_put_slot(e, p);
+          iosr_page_set_state(e, a, p, IOSR_PTE_POISONED);
           p->flags = 0;
           if (a->uffd >= 0 && (a->uffd_features & UFFD_FEATURE_POISON)) iosr_uffd_poison(a->uffd, vpn << 12, 4096);
           if (a->uffd >= 0) iosr_uffd_wake(a->uffd, vpn << 12, 4096);
@@ -364,7 +364,7 @@ static void clean_last(iosr_app *a, iosr_batch *b) {
   memcpy(b->vpn + nd, clean, nc * sizeof clean[0]);
 }
 
-static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const uint64_t *vpns, uint32_t n) {
+static iosr_batch *start_batch(iosr_engine *e, iosr_job *j, iosr_app *a, const uint64_t *vpns, uint32_t n) {
   iosr_batch *b = calloc(1, sizeof *b);
   if (!b) iosr_die("out of memory starting a swap-out batch");
   b->job = j;
@@ -428,14 +428,14 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
     iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[i], NULL);
     if (p->state == IOSR_PTE_CLEAN) {
       /* its slot holds its bytes and checksum: it keeps it, nothing is written */
-      iosr_app_set_state(e, a, p, IOSR_PTE_WRITING);
+      iosr_page_set_state(e, a, p, IOSR_PTE_WRITING);
       p->flags = IOSR_PTE_F_CLEAN;
       p->aux = b->seq;
       b->slot[i] = p->slot;
       b->zero[i] = IOSR_BATCH_CLEAN;
       continue;
     }
-    iosr_app_set_state(e, a, p, IOSR_PTE_WRITING);
+    iosr_page_set_state(e, a, p, IOSR_PTE_WRITING);
     p->flags = 0;
     p->aux = b->seq;
     p->slot = IOSR_PTE_NO_SLOT; /* a PRESENT entry owns no slot: it gets one below, or none */
@@ -497,7 +497,7 @@ static iosr_batch *start_batch(iosr_engine_s *e, iosr_job *j, iosr_app *a, const
 }
 
 /* Queues the writes of a batch whose slots are assigned. */
-static void queue_writes(iosr_engine_s *e, iosr_batch *b) {
+static void queue_writes(iosr_engine *e, iosr_batch *b) {
   uint64_t now = iosr_now_ns();
   uint32_t maxp = (uint32_t)(e->set.max_io / 4096);
   uint32_t nw = 0;
@@ -544,7 +544,7 @@ static void give_slot(iosr_pte *p, iosr_batch *b, uint32_t t, uint32_t s) {
   p->crc = iosr_slot_crc(b->crc[t], s);
 }
 
-static void area_full(iosr_engine_s *e, iosr_job *j) {
+static void area_full(iosr_engine *e, iosr_job *j) {
   j->err = ENOSPC;
   if (!e->full_warned++)
     iosr_warn("swap area full (%llu slots): reclaim stops, pages stay resident", (unsigned long long)e->slots.nslots);
@@ -560,7 +560,7 @@ static uint32_t batch_outgoing(const iosr_batch *b) {
   return n;
 }
 
-static int step(iosr_engine_s *e, iosr_job *j) {
+static int step(iosr_engine *e, iosr_job *j) {
   if (j->err) return 0;
   if (e->grace_until_ns && iosr_now_ns() < e->grace_until_ns) {
     j->err = EAGAIN;
@@ -590,7 +590,7 @@ static int step(iosr_engine_s *e, iosr_job *j) {
     }
     if (from_again) j->again_pos++;
     else j->pos++;
-    iosr_app *a = iosr_eng_app(e, c->app);
+    iosr_app *a = iosr_engine_app(e, c->app);
     if (!a || a->uffd < 0 || a->forked || !a->conn) continue;
     /* a budget job takes the foreground app's pages only where it chose
      * them as such (none left in the background): a page of an app that
@@ -622,7 +622,7 @@ static int step(iosr_engine_s *e, iosr_job *j) {
         vp[n++] = take[k].vpn;
         used[k] = 1;
       }
-    iosr_app *a = iosr_eng_app(e, take[i].app);
+    iosr_app *a = iosr_engine_app(e, take[i].app);
     iosr_batch *b = start_batch(e, j, a, vp, n);
     if (b) bs[nb++] = b;
   }
@@ -634,7 +634,7 @@ static int step(iosr_engine_s *e, iosr_job *j) {
   if (e->set.slot == IOSR_SLOT_PROCESS) {
     for (uint32_t q = 0; q < nb && !j->err; q++) {
       iosr_batch *b = bs[q];
-      iosr_app *a = iosr_eng_app(e, b->app);
+      iosr_app *a = iosr_engine_app(e, b->app);
       for (uint32_t t = 0; t < b->n && !j->err; t++) {
         if (b->zero[t]) continue;
         iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[t], NULL);
@@ -657,7 +657,7 @@ static int step(iosr_engine_s *e, iosr_job *j) {
               break;
             }
       if (!b || b->zero[bi]) continue;
-      iosr_app *a = iosr_eng_app(e, b->app);
+      iosr_app *a = iosr_engine_app(e, b->app);
       iosr_pte *p = iosr_pt_lookup(&a->pt, take[i].vpn, NULL);
       if (!p || p->state != IOSR_PTE_WRITING) continue;
       uint32_t s = iosr_slot_alloc_global(&e->slots, a->id, take[i].vpn);
@@ -668,7 +668,7 @@ static int step(iosr_engine_s *e, iosr_job *j) {
   /* pages left without a slot (area full) stay resident */
   for (uint32_t q = 0; q < nb; q++) {
     iosr_batch *b = bs[q];
-    iosr_app *a = iosr_eng_app(e, b->app);
+    iosr_app *a = iosr_engine_app(e, b->app);
     for (uint32_t t = 0; t < b->n; t++) {
       if (b->zero[t] || b->slot[t] != IOSR_NO_SLOT) continue;
       iosr_pte *p = iosr_pt_lookup(&a->pt, b->vpn[t], NULL);
@@ -684,7 +684,7 @@ static int step(iosr_engine_s *e, iosr_job *j) {
     b->next = e->batches;
     e->batches = b;
     j->batches_inflight++;
-    iosr_app *a = iosr_eng_app(e, b->app);
+    iosr_app *a = iosr_engine_app(e, b->app);
     a->inflight++;
     /* process policy: the buffer is in address order and slots follow it;
      * zero pages (zero == 1) and unreadable ones (2) are skipped */
@@ -700,7 +700,7 @@ static int step(iosr_engine_s *e, iosr_job *j) {
  * page kept resident: area full, unreadable) ends inside the step; the job
  * is not ended under it (`stepping`): the step goes on using it, and the
  * caller ends it (iosr_reclaim_job_done_maybe). */
-int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
+int iosr_swapout_step(iosr_engine *e, iosr_job *j) {
   j->stepping = 1;
   int r = step(e, j);
   j->stepping = 0;
@@ -708,7 +708,7 @@ int iosr_swapout_step(iosr_engine_s *e, iosr_job *j) {
 }
 
 /* The app is gone: its pending drops will never be confirmed. */
-void iosr_swapout_forget_app(iosr_engine_s *e, iosr_app *a) {
+void iosr_swapout_forget_app(iosr_engine *e, iosr_app *a) {
   iosr_moveout_forget(e, a);
   while (a->drops) {
     iosr_drop *d = a->drops;

@@ -16,49 +16,11 @@
 #include "common/histo.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
-#include "fault/uffd.h"
-#include "fault/vmas.h"
+#include "uffd/pagemap.h"
+#include "uffd/uffd.h"
+#include "uffd/vmas.h"
 
-void iosr_app_set_state(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int state) {
-  int was_res = p->state == IOSR_PTE_PRESENT || p->state == IOSR_PTE_WRITING || p->state == IOSR_PTE_DROPPING ||
-                p->state == IOSR_PTE_CLEAN;
-  int is_res = state == IOSR_PTE_PRESENT || state == IOSR_PTE_WRITING || state == IOSR_PTE_DROPPING ||
-               state == IOSR_PTE_CLEAN;
-  if (p->state == IOSR_PTE_CLEAN && state != IOSR_PTE_CLEAN) a->clean--;
-  else if (p->state != IOSR_PTE_CLEAN && state == IOSR_PTE_CLEAN) a->clean++;
-  int was_sw = p->state == IOSR_PTE_SWAPPED || p->state == IOSR_PTE_READING || p->state == IOSR_PTE_CACHED;
-  int is_sw = state == IOSR_PTE_SWAPPED || state == IOSR_PTE_READING || state == IOSR_PTE_CACHED;
-  /* forked children share their pages with the parent until written and
-   * are never reclaimed: they do not count against the budget */
-  if (was_res && !is_res) {
-    a->resident--;
-    if (!a->forked) e->resident_total--;
-  } else if (!was_res && is_res) {
-    a->resident++;
-    if (!a->forked && ++e->resident_total > e->resident_peak) e->resident_peak = e->resident_total;
-    uint64_t budget = e->set.budget / 4096;
-    if (!a->forked && budget && e->resident_total > budget && !e->draining) {
-      e->budget_overrun_pages++;
-      if (e->resident_total - budget > e->budget_over_peak) e->budget_over_peak = e->resident_total - budget;
-    }
-  }
-  /* a page being read is charged to the budget: the read installs it */
-  if (p->state == IOSR_PTE_READING && state != IOSR_PTE_READING) {
-    a->reading--;
-    if (!a->forked) e->reading_total--;
-  } else if (p->state != IOSR_PTE_READING && state == IOSR_PTE_READING) {
-    a->reading++;
-    if (!a->forked) e->reading_total++;
-  }
-  if (was_sw && !is_sw) {
-    if (--a->swapped == 0) a->swapped_peak = 0;
-  } else if (!was_sw && is_sw) {
-    if (++a->swapped > a->swapped_peak) a->swapped_peak = a->swapped;
-  }
-  p->state = (uint8_t)state;
-}
-
-void iosr_fault_add_retry(iosr_engine_s *e, uint32_t app, int op, uint64_t vpn, uint64_t n, uint64_t flags) {
+void iosr_fault_add_retry(iosr_engine *e, uint32_t app, int op, uint64_t vpn, uint64_t n, uint64_t flags) {
   iosr_retry *r = calloc(1, sizeof *r);
   if (!r) iosr_die("out of memory queuing a fault retry");
   r->app = app;
@@ -70,7 +32,7 @@ void iosr_fault_add_retry(iosr_engine_s *e, uint32_t app, int op, uint64_t vpn, 
   e->retries = r;
 }
 
-void iosr_fault_lat_start(iosr_engine_s *e, iosr_app *a, uint64_t vpn) {
+void iosr_fault_lat_start(iosr_engine *e, iosr_app *a, uint64_t vpn) {
   (void)e;
   for (uint32_t i = 0; i < a->nlat; i++)
     if (a->lat[i].vpn == vpn) return;
@@ -82,7 +44,7 @@ void iosr_fault_lat_start(iosr_engine_s *e, iosr_app *a, uint64_t vpn) {
   a->nlat++;
 }
 
-void iosr_fault_lat_end(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
+void iosr_fault_lat_end(iosr_engine *e, iosr_app *a, uint64_t vpn, uint64_t n) {
   (void)e;
   if (!a->nlat) return;
   uint64_t now = 0;
@@ -105,7 +67,7 @@ void iosr_fault_lat_end(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n)
  * under another engine's copy). Grown, never shrunk, on the engine thread
  * only: `iosr set zero_window` may raise it at run time. 0 or -1 (ENOMEM:
  * the fault falls back to the shared zero page). */
-static int ensure_zero_buf(iosr_engine_s *e) {
+static int ensure_zero_buf(iosr_engine *e) {
   size_t want = (size_t)e->set.zero_window * 4096;
   if (e->zero_buf && e->zero_buf_bytes >= want) return 0;
   uint8_t *nb;
@@ -117,7 +79,7 @@ static int ensure_zero_buf(iosr_engine_s *e) {
   return 0;
 }
 
-static void poison_page(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t tid) {
+static void poison_page(iosr_engine *e, iosr_app *a, uint64_t vpn, uint32_t tid) {
   if (a->uffd_features & UFFD_FEATURE_POISON) {
     int r = iosr_uffd_poison(a->uffd, vpn << 12, 4096);
     if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_FAULT, vpn, 1, 0);
@@ -145,7 +107,7 @@ static int kernel_lost(const iosr_app *a, uint64_t vpn) {
   return lost;
 }
 
-static void present_missing(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, uint32_t tid) {
+static void present_missing(iosr_engine *e, iosr_app *a, uint64_t vpn, iosr_pte *p, uint32_t tid) {
   int r = a->uffd_features & UFFD_FEATURE_POISON ? iosr_uffd_poison(a->uffd, vpn << 12, 4096)
           : kernel_lost(a, vpn)                  ? 0
                                                  : -EEXIST;
@@ -153,7 +115,7 @@ static void present_missing(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pt
     iosr_uffd_wake(a->uffd, vpn << 12, 4096);
   } else if (r == 0) {
     e->inconsistencies++;
-    iosr_app_set_state(e, a, p, IOSR_PTE_POISONED);
+    iosr_page_set_state(e, a, p, IOSR_PTE_POISONED);
     p->flags = 0;
     iosr_warn("app %s: page %#llx was lost by the kernel although resident in the table; poisoned (SIGBUS)",
               a->name, (unsigned long long)(vpn << 12));
@@ -166,7 +128,7 @@ static void present_missing(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pt
 /* First touch: map zero pages for the run of ZERO pages around vpn inside an
  * aligned window of zero_window pages. Write faults get real zeroed pages
  * (UFFDIO_COPY, no second fault); read faults the shared zero page. */
-static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, int write) {
+static void zero_fill(iosr_engine *e, iosr_app *a, iosr_span *sp, uint64_t vpn, int write) {
   uint64_t zw = e->set.zero_window;
   uint64_t lo = vpn - vpn % zw, hi = lo + zw;
   if (lo < sp->start) lo = sp->start;
@@ -197,7 +159,7 @@ static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn
                (unsigned long long)(b0 - v), r, (unsigned long long)np);
     for (uint64_t k = 0; k < np; k++) {
       iosr_pte *p = iosr_pt_pte(&a->pt, sp, v + k);
-      iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+      iosr_page_set_state(e, a, p, IOSR_PTE_PRESENT);
       p->age = (uint32_t)e->tick;
     }
     e->zero_fill_pages += np;
@@ -207,7 +169,7 @@ static void zero_fill(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn
     if (r == -EEXIST) {
       /* already there (a table inconsistency): take it as present */
       iosr_pte *p = iosr_pt_pte(&a->pt, sp, v);
-      iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+      iosr_page_set_state(e, a, p, IOSR_PTE_PRESENT);
       iosr_uffd_wake(a->uffd, v << 12, 4096);
       e->inconsistencies++;
       mapped |= v == vpn;
@@ -244,11 +206,11 @@ static int wait_for_drop(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
  * faulted on it): the kernel's pagemap tells; a page that really went
  * without an event IOSR saw is read back from its slot, which still holds
  * it. */
-static void clean_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p, int wp) {
+static void clean_fault(iosr_engine *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p, int wp) {
   if (wp) {
     a->st.wp_faults++;
-    iosr_pte_put_slot(e, p);
-    iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+    iosr_page_put_slot(e, p);
+    iosr_page_set_state(e, a, p, IOSR_PTE_PRESENT);
     p->flags = 0;
     int r = iosr_uffd_wp(a->uffd, vpn << 12, 4096, 0);
     if (r == -EAGAIN) iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, 1, 0);
@@ -259,12 +221,12 @@ static void clean_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t v
     return;
   }
   e->inconsistencies++;
-  iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+  iosr_page_set_state(e, a, p, IOSR_PTE_SWAPPED);
   p->flags = 0;
   iosr_swapin_fault(e, a, sp, vpn, p);
 }
 
-void iosr_fault_adopt_present(iosr_engine_s *e, iosr_app *a, iosr_span *sp) {
+void iosr_fault_adopt_present(iosr_engine *e, iosr_app *a, iosr_span *sp) {
   int fd = iosr_pagemap_open(a->pid);
   if (fd < 0) return;
   if (iosr_pagemap_present(fd, sp->start) == 1) {
@@ -275,7 +237,7 @@ void iosr_fault_adopt_present(iosr_engine_s *e, iosr_app *a, iosr_span *sp) {
       for (uint64_t i = 0; i < k; i++) {
         if (!(ent[i] >> 63 & 1)) continue; /* the kernel's own swap is not ours to hold */
         iosr_pte *p = iosr_pt_pte(&a->pt, sp, v + i);
-        iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+        iosr_page_set_state(e, a, p, IOSR_PTE_PRESENT);
         p->age = (uint32_t)e->tick;
       }
     }
@@ -283,7 +245,7 @@ void iosr_fault_adopt_present(iosr_engine_s *e, iosr_app *a, iosr_span *sp) {
   close(fd);
 }
 
-void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t flags, uint32_t tid) {
+void iosr_fault_handle(iosr_engine *e, iosr_app *a, uint64_t addr, uint64_t flags, uint32_t tid) {
   uint64_t vpn = addr >> 12;
   e->tick++;
   iosr_span *sp;
@@ -382,12 +344,12 @@ void iosr_fault_handle(iosr_engine_s *e, iosr_app *a, uint64_t addr, uint64_t fl
   }
 }
 
-void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a) {
+void iosr_fault_read_uffd(iosr_engine *e, iosr_app *a) {
   struct uffd_msg msg[64];
   /* the dropper moves pages now: nothing the app does may be read before its
    * answer (design note section 3, "Moved by the dropper") */
   if (a->hold_drop) {
-    iosr_eng_unwatch(e, a->uffd);
+    iosr_engine_unwatch(e, a->uffd);
     return;
   }
   for (int rounds = 0; rounds < 64 && a->state != IOSR_APP_FREE && a->uffd >= 0; rounds++) {
@@ -423,7 +385,7 @@ void iosr_fault_read_uffd(iosr_engine_s *e, iosr_app *a) {
     }
     /* a drop mark was among them: answered once all read with it are
      * applied (they all came before the dropper's move) */
-    if (a->go_pending) iosr_swapout_send_go(e, a);
+    if (a->go_pending) iosr_moveout_send_go(e, a);
     if (a->hold_drop) return;
   }
 }
@@ -440,7 +402,7 @@ static int protected_now(iosr_app *a, uint64_t vpn) {
  * the app would read the older version from the slot. A thread waiting on
  * such a page is woken instead; its write faults again and is served as that
  * state says (design note section 3, "Transitions"). */
-static void unprotect_later(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t n) {
+static void unprotect_later(iosr_engine *e, iosr_app *a, uint64_t vpn, uint64_t n) {
   for (uint64_t v = vpn, end = vpn + n; v < end;) {
     int prot = protected_now(a, v);
     uint64_t k = v + 1;
@@ -456,7 +418,7 @@ static void unprotect_later(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_
   }
 }
 
-void iosr_fault_again(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t flags) {
+void iosr_fault_again(iosr_engine *e, iosr_app *a, uint64_t vpn, uint64_t flags) {
   iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, NULL);
   /* re-handle as a fresh fault, unless the page got resolved meanwhile */
   if (p && p->state != IOSR_PTE_PRESENT && p->state != IOSR_PTE_CLEAN) iosr_fault_handle(e, a, vpn << 12, flags, 0);
@@ -464,14 +426,14 @@ void iosr_fault_again(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t flag
   a->st.faults--; /* counted once */
 }
 
-void iosr_fault_run_retries(iosr_engine_s *e) {
+void iosr_fault_run_retries(iosr_engine *e) {
   if (e->hold_retries) return;
   iosr_retry *list = e->retries;
   e->retries = NULL;
   while (list) {
     iosr_retry *r = list;
     list = r->next;
-    iosr_app *a = iosr_eng_app(e, r->app);
+    iosr_app *a = iosr_engine_app(e, r->app);
     if (a && a->uffd >= 0) {
       if (r->op == IOSR_RETRY_FAULT) {
         iosr_fault_again(e, a, r->vpn, r->flags);

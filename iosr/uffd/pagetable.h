@@ -7,8 +7,8 @@
  *
  * Not thread-safe: owned by the engine thread.
  */
-#ifndef IOSR_FAULT_PAGETABLE_H
-#define IOSR_FAULT_PAGETABLE_H
+#ifndef IOSR_UFFD_PAGETABLE_H
+#define IOSR_UFFD_PAGETABLE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -65,7 +65,7 @@ typedef struct iosr_span {
   uint32_t ra_win, ra_hits;
   uint32_t region;  /* region id given by the client */
   uint32_t ra_state;/* daemon memory: 1 + index of its region's read-ahead state in the app (0: not looked up
-                     * yet); cleared on resume, where that memory is gone (readahead/region.c) */
+                     * yet); cleared on resume, where that memory is gone (engine/ra_region.c) */
 } iosr_span;
 
 #define IOSR_PT_MAGIC 0x3154504f5253494full /* "IOSRPT1" */

@@ -57,7 +57,7 @@ static uint32_t add_state(iosr_app *a, uint32_t region, uint64_t zone) {
   return a->n_ra_regions;
 }
 
-uint64_t iosr_ra_zone(const iosr_engine_s *e, uint64_t vpn) {
+uint64_t iosr_ra_region_zone(const iosr_engine *e, uint64_t vpn) {
   uint64_t pages = e->set.ra_zone >> 12;
   return pages ? vpn / pages : 0;
 }
@@ -65,10 +65,10 @@ uint64_t iosr_ra_zone(const iosr_engine_s *e, uint64_t vpn) {
 /* 1 + index of the state of vpn's zone of sp's region, created at first use;
  * 0 only when out of memory (read-ahead then goes on with the app's
  * settings, without a region's state). */
-uint32_t iosr_ra_state_of(const iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn) {
+uint32_t iosr_ra_region_of(const iosr_engine *e, iosr_app *a, iosr_span *sp, uint64_t vpn) {
   if (!sp) return 0;
-  uint64_t zone = iosr_ra_zone(e, vpn);
-  iosr_ra_region *last = iosr_ra_state(a, sp->ra_state);
+  uint64_t zone = iosr_ra_region_zone(e, vpn);
+  iosr_ra_region *last = iosr_ra_region_get(a, sp->ra_state);
   if (last && last->region == sp->region && last->zone == zone) return sp->ra_state;
   if (a->ra_hash_cap) {
     uint32_t k = slot_of(sp->region, zone, a->ra_hash_cap - 1);
@@ -80,24 +80,24 @@ uint32_t iosr_ra_state_of(const iosr_engine_s *e, iosr_app *a, iosr_span *sp, ui
   return sp->ra_state = add_state(a, sp->region, zone);
 }
 
-iosr_ra_region *iosr_ra_state(iosr_app *a, uint32_t rstate) {
+iosr_ra_region *iosr_ra_region_get(iosr_app *a, uint32_t rstate) {
   return rstate && rstate <= a->n_ra_regions ? &a->ra_regions[rstate - 1] : NULL;
 }
 
-iosr_ra_region *iosr_ra_state_at(const iosr_engine_s *e, iosr_app *a, uint64_t vpn) {
-  return iosr_ra_state(a, iosr_ra_state_of(e, a, iosr_pt_find(&a->pt, vpn), vpn));
+iosr_ra_region *iosr_ra_region_at(const iosr_engine *e, iosr_app *a, uint64_t vpn) {
+  return iosr_ra_region_get(a, iosr_ra_region_of(e, a, iosr_pt_find(&a->pt, vpn), vpn));
 }
 
 /* Every window back to the app's settings (ra_init/ra_max or the policy
  * changed); the counters stay. */
-void iosr_ra_states_reset(iosr_app *a) {
+void iosr_ra_region_reset_all(iosr_app *a) {
   for (uint32_t i = 0; i < a->n_ra_regions; i++) {
     a->ra_regions[i].next_slot = 0;
     iosr_ra_adaptive_init(&a->ra_regions[i].ra, a->ra.window, a->ra.max);
   }
 }
 
-void iosr_ra_states_free(iosr_app *a) {
+void iosr_ra_region_free_all(iosr_app *a) {
   free(a->ra_regions);
   free(a->ra_hash);
   a->ra_regions = NULL;

@@ -31,19 +31,19 @@ typedef struct iosr_trim_wait {
   uint32_t app[];     /* app ids */
 } iosr_trim_wait;
 
-static int pending(iosr_engine_s *e, uint32_t id) {
-  iosr_app *a = iosr_eng_app(e, id);
+static int pending(iosr_engine *e, uint32_t id) {
+  iosr_app *a = iosr_engine_app(e, id);
   return a && a->state == IOSR_APP_ACTIVE && a->trim_id != 0;
 }
 
-int iosr_srv_trim_hold(iosr_engine_s *e, iosr_conn *c, uint32_t seq, iosr_app **apps, unsigned n, uint64_t bytes) {
+int iosr_trim_hold(iosr_engine *e, iosr_conn *c, uint32_t seq, iosr_app **apps, unsigned n, uint64_t bytes) {
   unsigned asked = 0;
   for (unsigned i = 0; i < n; i++) {
     iosr_app *a = apps[i];
     if (!a->trims || !a->conn) continue;
     if (!a->trim_id) {
       iosr_m_trim t = {++e->next_trim_id};
-      if (iosr_srv_send(e, a->conn, IOSR_M_TRIM, 0, 0, &t, sizeof t, NULL, 0)) continue;
+      if (iosr_conn_send(e, a->conn, IOSR_M_TRIM, 0, 0, &t, sizeof t, NULL, 0)) continue;
       a->trim_id = t.id;
       a->trim_sent_ns = iosr_now_ns();
     }
@@ -66,7 +66,7 @@ int iosr_srv_trim_hold(iosr_engine_s *e, iosr_conn *c, uint32_t seq, iosr_app **
 
 /* Starts every held reclaim whose apps all answered, or whose time is up
  * (now != 0); the apps that did not answer are asked afresh next time. */
-static void release(iosr_engine_s *e, uint64_t now) {
+static void release(iosr_engine *e, uint64_t now) {
   for (iosr_trim_wait **pp = &e->trim_waits; *pp;) {
     iosr_trim_wait *w = *pp;
     int ready = now && now >= w->deadline_ns;
@@ -82,7 +82,7 @@ static void release(iosr_engine_s *e, uint64_t now) {
     iosr_app *apps[IOSR_MAX_APPS];
     unsigned n = 0;
     for (unsigned i = 0; i < w->n; i++) {
-      iosr_app *a = iosr_eng_app(e, w->app[i]);
+      iosr_app *a = iosr_engine_app(e, w->app[i]);
       if (!a || a->state != IOSR_APP_ACTIVE || !a->conn) continue;
       if (a->trim_id) {
         iosr_info("app %s did not answer its trim within %u ms; swapping out what is resident", a->name,
@@ -91,14 +91,14 @@ static void release(iosr_engine_s *e, uint64_t now) {
       }
       apps[n++] = a;
     }
-    iosr_conn *c = iosr_srv_conn_by_id(e, w->conn);
-    if (c && n) iosr_srv_reclaim_now(e, c, w->seq, apps, n, w->bytes);
-    else if (c) iosr_srv_reply(e, c, w->seq, ESRCH, 0, "the apps to reclaim are gone");
+    iosr_conn *c = iosr_conn_by_id(e, w->conn);
+    if (c && n) iosr_conn_reclaim_now(e, c, w->seq, apps, n, w->bytes);
+    else if (c) iosr_conn_reply(e, c, w->seq, ESRCH, 0, "the apps to reclaim are gone");
     free(w);
   }
 }
 
-void iosr_srv_trimmed(iosr_engine_s *e, iosr_app *a, uint64_t id) {
+void iosr_trim_answered(iosr_engine *e, iosr_app *a, uint64_t id) {
   if (!id || a->trim_id != id) return; /* late: its reclaim went on without it */
   a->trim_id = 0;
   iosr_info("app %s trimmed (request %llu, %.1f ms)", a->name, (unsigned long long)id,
@@ -106,10 +106,10 @@ void iosr_srv_trimmed(iosr_engine_s *e, iosr_app *a, uint64_t id) {
   release(e, 0);
 }
 
-uint64_t iosr_srv_trim_timer(iosr_engine_s *e, uint64_t now) {
+uint64_t iosr_trim_timer(iosr_engine *e, uint64_t now) {
   if (!e->trim_waits) return 0;
   release(e, now);
-  iosr_eng_pump(e); /* the end of the loop's turn: submit what a started reclaim queued */
+  iosr_engine_pump(e); /* the end of the loop's turn: submit what a started reclaim queued */
   uint64_t due = 0;
   for (iosr_trim_wait *w = e->trim_waits; w; w = w->next)
     if (!due || w->deadline_ns < due) due = w->deadline_ns;

@@ -16,8 +16,9 @@
 
 #include "common/log.h"
 #include "engine/engine_int.h"
-#include "fault/uffd.h"
-#include "fault/vmas.h"
+#include "uffd/pagemap.h"
+#include "uffd/uffd.h"
+#include "uffd/vmas.h"
 
 /* A drop of the n pages at start_vpn, linked into the app's drops; its
  * pages' entries carry the low bits of its id (aux), so a page that mremap
@@ -41,7 +42,7 @@ iosr_drop *iosr_drop_new(iosr_app *a, uint64_t id, uint64_t start_vpn, uint64_t 
 /* mremap moved [from, from+n) to [to, ...): the drops follow their pages
  * (design note section 3, "Transitions": a DROPPING page that moves stays
  * DROPPING, write-protected at its new place, and its slot holds it). */
-void iosr_swapout_drops_moved(iosr_app *a, uint64_t from, uint64_t to, uint64_t n) {
+void iosr_drop_rekey(iosr_app *a, uint64_t from, uint64_t to, uint64_t n) {
   for (iosr_drop *d = a->drops; d; d = d->next) {
     for (uint64_t k = 0; k < d->n; k++)
       if (d->vpn[k] >= from && d->vpn[k] < from + n) d->vpn[k] = to + (d->vpn[k] - from);
@@ -92,7 +93,7 @@ static int at_drop_address(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
 
 /* (engine_int.h) A REMOVE over the pages of the run the dropper announced
  * last, read before its next mark, may be the dropper's. */
-int iosr_swapout_may_be_dropper(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
+int iosr_drop_may_be_dropper(iosr_app *a, uint64_t vpn, const iosr_pte *p) {
   if (a->beacon) return a->win_id && vpn >= a->win_lo && vpn < a->win_hi;
   /* no marks (a client without a beacon area): any REMOVE may be the
    * dropper's, except over a moved page away from its drop's address */
@@ -107,7 +108,7 @@ static void window_open(iosr_app *a, uint64_t id, uint64_t lo, uint64_t n) {
   a->rep_lo = a->rep_hi = 0;
 }
 
-void iosr_swapout_mark(iosr_app *a, int kind, uint64_t x, uint64_t n) {
+void iosr_drop_mark(iosr_app *a, int kind, uint64_t x, uint64_t n) {
   a->win_id = 0; /* a mark ends the run before (one left open: a daemon died in it) */
   if (kind == IOSR_MARK_DROP) {
     a->mark_drop = 0;
@@ -140,7 +141,7 @@ void iosr_swapout_mark(iosr_app *a, int kind, uint64_t x, uint64_t n) {
  * starts inside what they covered repeats those pages (one split: the
  * tail of the last; several: one REMOVE per part, each ending where its
  * VMA ends). */
-uint64_t iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi,
+uint64_t iosr_drop_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi,
                                     int (*vma_starts)(const iosr_app *, uint64_t)) {
   /* the dropper's REMOVEs lie inside the run: one reaching out of it is the app's */
   if (!a->win_id || lo < a->win_lo || hi > a->win_hi) return lo;
@@ -151,7 +152,7 @@ uint64_t iosr_swapout_window_repeat(iosr_app *a, uint64_t lo, uint64_t hi,
   return from;
 }
 
-void iosr_swapout_resume_window(iosr_app *a, uint64_t id, uint64_t lo, uint64_t n) {
+void iosr_drop_resume_window(iosr_app *a, uint64_t id, uint64_t lo, uint64_t n) {
   a->mark_drop = id;
   a->mark_base = lo;
   a->mark_n = n;
@@ -160,7 +161,7 @@ void iosr_swapout_resume_window(iosr_app *a, uint64_t id, uint64_t lo, uint64_t 
 
 /* ---- settling a drop the dropper answered (design note section 3) ---- */
 
-void iosr_drop_end(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
+void iosr_drop_end(iosr_engine *e, iosr_app *a, iosr_drop *d) {
   iosr_batch *b = d->batch;
   if (a->win_id == d->id) a->win_id = 0;
   if (a->mark_drop == d->id) a->mark_drop = 0;
@@ -182,7 +183,7 @@ void iosr_drop_end(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
  * is write-protected) and discard it, so it is handed over, protected and
  * in its slot, and that drop's confirmation settles it. Returns 1 when
  * kept resident. */
-static int still_there(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p) {
+static int still_there(iosr_engine *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p) {
   /* only a moved page can be where another drop's pages were */
   iosr_drop *o = p->flags & IOSR_PTE_F_MOVED ? iosr_drop_covering(a, v, d) : NULL;
   if (o && iosr_drop_adopt(o, v) == 0) {
@@ -196,7 +197,7 @@ static int still_there(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, 
 
 /* Settles page p (at v) of drop d: 0 swapped or zero, 1 resident, -1 handed
  * over or not d's. */
-static int settle(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p, int err, int *pm) {
+static int settle(iosr_engine *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_pte *p, int err, int *pm) {
   int window = (p->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) != 0;
   if (p->state == IOSR_PTE_WRITING) {
     /* handed over when a write wanted it back: it stays out if a run of
@@ -218,10 +219,10 @@ static int settle(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_
   if (!a->beacon && (err == ECANCELED || err == ENOENT) && window) p->flags |= IOSR_PTE_F_RMAPP;
   if (p->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP | IOSR_PTE_F_ZEROPG)) {
     /* discarded by the app as well, or all-zero: reads zero from now on */
-    iosr_pte_put_slot(e, p);
-    iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
+    iosr_page_put_slot(e, p);
+    iosr_page_set_state(e, a, p, IOSR_PTE_ZERO);
   } else {
-    iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+    iosr_page_set_state(e, a, p, IOSR_PTE_SWAPPED);
   }
   return 0;
 }
@@ -240,7 +241,7 @@ static int settle(iosr_engine_s *e, iosr_app *a, iosr_drop *d, uint64_t v, iosr_
  * discarded: only in its slot, or zero where the app discarded it (a REMOVE
  * of the app's, two in the window) or it was all zero. Taking an error as
  * "nothing dropped" would map zero over the pages it did discard. */
-static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
+static void drop_finish(iosr_engine *e, iosr_app *a, iosr_drop *d, int err) {
   iosr_batch *b = d->batch;
   if (d->grave) {
     iosr_moveout_discarded(e, a, d, err);
@@ -275,7 +276,7 @@ static void drop_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d, int err) {
   iosr_drop_end(e, a, d);
 }
 
-void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err) {
+void iosr_drop_confirmed(iosr_engine *e, iosr_app *a, uint64_t id, int err) {
   iosr_debug("dropped %llu err %d", (unsigned long long)id, err);
   iosr_drop **pp = &a->drops;
   while (*pp && (*pp)->id != id) pp = &(*pp)->next;
@@ -300,7 +301,7 @@ void iosr_swapout_dropped(iosr_engine_s *e, iosr_app *a, uint64_t id, int err) {
   drop_finish(e, a, d, err);
 }
 
-void iosr_swapout_settle_drops(iosr_engine_s *e, iosr_app *a, uint64_t running, uint64_t started) {
+void iosr_drop_settle_all(iosr_engine *e, iosr_app *a, uint64_t running, uint64_t started) {
   iosr_drop **pp = &a->drops;
   while (*pp) {
     iosr_drop *d = *pp;

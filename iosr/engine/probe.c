@@ -11,9 +11,9 @@
 
 #include "common/log.h"
 #include "engine/engine_int.h"
-#include "fault/uffd.h"
+#include "uffd/uffd.h"
 
-int iosr_probe_init(iosr_engine_s *e) {
+int iosr_probe_init(iosr_engine *e) {
   uint32_t cap = e->set.probe_cache > 65535 ? 65535 : e->set.probe_cache;
   e->probe_cap = cap;
   e->probe_free = -1;
@@ -28,7 +28,7 @@ int iosr_probe_init(iosr_engine_s *e) {
   return 0;
 }
 
-void iosr_probe_destroy(iosr_engine_s *e) {
+void iosr_probe_destroy(iosr_engine *e) {
   for (uint32_t i = 0; i < e->probe_cap; i++) free(e->probes[i].data);
   free(e->probes);
   e->probes = NULL;
@@ -36,9 +36,9 @@ void iosr_probe_destroy(iosr_engine_s *e) {
 }
 
 /* Out of its app's FIFO and its region's. */
-static void unlink_app(iosr_engine_s *e, iosr_app *a, int32_t i) {
+static void unlink_app(iosr_engine *e, iosr_app *a, int32_t i) {
   iosr_probe *pr = &e->probes[i];
-  iosr_ra_region *rs = iosr_ra_state(a, pr->rstate);
+  iosr_ra_region *rs = iosr_ra_region_get(a, pr->rstate);
   if (rs) {
     if (pr->rprev >= 0) e->probes[pr->rprev].rnext = pr->rnext;
     else rs->probe_head = pr->rnext;
@@ -53,7 +53,7 @@ static void unlink_app(iosr_engine_s *e, iosr_app *a, int32_t i) {
   a->nprobes--;
 }
 
-static void release(iosr_engine_s *e, int32_t i) {
+static void release(iosr_engine *e, int32_t i) {
   iosr_probe *pr = &e->probes[i];
   pr->used = 0;
   pr->next = e->probe_free;
@@ -61,7 +61,7 @@ static void release(iosr_engine_s *e, int32_t i) {
 }
 
 /* A record for a window of `probes` probes; its id (never 0) names it. */
-uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes, uint32_t rstate) {
+uint32_t iosr_probe_window(iosr_engine *e, uint32_t app, unsigned probes, uint32_t rstate) {
   if (!probes) return 0;
   uint32_t id = ++e->next_window;
   if (!id) id = ++e->next_window;
@@ -79,7 +79,7 @@ uint32_t iosr_probe_window(iosr_engine_s *e, uint32_t app, unsigned probes, uint
  * (evicted for room: not evidence either way). Under adaptive the window's
  * hit rate decides its region's next window as soon as the outcome is
  * certain: double, keep or halve (iosr_ra_rate_verdict). */
-static void window_resolve(iosr_engine_s *e, iosr_app *a, uint32_t win, int hit) {
+static void window_resolve(iosr_engine *e, iosr_app *a, uint32_t win, int hit) {
   if (!win) return;
   iosr_window *w = &e->windows[win % IOSR_WINDOWS];
   if (!w->live || w->id != win || w->app != a->id) return;
@@ -97,7 +97,7 @@ static void window_resolve(iosr_engine_s *e, iosr_app *a, uint32_t win, int hit)
   int v = iosr_ra_rate_verdict(w->probes, w->hits, w->resolved - w->hits, grow, shrink);
   if (v == 2) return;
   w->live = 0;
-  iosr_ra_region *rs = iosr_ra_state(a, w->rstate);
+  iosr_ra_region *rs = iosr_ra_region_get(a, w->rstate);
   if (rs && v > 0) iosr_ra_adaptive_hit(&rs->ra);
   /* at most one halving per fault of the region: the misses a reclaim
    * resolves all at once are one piece of evidence, not one per window */
@@ -107,8 +107,8 @@ static void window_resolve(iosr_engine_s *e, iosr_app *a, uint32_t win, int hit)
   }
 }
 
-static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, int hit) {
-  iosr_ra_region *rs = iosr_ra_state_at(e, a, vpn);
+static void feed(iosr_engine *e, iosr_app *a, uint64_t vpn, uint32_t weight, int hit) {
+  iosr_ra_region *rs = iosr_ra_region_at(e, a, vpn);
   if (rs) {
     rs->hits += hit ? weight : 0;
     rs->needed_pages += hit ? weight : 0;
@@ -137,7 +137,7 @@ static void feed(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, i
 /* Maps a probe's page at vpn: write-protected, so that it keeps its slot
  * (CLEAN), unless a pending drop's dropper may discard it there (design
  * note section 3). *clean tells which. */
-static int map_probe(iosr_engine_s *e, iosr_app *a, uint64_t vpn, const uint8_t *data, int *clean) {
+static int map_probe(iosr_engine *e, iosr_app *a, uint64_t vpn, const uint8_t *data, int *clean) {
   uint64_t done;
   *clean = iosr_swapin_may_clean(e, a, vpn, 1);
   return *clean ? iosr_uffd_copy_wp(a->uffd, vpn << 12, data, 4096, &done)
@@ -146,17 +146,17 @@ static int map_probe(iosr_engine_s *e, iosr_app *a, uint64_t vpn, const uint8_t 
 
 /* The entry of a probe's page just mapped (r: the copy's result, 0 or
  * -EEXIST): CLEAN holding its slot, or PRESENT. */
-static void mapped(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int r, int clean) {
+static void mapped(iosr_engine *e, iosr_app *a, iosr_pte *p, int r, int clean) {
   clean = clean && r == 0;
-  if (!clean) iosr_pte_put_slot(e, p);
-  iosr_app_set_state(e, a, p, clean ? IOSR_PTE_CLEAN : IOSR_PTE_PRESENT);
+  if (!clean) iosr_page_put_slot(e, p);
+  iosr_page_set_state(e, a, p, clean ? IOSR_PTE_CLEAN : IOSR_PTE_PRESENT);
   p->flags = 0;
   p->age = (uint32_t)e->tick;
 }
 
 /* Maps probe i's page into the app (verdict: 0 miss, -1 none) and frees the
  * probe; the page stays SWAPPED if the copy cannot be made now. */
-static void install(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int32_t i, int verdict) {
+static void install(iosr_engine *e, iosr_app *a, iosr_pte *p, int32_t i, int verdict) {
   iosr_probe *pr = &e->probes[i];
   uint64_t vpn = pr->vpn;
   int clean = 0;
@@ -168,11 +168,11 @@ static void install(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int32_t i, int v
   window_resolve(e, a, pr->win, verdict);
   unlink_app(e, a, i);
   release(e, i);
-  iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+  iosr_page_set_state(e, a, p, IOSR_PTE_SWAPPED);
   if (r == 0 || r == -EEXIST) mapped(e, a, p, r, clean);
 }
 
-int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight, uint32_t win,
+int iosr_probe_add(iosr_engine *e, iosr_app *a, uint64_t vpn, uint64_t slot, uint32_t weight, uint32_t win,
                    const uint8_t *data, int trigger, uint64_t next_slot) {
   if (e->probe_free < 0 && a->probe_head >= 0) {
     /* full: this app's oldest probe is mapped and leaves without a verdict */
@@ -195,8 +195,8 @@ int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, u
   pr->slot = slot;
   pr->weight = weight;
   pr->win = win;
-  pr->rstate = iosr_ra_state_of(e, a, iosr_pt_find(&a->pt, vpn), vpn);
-  iosr_ra_region *rs = iosr_ra_state(a, pr->rstate);
+  pr->rstate = iosr_ra_region_of(e, a, iosr_pt_find(&a->pt, vpn), vpn);
+  iosr_ra_region *rs = iosr_ra_region_get(a, pr->rstate);
   pr->issued_major = rs ? rs->majors : 0;
   pr->rnext = -1;
   pr->rprev = rs ? rs->probe_tail : -1;
@@ -213,13 +213,13 @@ int iosr_probe_add(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, u
   a->probe_tail = i;
   a->nprobes++;
   iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, NULL);
-  iosr_app_set_state(e, a, p, IOSR_PTE_CACHED);
+  iosr_page_set_state(e, a, p, IOSR_PTE_CACHED);
   p->flags = 0;
   p->aux = (uint16_t)i;
   return 0;
 }
 
-void iosr_probe_drop(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int miss) {
+void iosr_probe_drop(iosr_engine *e, iosr_app *a, iosr_pte *p, int miss) {
   int32_t i = p->aux;
   iosr_probe *pr = &e->probes[i];
   if (miss) {
@@ -228,19 +228,19 @@ void iosr_probe_drop(iosr_engine_s *e, iosr_app *a, iosr_pte *p, int miss) {
   }
   unlink_app(e, a, i);
   release(e, i);
-  iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+  iosr_page_set_state(e, a, p, IOSR_PTE_SWAPPED);
 }
 
 /* A probe page that a thread was already waiting for when its read
  * completed: mapped at once, and a hit. */
-void iosr_probe_used(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint32_t weight, uint32_t win, int trigger,
+void iosr_probe_used(iosr_engine *e, iosr_app *a, uint64_t vpn, uint32_t weight, uint32_t win, int trigger,
                      uint64_t next) {
   feed(e, a, vpn, weight, 1);
   window_resolve(e, a, win, 1);
   if (trigger) iosr_swapin_continue(e, a, vpn, next);
 }
 
-void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, int *copied) {
+void iosr_probe_hit(iosr_engine *e, iosr_app *a, uint64_t vpn, iosr_pte *p, int *copied) {
   int32_t i = p->aux;
   iosr_probe *pr = &e->probes[i];
   *copied = 0;
@@ -262,7 +262,7 @@ void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, in
     if (trig) iosr_swapin_continue(e, a, vpn, next);
   } else {
     /* ENOENT: unmapped meanwhile; keep the slot, the UNMAP event frees it */
-    iosr_app_set_state(e, a, p, IOSR_PTE_SWAPPED);
+    iosr_page_set_state(e, a, p, IOSR_PTE_SWAPPED);
   }
 }
 
@@ -273,12 +273,12 @@ void iosr_probe_hit(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p, in
  * came in, and must be given that long (design note section 6). The clock is
  * the region's own: faults elsewhere in the app say nothing about whether
  * this region's read-ahead is used. Called at a major fault of region rstate. */
-void iosr_probe_expire(iosr_engine_s *e, iosr_app *a, uint32_t rstate) {
+void iosr_probe_expire(iosr_engine *e, iosr_app *a, uint32_t rstate) {
   iosr_ra_region *rs;
   uint64_t h = e->set.ra_probe_horizon, h2 = a->swapped_peak / 32;
   if (h2 > h) h = h2;
   /* looked up again each turn: mapping a probe may add a region's state */
-  while ((rs = iosr_ra_state(a, rstate)) && rs->probe_head >= 0) {
+  while ((rs = iosr_ra_region_get(a, rstate)) && rs->probe_head >= 0) {
     int32_t i = rs->probe_head;
     iosr_probe *pr = &e->probes[i];
     if (pr->issued_major + h > rs->majors) break;
@@ -295,7 +295,7 @@ void iosr_probe_expire(iosr_engine_s *e, iosr_app *a, uint32_t rstate) {
   }
 }
 
-void iosr_probe_rekey(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t n) {
+void iosr_probe_rekey(iosr_engine *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t n) {
   for (int32_t i = a->probe_head; i >= 0; i = e->probes[i].next) {
     iosr_probe *pr = &e->probes[i];
     if (pr->vpn >= from && pr->vpn < from + n) pr->vpn = to + (pr->vpn - from);

@@ -12,27 +12,11 @@
 #include "common/beacon.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
-#include "fault/uffd.h"
-#include "fault/vmas.h"
-
-/* The entry gives up its slot reference, and with it the slot's number
- * (pagetable.h: a slot number is valid only while it is owned). */
-void iosr_pte_put_slot(iosr_engine_s *e, iosr_pte *p) {
-  if (iosr_pte_has_slot(p)) iosr_slot_put(&e->slots, p->slot);
-  p->slot = IOSR_PTE_NO_SLOT;
-}
-
-/* A page leaves the table or becomes ZERO: releases what it holds. */
-void iosr_pte_release(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
-  (void)vpn;
-  if (p->state == IOSR_PTE_CACHED) iosr_probe_drop(e, a, p, 0);
-  iosr_pte_put_slot(e, p);
-  iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
-  p->flags = 0;
-}
+#include "uffd/uffd.h"
+#include "uffd/vmas.h"
 
 typedef struct rm_ctx {
-  iosr_engine_s *e;
+  iosr_engine *e;
   iosr_app *a;
   uint64_t wake_lo, wake_hi; /* READING pages whose waiters must retry */
   uint64_t wp_lo, wp_hi;     /* a run of WRITING pages to un-protect */
@@ -76,8 +60,8 @@ static void lost_to_dropper(rm_ctx *c, uint64_t vpn, iosr_pte *p) {
     note_wake(c, vpn);
     iosr_fault_lat_end(c->e, c->a, vpn, 1);
   }
-  iosr_pte_release(c->e, c->a, vpn, p);
-  iosr_app_set_state(c->e, c->a, p, IOSR_PTE_POISONED);
+  iosr_page_release(c->e, c->a, vpn, p);
+  iosr_page_set_state(c->e, c->a, p, IOSR_PTE_POISONED);
   c->e->inconsistencies++;
   if (!c->lost++) c->lost_first = vpn;
 }
@@ -85,7 +69,7 @@ static void lost_to_dropper(rm_ctx *c, uint64_t vpn, iosr_pte *p) {
 static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
   rm_ctx *c = arg;
   if (p->state != IOSR_PTE_ZERO && p->state != IOSR_PTE_DROPPING && p->state != IOSR_PTE_WRITING &&
-      c->a->beacon && iosr_swapout_may_be_dropper(c->a, vpn, p)) {
+      c->a->beacon && iosr_drop_may_be_dropper(c->a, vpn, p)) {
     lost_to_dropper(c, vpn, p);
     return;
   }
@@ -96,24 +80,24 @@ static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
        * section 9): only a REMOVE between the dropper's marks, over the
        * pages its running drop discards, may be the dropper's; one such
        * means discarded by the dropper, a second one the app's too. */
-      if (!iosr_swapout_may_be_dropper(c->a, vpn, p)) p->flags |= IOSR_PTE_F_RMAPP;
+      if (!iosr_drop_may_be_dropper(c->a, vpn, p)) p->flags |= IOSR_PTE_F_RMAPP;
       else if (p->flags & IOSR_PTE_F_RM1) p->flags |= IOSR_PTE_F_RMX;
       else p->flags |= IOSR_PTE_F_RM1;
       break;
     case IOSR_PTE_READING:
       note_wake(c, vpn);
       iosr_fault_lat_end(c->e, c->a, vpn, 1);
-      iosr_pte_release(c->e, c->a, vpn, p);
+      iosr_page_release(c->e, c->a, vpn, p);
       break;
     case IOSR_PTE_POISONED:
       /* the discard removes the poison marker as well */
-      iosr_pte_release(c->e, c->a, vpn, p);
+      iosr_page_release(c->e, c->a, vpn, p);
       break;
     case IOSR_PTE_WRITING:
       /* mremap moved it into the pages a running drop discards: the dropper
        * discards it (it is write-protected), its bytes are on their way to
        * its slot, and it waits for its write (design note section 3) */
-      if (c->a->beacon && iosr_swapout_may_be_dropper(c->a, vpn, p)) {
+      if (c->a->beacon && iosr_drop_may_be_dropper(c->a, vpn, p)) {
         p->flags |= p->flags & IOSR_PTE_F_RM1 ? IOSR_PTE_F_RMX : IOSR_PTE_F_RM1;
         break;
       }
@@ -122,16 +106,16 @@ static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
        * write-protected: the protection goes, or the app's next write would
        * wait forever. */
       note_unprotect(c, vpn);
-      iosr_pte_release(c->e, c->a, vpn, p);
+      iosr_page_release(c->e, c->a, vpn, p);
       break;
     case IOSR_PTE_CLEAN:
       /* the app's (no pending drop's run covers a CLEAN page): MADV_FREE
        * leaves it mapped and write-protected, so the protection goes */
       note_unprotect(c, vpn);
-      iosr_pte_release(c->e, c->a, vpn, p);
+      iosr_page_release(c->e, c->a, vpn, p);
       break;
     default: /* PRESENT, SWAPPED, CACHED */
-      iosr_pte_release(c->e, c->a, vpn, p);
+      iosr_page_release(c->e, c->a, vpn, p);
       break;
   }
 }
@@ -141,18 +125,18 @@ static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
  * over to it (DROPPING, its slot holding it) and its confirmation settles it
  * (design note section 3). Left CLEAN, a discard there would be taken for the
  * app's and read zero. */
-static void clean_moved(iosr_engine_s *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
+static void clean_moved(iosr_engine *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
   iosr_drop *d = iosr_drop_covering(a, vpn, NULL);
   if (!d) return;
   if (iosr_drop_adopt(d, vpn) == 0) {
-    iosr_app_set_state(e, a, p, IOSR_PTE_DROPPING);
+    iosr_page_set_state(e, a, p, IOSR_PTE_DROPPING);
     p->aux = (uint16_t)d->id;
     p->flags = IOSR_PTE_F_MOVED | IOSR_PTE_F_CLEAN;
     return;
   }
   /* no memory to hand it over: resident and writable, its slot freed */
-  iosr_pte_put_slot(e, p);
-  iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+  iosr_page_put_slot(e, p);
+  iosr_page_set_state(e, a, p, IOSR_PTE_PRESENT);
   p->flags = 0;
   if (iosr_uffd_wp(a->uffd, vpn << 12, 4096, 0) == -EAGAIN)
     iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, vpn, 1, 0);
@@ -176,21 +160,21 @@ static int beacon_mark(iosr_app *a, uint64_t start, uint64_t end) {
   if (!a->beacon || lo < a->beacon || hi > a->beacon + area) return 0;
   uint64_t x = 0, n = 0;
   int kind = iosr_beacon_read(lo - a->beacon, hi - lo, &x, &n);
-  if (kind) iosr_swapout_mark(a, kind, x, n);
+  if (kind) iosr_drop_mark(a, kind, x, n);
   return 1; /* no mark: nothing of ours is there either */
 }
 
 /* The kernel's continuation of a REMOVE starts where a VMA starts (design
  * note section 3, "Whose discard"); unknown counts as one. */
-static int vma_boundary(const iosr_app *a, uint64_t vpn) { return iosr_vma_starts_at(a->pid, vpn) != 0; }
+static int vma_boundary(const iosr_app *a, uint64_t vpn) { return iosr_vmas_starts_at(a->pid, vpn) != 0; }
 
-void iosr_event_remove(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end) {
+void iosr_event_remove(iosr_engine *e, iosr_app *a, uint64_t start, uint64_t end) {
   iosr_debug("remove %#llx-%#llx", (unsigned long long)start, (unsigned long long)end);
   if (beacon_mark(a, start, end)) return;
   uint64_t lo = start >> 12, hi = (end + 4095) >> 12;
   /* the kernel repeats what is left of the dropper's REMOVE when a VMA was
    * split meanwhile: those pages were counted already */
-  if (a->beacon) lo = iosr_swapout_window_repeat(a, lo, hi, vma_boundary);
+  if (a->beacon) lo = iosr_drop_window_repeat(a, lo, hi, vma_boundary);
   rm_ctx c = {.e = e, .a = a};
   for_range(a, lo, hi, remove_cb, &c);
   if (c.lost)
@@ -203,10 +187,10 @@ void iosr_event_remove(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t e
 static void unmap_cb(void *arg, uint64_t vpn, iosr_pte *p) {
   rm_ctx *c = arg;
   if (p->state == IOSR_PTE_READING) iosr_fault_lat_end(c->e, c->a, vpn, 1);
-  iosr_pte_release(c->e, c->a, vpn, p);
+  iosr_page_release(c->e, c->a, vpn, p);
 }
 
-void iosr_event_unmap(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t end) {
+void iosr_event_unmap(iosr_engine *e, iosr_app *a, uint64_t start, uint64_t end) {
   rm_ctx c = {.e = e, .a = a};
   uint64_t lo = start >> 12, hi = (end + 4095) >> 12;
   if (iosr_pt_cut(&a->pt, lo, hi - lo, unmap_cb, &c))
@@ -216,7 +200,7 @@ void iosr_event_unmap(iosr_engine_s *e, iosr_app *a, uint64_t start, uint64_t en
 }
 
 /* mremap moved [from, from+len) to [to, to+len). */
-void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t len) {
+void iosr_event_remap(iosr_engine *e, iosr_app *a, uint64_t from, uint64_t to, uint64_t len) {
   uint64_t f = from >> 12, t = to >> 12, n = (len + 4095) >> 12;
   rm_ctx c = {.e = e, .a = a};
   if (iosr_pt_move(&a->pt, f, t, n, unmap_cb, &c)) {
@@ -250,14 +234,14 @@ void iosr_event_remap(iosr_engine_s *e, iosr_app *a, uint64_t from, uint64_t to,
   for (uint32_t i = 0; i < a->nlat; i++)
     if (a->lat[i].vpn >= f && a->lat[i].vpn < f + n) a->lat[i].vpn = t + (a->lat[i].vpn - f);
   iosr_probe_rekey(e, a, f, t, n);
-  iosr_swapout_drops_moved(a, f, t, n);
+  iosr_drop_rekey(a, f, t, n);
 }
 
 /* A forked child of app `parent` served through `uffd`: registered with the
  * engine, with an empty page table. kind names it ("fork", "orphan"). NULL
  * (descriptor closed) when it cannot be tracked. */
-iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const char *kind) {
-  uint32_t id = iosr_eng_new_app_id(e);
+iosr_app *iosr_event_child_app(iosr_engine *e, iosr_app *parent, int uffd, const char *kind) {
+  uint32_t id = iosr_engine_new_app_id(e);
   iosr_app *c = id ? calloc(1, sizeof *c) : NULL;
   if (!c || iosr_pt_create(&c->pt, 0, parent->name)) {
     iosr_err("app %s forked but the child cannot be tracked (out of memory or apps); its swapped pages "
@@ -281,7 +265,7 @@ iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const
   iosr_extmap_init(&c->ext);
   e->apps[id] = c;
   e->nforked++;
-  iosr_eng_watch(e, uffd, iosr_tag(IOSR_TAG_UFFD, id));
+  iosr_engine_watch(e, uffd, iosr_tag(IOSR_TAG_UFFD, id));
   return c;
 }
 
@@ -295,7 +279,7 @@ iosr_app *iosr_app_new_child(iosr_engine_s *e, iosr_app *parent, int uffd, const
  * faults on it (a write lifts the protection, the state stays); if not, its
  * fault reads the slot. Only a page the app discarded (a REMOVE of the
  * app's, or two between the dropper's marks) or an all-zero one is ZERO. */
-static void fork_entry(iosr_engine_s *e, iosr_app *c, const iosr_pte *pp, iosr_pte *cp) {
+static void fork_entry(iosr_engine *e, iosr_app *c, const iosr_pte *pp, iosr_pte *cp) {
   int share = 0;
   switch (pp->state) {
     case IOSR_PTE_SWAPPED:
@@ -307,26 +291,26 @@ static void fork_entry(iosr_engine_s *e, iosr_app *c, const iosr_pte *pp, iosr_p
       share = !(pp->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP)) && iosr_pte_has_slot(pp);
       break;
     case IOSR_PTE_POISONED:
-      iosr_app_set_state(e, c, cp, IOSR_PTE_POISONED);
+      iosr_page_set_state(e, c, cp, IOSR_PTE_POISONED);
       break;
     case IOSR_PTE_ZERO: break;
     case IOSR_PTE_WRITING:
       /* discarded by the dropper (moved into a drop's pages): the slot being
        * written, whose checksum guards a read before the write is done */
       if (pp->flags & (IOSR_PTE_F_RM1 | IOSR_PTE_F_RMX)) share = !(pp->flags & IOSR_PTE_F_RMX) && iosr_pte_has_slot(pp);
-      else iosr_app_set_state(e, c, cp, IOSR_PTE_PRESENT);
+      else iosr_page_set_state(e, c, cp, IOSR_PTE_PRESENT);
       break;
     default: /* PRESENT: the child got a copy of the page */
-      iosr_app_set_state(e, c, cp, IOSR_PTE_PRESENT);
+      iosr_page_set_state(e, c, cp, IOSR_PTE_PRESENT);
       break;
   }
   if (!share) return;
   if (iosr_slot_ref(&e->slots, pp->slot) == 0) {
     cp->slot = pp->slot;
     cp->crc = pp->crc;
-    iosr_app_set_state(e, c, cp, IOSR_PTE_SWAPPED);
+    iosr_page_set_state(e, c, cp, IOSR_PTE_SWAPPED);
   } else {
-    iosr_app_set_state(e, c, cp, IOSR_PTE_POISONED); /* 65535 sharers: loud rather than wrong */
+    iosr_page_set_state(e, c, cp, IOSR_PTE_POISONED); /* 65535 sharers: loud rather than wrong */
   }
 }
 
@@ -335,8 +319,8 @@ static void fork_entry(iosr_engine_s *e, iosr_app *c, const iosr_pte *pp, iosr_p
  * any app's; it has no agent, so it is never reclaimed. Ranges the child
  * did not get the parent's pages in (MADV_WIPEONFORK: zeros; MADV_DONTFORK:
  * not mapped) are read from the parent's smaps: userfaultfd does not say. */
-void iosr_event_fork(iosr_engine_s *e, iosr_app *a, int child_uffd) {
-  iosr_app *c = iosr_app_new_child(e, a, child_uffd, "fork");
+void iosr_event_fork(iosr_engine *e, iosr_app *a, int child_uffd) {
+  iosr_app *c = iosr_event_child_app(e, a, child_uffd, "fork");
   if (!c) return;
   iosr_vma *wiped = NULL;
   long nw = a->pid > 0 ? iosr_vmas_flagged(a->pid, 0, UINT64_MAX, IOSR_VMA_WIPEONFORK | IOSR_VMA_DONTCOPY, &wiped)
@@ -360,7 +344,7 @@ void iosr_event_fork(iosr_engine_s *e, iosr_app *a, int child_uffd) {
    * registered (faults block, never read zero) even if this daemon dies */
   if (a->conn) {
     iosr_m_child m = {c->id};
-    iosr_srv_send(e, a->conn, IOSR_M_CHILD_UFFD, 0, 0, &m, sizeof m, &child_uffd, 1);
+    iosr_conn_send(e, a->conn, IOSR_M_CHILD_UFFD, 0, 0, &m, sizeof m, &child_uffd, 1);
   }
   iosr_info("app %s forked: child tracked as %s", a->name, c->name);
 }

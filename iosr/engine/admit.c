@@ -34,7 +34,7 @@
 #define BACKOFF_MAX_MS 1600u
 
 /* Answers a connection that is not admitted and closes it. */
-static void refuse(iosr_engine_s *e, int fd, int err, const char *msg) {
+static void refuse(iosr_engine *e, int fd, int err, const char *msg) {
   iosr_m_reply r;
   memset(&r, 0, sizeof r);
   r.err = err;
@@ -50,14 +50,14 @@ static void refuse(iosr_engine_s *e, int fd, int err, const char *msg) {
   e->conns_refused++;
 }
 
-static unsigned conns_of(const iosr_engine_s *e, uid_t uid) {
+static unsigned conns_of(const iosr_engine *e, uid_t uid) {
   unsigned n = 0;
   for (const iosr_conn *c = e->conns; c; c = c->next) n += c->uid == uid;
   return n;
 }
 
 /* Admits or refuses one accepted socket. */
-static void admit(iosr_engine_s *e, int fd) {
+static void admit(iosr_engine *e, int fd) {
   struct ucred cr;
   socklen_t len = sizeof cr;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len)) {
@@ -79,19 +79,19 @@ static void admit(iosr_engine_s *e, int fd) {
     refuse(e, fd, EAGAIN, msg);
     return;
   }
-  if (!iosr_srv_add_conn(e, fd)) refuse(e, fd, ENOMEM, "refused: out of memory");
+  if (!iosr_conn_add(e, fd)) refuse(e, fd, ENOMEM, "refused: out of memory");
 }
 
-static void listen_watch(iosr_engine_s *e, int on) {
+static void listen_watch(iosr_engine *e, int on) {
   if (e->listen_fd < 0 || e->listen_off == !on) return;
   e->listen_off = !on;
-  if (on) iosr_eng_watch(e, e->listen_fd, iosr_tag(IOSR_TAG_LISTEN, 0));
-  else iosr_eng_unwatch(e, e->listen_fd);
+  if (on) iosr_engine_watch(e, e->listen_fd, iosr_tag(IOSR_TAG_LISTEN, 0));
+  else iosr_engine_unwatch(e, e->listen_fd);
 }
 
 /* accept failed with err: answer the waiting client through the reserve
  * descriptor, or stop watching the socket for a while. */
-static void out_of_fds(iosr_engine_s *e, int err) {
+static void out_of_fds(iosr_engine *e, int err) {
   if (!e->accept_errors++ || e->accept_errors % 1000 == 0)
     iosr_warn("accept: %s (%llu times): refusing new clients until descriptors free up", strerror(err),
               (unsigned long long)e->accept_errors);
@@ -109,7 +109,7 @@ static void out_of_fds(iosr_engine_s *e, int err) {
   listen_watch(e, 0);
 }
 
-void iosr_srv_accept(iosr_engine_s *e) {
+void iosr_admit_accept(iosr_engine *e) {
   for (int k = 0; k < 256; k++) {
     int fd = accept4(e->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
@@ -123,12 +123,12 @@ void iosr_srv_accept(iosr_engine_s *e) {
   }
 }
 
-int iosr_srv_admit_init(iosr_engine_s *e) {
+int iosr_admit_init(iosr_engine *e) {
   e->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   return e->spare_fd >= 0 ? 0 : -1;
 }
 
-void iosr_srv_admit_conn_closed(iosr_engine_s *e) {
+void iosr_admit_conn_closed(iosr_engine *e) {
   /* a descriptor is free again: take the clients waiting in the backlog */
   if (e->listen_off) {
     e->listen_backoff_ms = 0;
@@ -138,7 +138,7 @@ void iosr_srv_admit_conn_closed(iosr_engine_s *e) {
   }
 }
 
-uint64_t iosr_srv_admit_timer(iosr_engine_s *e, uint64_t now) {
+uint64_t iosr_admit_timer(iosr_engine *e, uint64_t now) {
   if (e->listen_off && e->listen_resume_ns && now >= e->listen_resume_ns) {
     e->listen_resume_ns = 0;
     if (e->spare_fd < 0) e->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -152,12 +152,12 @@ uint64_t iosr_srv_admit_timer(iosr_engine_s *e, uint64_t now) {
     if (now >= c->accepted_ns + limit) {
       e->hello_timeouts++;
       iosr_info("client pid %d said no hello within %u ms; closing it", (int)c->pid, e->set.hello_timeout_ms);
-      iosr_srv_close_conn(e, c);
+      iosr_conn_close(e, c);
     } else if (!due || c->accepted_ns + limit < due) {
       due = c->accepted_ns + limit;
     }
   }
   /* the other deadline of the daemon layer: reclaims held for trims */
-  uint64_t trim = iosr_srv_trim_timer(e, now);
+  uint64_t trim = iosr_trim_timer(e, now);
   return trim && (!due || trim < due) ? trim : due;
 }

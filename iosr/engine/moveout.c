@@ -21,8 +21,9 @@
 
 #include "common/log.h"
 #include "engine/engine_int.h"
-#include "fault/uffd.h"
-#include "fault/vmas.h"
+#include "uffd/pagemap.h"
+#include "uffd/uffd.h"
+#include "uffd/vmas.h"
 
 #define CHUNK 256u /* most pages moved into one graveyard range: several batches fit at once */
 
@@ -65,7 +66,7 @@ static int64_t grave_alloc(iosr_app *a, uint64_t n) {
 
 /* Asks the dropper to discard graveyard pages [k, k + n), `charged` of them
  * counted against the budget until then; batch b (or none) waits for it. */
-static void grave_drop(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t k, uint64_t n, uint64_t charged) {
+static void grave_drop(iosr_engine *e, iosr_app *a, iosr_batch *b, uint64_t k, uint64_t n, uint64_t charged) {
   iosr_drop *d = iosr_drop_new(a, ++a->drop_seq, a->grave + k, n);
   if (!d) iosr_die("out of memory discarding graveyard pages");
   d->grave = 1;
@@ -79,20 +80,20 @@ static void grave_drop(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t k,
 
 /* The n pages from vpn left the app: only in their slots now (all-zero
  * ones hold no slot and read zero). Threads waiting on them retry. */
-static void moved_out(iosr_engine_s *e, iosr_app *a, iosr_job *j, uint64_t vpn, uint64_t n) {
+static void moved_out(iosr_engine *e, iosr_app *a, iosr_job *j, uint64_t vpn, uint64_t n) {
   for (uint64_t v = vpn; v < vpn + n; v++) {
     iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
     if (!p) continue;
     int zero = (p->flags & IOSR_PTE_F_ZEROPG) != 0;
-    if (zero) iosr_pte_put_slot(e, p);
-    iosr_app_set_state(e, a, p, zero ? IOSR_PTE_ZERO : IOSR_PTE_SWAPPED);
+    if (zero) iosr_page_put_slot(e, p);
+    iosr_page_set_state(e, a, p, zero ? IOSR_PTE_ZERO : IOSR_PTE_SWAPPED);
     iosr_swapout_count_out(a, j, p, zero);
   }
   e->moveout_pages += n;
   iosr_uffd_wake(a->uffd, vpn << 12, n << 12);
 }
 
-int iosr_moveout_usable(const iosr_engine_s *e, const iosr_app *a) {
+int iosr_moveout_usable(const iosr_engine *e, const iosr_app *a) {
   /* the kernel moves only within the caller's own address space
    * (UFFDIO_MOVE: EINVAL across processes): an engine inside the app's
    * process, never iosrd */
@@ -100,14 +101,14 @@ int iosr_moveout_usable(const iosr_engine_s *e, const iosr_app *a) {
          !e->dropper_moves;
 }
 
-int iosr_moveout_by_dropper(const iosr_engine_s *e, const iosr_app *a) {
+int iosr_moveout_by_dropper(const iosr_engine *e, const iosr_app *a) {
   return e->set.moveout && a->grave && a->beacon && a->uffd >= 0 && (a->uffd_features & UFFD_FEATURE_MOVE) &&
          (a->pid != getpid() || e->dropper_moves);
 }
 
 /* A graveyard that may hold pages (a daemon that died, a discard undone)
  * is discarded whole before it is used: 0 when it is clean. */
-static int grave_clean(iosr_engine_s *e, iosr_app *a) {
+static int grave_clean(iosr_engine *e, iosr_app *a) {
   if (!a->grave_dirty) return 0;
   int64_t k = grave_alloc(a, IOSR_GRAVE_PAGES);
   if (k < 0) return -1; /* ranges still awaiting their discard: later */
@@ -117,15 +118,18 @@ static int grave_clean(iosr_engine_s *e, iosr_app *a) {
   return -1;
 }
 
-int64_t iosr_moveout_reserve(iosr_engine_s *e, iosr_app *a, uint64_t n) {
+int64_t iosr_moveout_reserve(iosr_engine *e, iosr_app *a, uint64_t n) {
   if (grave_clean(e, a)) return -1;
   int64_t k = grave_alloc(a, n);
   if (k < 0) e->moveout_no_room++;
   return k;
 }
 
-void iosr_moveout_dropper_moved(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t first, const uint64_t *bits,
-                                uint64_t n, int err) {
+/* The dropper moved the pages of bits (page k to graveyard page first + k,
+ * k < n) out of a: their graveyard range joins batch b's drops, the rest of
+ * the reservation is free again. */
+static void dropper_moved(iosr_engine *e, iosr_app *a, iosr_batch *b, uint64_t first, const uint64_t *bits,
+                          uint64_t n, int err) {
   if (first >= IOSR_GRAVE_PAGES || n > IOSR_GRAVE_PAGES - first) return;
   for (uint64_t k = 0; k < n;) {
     int on = iosr_drop_bit(bits, k);
@@ -139,7 +143,7 @@ void iosr_moveout_dropper_moved(iosr_engine_s *e, iosr_app *a, iosr_batch *b, ui
   if (err == EEXIST) a->grave_dirty = 1;
 }
 
-uint64_t iosr_moveout_run(iosr_engine_s *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n, int *why) {
+uint64_t iosr_moveout_run(iosr_engine *e, iosr_app *a, iosr_batch *b, uint64_t vpn, uint64_t n, int *why) {
   *why = -EOPNOTSUPP;
   if (!iosr_moveout_usable(e, a)) return 0;
   *why = -ENOSPC;
@@ -190,7 +194,7 @@ static void grave_range(iosr_app *a, uint64_t vpn, uint64_t n, int used) {
     grave_mark(a, vpn - a->grave, n, used);
 }
 
-void iosr_moveout_discarded(iosr_engine_s *e, iosr_app *a, const iosr_drop *d, int err) {
+void iosr_moveout_discarded(iosr_engine *e, iosr_app *a, const iosr_drop *d, int err) {
   grave_range(a, d->start_vpn, d->n, 0);
   a->grave_pages -= d->charged;
   e->grave_total -= d->charged;
@@ -207,7 +211,7 @@ void iosr_moveout_release(iosr_app *a, uint64_t vpn, uint64_t n, int maybe_moved
   if (maybe_moved) a->grave_dirty = 1;
 }
 
-void iosr_moveout_forget(iosr_engine_s *e, iosr_app *a) {
+void iosr_moveout_forget(iosr_engine *e, iosr_app *a) {
   e->grave_total -= a->grave_pages;
   a->grave_pages = 0;
 }
@@ -221,12 +225,12 @@ static iosr_drop *drop_find(iosr_app *a, uint64_t id) {
 }
 
 /* The app's events are read again. */
-void iosr_moveout_hold_end(iosr_engine_s *e, iosr_app *a) {
+void iosr_moveout_hold_end(iosr_engine *e, iosr_app *a) {
   a->hold_drop = 0;
-  if (a->uffd >= 0 && !e->events_held) iosr_eng_watch(e, a->uffd, iosr_tag(IOSR_TAG_UFFD, a->id));
+  if (a->uffd >= 0 && !e->events_held) iosr_engine_watch(e, a->uffd, iosr_tag(IOSR_TAG_UFFD, a->id));
 }
 
-void iosr_swapout_send_go(iosr_engine_s *e, iosr_app *a) {
+void iosr_moveout_send_go(iosr_engine *e, iosr_app *a) {
   a->go_pending = 0;
   iosr_m_drop_go g = {.id = a->go_id16};
   iosr_drop *d = a->go_drop ? drop_find(a, a->go_drop) : NULL;
@@ -249,10 +253,10 @@ void iosr_swapout_send_go(iosr_engine_s *e, iosr_app *a) {
     memcpy(g.bits, d->go, sizeof g.bits);
   }
   iosr_debug("app %s: go %llu: %s", a->name, (unsigned long long)g.id, any ? "pages named" : "none");
-  if (!a->conn || iosr_srv_send(e, a->conn, IOSR_M_DROP_GO, 0, 0, &g, sizeof g, NULL, 0)) return;
+  if (!a->conn || iosr_conn_send(e, a->conn, IOSR_M_DROP_GO, 0, 0, &g, sizeof g, NULL, 0)) return;
   if (any) {
     a->hold_drop = d->id;
-    iosr_eng_unwatch(e, a->uffd);
+    iosr_engine_unwatch(e, a->uffd);
   }
 }
 
@@ -262,7 +266,7 @@ void iosr_swapout_send_go(iosr_engine_s *e, iosr_app *a) {
  * resident again, its protection lifted once the events are read; one the
  * app discarded before the mark reads zero. Threads that faulted on the
  * run retry. */
-void iosr_moveout_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
+void iosr_moveout_finish(iosr_engine *e, iosr_app *a, iosr_drop *d) {
   iosr_batch *b = d->batch;
   iosr_job *j = b ? b->job : NULL;
   for (uint64_t k = 0; k < d->n + d->nadopted; k++) {
@@ -272,8 +276,8 @@ void iosr_moveout_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
                 (k >= d->n && p->state == IOSR_PTE_WRITING)))
       continue;
     if (p->state == IOSR_PTE_DROPPING && (p->flags & (IOSR_PTE_F_RMX | IOSR_PTE_F_RMAPP))) {
-      iosr_pte_put_slot(e, p);
-      iosr_app_set_state(e, a, p, IOSR_PTE_ZERO);
+      iosr_page_put_slot(e, p);
+      iosr_page_set_state(e, a, p, IOSR_PTE_ZERO);
       p->flags = 0;
       continue;
     }
@@ -283,7 +287,7 @@ void iosr_moveout_finish(iosr_engine_s *e, iosr_app *a, iosr_drop *d) {
   iosr_drop_end(e, a, d);
 }
 
-void iosr_swapout_moved(iosr_engine_s *e, iosr_app *a, const iosr_m_drop_moved *m) {
+void iosr_moveout_dropper_answered(iosr_engine *e, iosr_app *a, const iosr_m_drop_moved *m) {
   iosr_drop **pp = &a->drops;
   while (*pp && (*pp)->id != m->id) pp = &(*pp)->next;
   iosr_drop *d = *pp;
@@ -297,7 +301,7 @@ void iosr_swapout_moved(iosr_engine_s *e, iosr_app *a, const iosr_m_drop_moved *
      * named, so the kernel's pagemap settles it, as a drop whose answer was
      * lost (this daemon named nothing, and moved nothing: the dropper moves
      * only what the answer to its mark names) */
-    iosr_swapout_dropped(e, a, m->id, ENOTCONN);
+    iosr_drop_confirmed(e, a, m->id, ENOTCONN);
     return;
   }
   *pp = d->next;
@@ -314,8 +318,8 @@ void iosr_swapout_moved(iosr_engine_s *e, iosr_app *a, const iosr_m_drop_moved *
     iosr_pte *p = iosr_pt_lookup(&a->pt, v, NULL);
     if (!p || p->state != IOSR_PTE_DROPPING || p->aux != (uint16_t)d->id) continue;
     int zero = (p->flags & IOSR_PTE_F_ZEROPG) != 0;
-    if (zero) iosr_pte_put_slot(e, p);
-    iosr_app_set_state(e, a, p, zero ? IOSR_PTE_ZERO : IOSR_PTE_SWAPPED);
+    if (zero) iosr_page_put_slot(e, p);
+    iosr_page_set_state(e, a, p, zero ? IOSR_PTE_ZERO : IOSR_PTE_SWAPPED);
     iosr_swapout_count_out(a, j, p, zero);
     moved[k / 64] |= 1ull << (k % 64);
     nmoved++;
@@ -325,7 +329,7 @@ void iosr_swapout_moved(iosr_engine_s *e, iosr_app *a, const iosr_m_drop_moved *
              m->err);
   e->moveout_pages += nmoved;
   if (m->err) e->moveout_refused++;
-  iosr_moveout_dropper_moved(e, a, b, d->move_to - a->grave, moved, d->n, m->err);
+  dropper_moved(e, a, b, d->move_to - a->grave, moved, d->n, m->err);
   iosr_moveout_finish(e, a, d);
   if (a->hold_drop == m->id) iosr_moveout_hold_end(e, a);
 }

@@ -13,7 +13,7 @@
 #include "common/histo.h"
 #include "common/log.h"
 #include "engine/engine_int.h"
-#include "fault/uffd.h"
+#include "uffd/uffd.h"
 
 typedef struct pick {
   uint64_t slot;
@@ -42,15 +42,15 @@ static void picks_add(picks *ps, uint64_t slot, uint32_t app, uint64_t vpn, int 
 
 /* A page may join a read when it is swapped (not already in flight or cached)
  * and its entry still owns this slot. */
-static iosr_pte *readable(iosr_engine_s *e, uint32_t app, uint64_t vpn, uint64_t slot) {
-  iosr_app *a = iosr_eng_app(e, app);
+static iosr_pte *readable(iosr_engine *e, uint32_t app, uint64_t vpn, uint64_t slot) {
+  iosr_app *a = iosr_engine_app(e, app);
   if (!a) return NULL;
   iosr_pte *p = iosr_pt_lookup(&a->pt, vpn, NULL);
   return p && p->state == IOSR_PTE_SWAPPED && p->slot == slot ? p : NULL;
 }
 
 /* The primary owner of a slot, if its page can be read. */
-static int owner_readable(iosr_engine_s *e, uint64_t s, uint32_t *app, uint64_t *vpn) {
+static int owner_readable(iosr_engine *e, uint64_t s, uint32_t *app, uint64_t *vpn) {
   if (s >= e->slots.nslots || !iosr_slot_refs(&e->slots, s) || !e->slots.rev[s]) return 0;
   *app = iosr_rev_app(e->slots.rev[s]);
   *vpn = iosr_rev_vpn(e->slots.rev[s]);
@@ -64,7 +64,7 @@ static int cmp_pick(const void *x, const void *y) {
 
 /* ---- window selection per policy ---- */
 
-static void pick_cluster(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t slot, picks *ps) {
+static void pick_cluster(iosr_engine *e, iosr_app *a, uint64_t vpn, uint64_t slot, picks *ps) {
   iosr_ra_linux *st = &e->cluster_ra;
   unsigned win = iosr_ra_linux_pages(st->prev_off, slot, st->hits, 1u << e->set.page_cluster, st->prev_win);
   st->hits = 0;
@@ -82,7 +82,7 @@ static void pick_cluster(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t s
   }
 }
 
-static void pick_vma(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, uint64_t slot, picks *ps) {
+static void pick_vma(iosr_engine *e, iosr_app *a, iosr_span *sp, uint64_t vpn, uint64_t slot, picks *ps) {
   unsigned win = iosr_ra_linux_pages(sp->ra_prev, vpn, sp->ra_hits, 1u << e->set.page_cluster, sp->ra_win);
   uint64_t prev = sp->ra_prev;
   sp->ra_hits = 0;
@@ -104,7 +104,7 @@ static void pick_vma(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn,
  * `want` pages, skipping free slots, this app's unswapped pages and its pages
  * of other regions or zones (each has its own window), stopping at another
  * app's slot; scans at most 2 * want slots each way. */
-static void collect_run(iosr_engine_s *e, iosr_app *a, uint64_t from, int dir, uint32_t want, uint32_t region,
+static void collect_run(iosr_engine *e, iosr_app *a, uint64_t from, int dir, uint32_t want, uint32_t region,
                         uint64_t zone, picks *ps, uint32_t *got) {
   uint64_t s = from;
   for (uint32_t scanned = 0; *got < want && scanned < 2 * want; scanned++) {
@@ -118,16 +118,16 @@ static void collect_run(iosr_engine_s *e, iosr_app *a, uint64_t from, int dir, u
     iosr_span *sp;
     iosr_pte *p = iosr_pt_lookup(&a->pt, iosr_rev_vpn(r), &sp);
     if (p && p->state == IOSR_PTE_SWAPPED && p->slot == s && sp->region == region &&
-        iosr_ra_zone(e, iosr_rev_vpn(r)) == zone) {
+        iosr_ra_region_zone(e, iosr_rev_vpn(r)) == zone) {
       picks_add(ps, s, a->id, iosr_rev_vpn(r), 0);
       (*got)++;
     }
   }
 }
 
-static void pick_adaptive(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint32_t rstate, uint64_t vpn,
+static void pick_adaptive(iosr_engine *e, iosr_app *a, iosr_span *sp, uint32_t rstate, uint64_t vpn,
                           uint64_t slot, picks *ps) {
-  iosr_ra_region *rs = iosr_ra_state(a, rstate);
+  iosr_ra_region *rs = iosr_ra_region_get(a, rstate);
   iosr_ra_adaptive *ra = rs ? &rs->ra : &a->ra;
   /* a fault right after the region's last window is the app streaming
    * through its slot run: the window was used, like a probe hit */
@@ -135,47 +135,22 @@ static void pick_adaptive(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint32_t
   uint32_t want = ra->window, got = 1;
   a->ra_last_window = want;
   picks_add(ps, slot, a->id, vpn, 1);
-  collect_run(e, a, slot, +1, want, sp->region, iosr_ra_zone(e, vpn), ps, &got);
-  collect_run(e, a, slot, -1, want, sp->region, iosr_ra_zone(e, vpn), ps, &got);
+  collect_run(e, a, slot, +1, want, sp->region, iosr_ra_region_zone(e, vpn), ps, &got);
+  collect_run(e, a, slot, -1, want, sp->region, iosr_ra_region_zone(e, vpn), ps, &got);
 }
 
 /* The region's accounting of a window just picked (sorted by slot). */
 static void region_window(iosr_app *a, uint32_t rstate, const picks *ps) {
-  iosr_ra_region *rs = iosr_ra_state(a, rstate);
+  iosr_ra_region *rs = iosr_ra_region_get(a, rstate);
   if (!rs || !ps->n) return;
   rs->read_pages += ps->n;
   rs->next_slot = ps->v[ps->n - 1].slot + 1;
 }
 
-/* ---- requests ---- */
-
-void iosr_req_link(iosr_engine_s *e, iosr_req *r) {
-  r->prev_all = NULL;
-  r->next_all = e->reqs;
-  if (e->reqs) e->reqs->prev_all = r;
-  e->reqs = r;
-}
-
-void iosr_req_free(iosr_engine_s *e, iosr_req *r) {
-  if (r->prev_all) r->prev_all->next_all = r->next_all;
-  else if (e->reqs == r) e->reqs = r->next_all;
-  if (r->next_all) r->next_all->prev_all = r->prev_all;
-  if (r->kind == IOSR_REQ_READ && r->buf) iosr_bufpool_free(&e->bufs, r->buf, r->buf_bytes);
-  free(r->done);
-  free(r);
-}
-
-iosr_req *iosr_req_find_queued_read(iosr_engine_s *e, uint64_t slot) {
-  for (iosr_req *r = e->reqs; r; r = r->next_all)
-    if (r->kind == IOSR_REQ_READ && !r->dispatched && slot >= r->s.slot && slot < r->s.slot + r->s.npages)
-      return r;
-  return NULL;
-}
-
 /* Turns picks (sorted by slot) into reads: runs of contiguous slots of at most
  * max_io. Marks every page READING. trigger_idx: index in ps of the adaptive
  * trigger probe, or UINT32_MAX. */
-static void issue(iosr_engine_s *e, iosr_app *a, picks *ps, int fault_cls) {
+static void issue(iosr_engine *e, iosr_app *a, picks *ps, int fault_cls) {
   uint32_t maxp = (uint32_t)(e->set.max_io / 4096);
   uint64_t window_end = ps->n ? ps->v[ps->n - 1].slot + 1 : 0;
   uint64_t now = iosr_now_ns();
@@ -209,11 +184,11 @@ static void issue(iosr_engine_s *e, iosr_app *a, picks *ps, int fault_cls) {
         r->trigger_next = window_end;
         r->tgt[k].weight &= 0x7fffffffu;
       }
-      iosr_app *o = iosr_eng_app(e, pk->app);
+      iosr_app *o = iosr_engine_app(e, pk->app);
       iosr_pte *p = o ? iosr_pt_lookup(&o->pt, pk->vpn, NULL) : NULL;
       if (o) o->inflight++;
       if (p) {
-        iosr_app_set_state(e, o, p, IOSR_PTE_READING);
+        iosr_page_set_state(e, o, p, IOSR_PTE_READING);
         p->flags = pk->fault ? IOSR_PTE_F_FAULT : 0;
         if (!pk->fault) o->st.ra_pages++;
       }
@@ -229,7 +204,7 @@ static void issue(iosr_engine_s *e, iosr_app *a, picks *ps, int fault_cls) {
 /* Marks probes among the read-ahead picks (everything but the faulting page),
  * in slot order: every stride-th, the last, and for adaptive the trigger at
  * three quarters of the window. Weights say how many pages each stands for. */
-static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trigger, uint32_t rstate) {
+static void place_probes(iosr_engine *e, iosr_app *a, picks *ps, int with_trigger, uint32_t rstate) {
   if (!e->probe_cap) return;
   uint32_t n = 0;
   for (uint32_t i = 0; i < ps->n; i++) n += !ps->v[i].fault;
@@ -239,7 +214,7 @@ static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trig
    * largest cannot grow: its probes only tell a used window from an unused
    * one (shrink) and start the next window (trigger), so it takes fewer
    * (ra_probes_full; docs/design/iosr-eval.md measured the faults). */
-  iosr_ra_region *rs = iosr_ra_state(a, rstate);
+  iosr_ra_region *rs = iosr_ra_region_get(a, rstate);
   const iosr_ra_adaptive *ra = rs ? &rs->ra : &a->ra;
   uint32_t maxprobes = with_trigger && ra->window >= ra->max ? e->set.ra_probes_full : e->set.ra_probes;
   uint32_t per = n / maxprobes;
@@ -267,7 +242,7 @@ static void place_probes(iosr_engine_s *e, iosr_app *a, picks *ps, int with_trig
  * the picks nearest it in slot order, forward first (design note section 9,
  * "Memory budget"). Every pick is charged: pages of a forked child's window
  * are its parent's too. */
-static void cut_to_room(iosr_engine_s *e, picks *ps) {
+static void cut_to_room(iosr_engine *e, picks *ps) {
   uint64_t room = iosr_budget_room(e);
   if (room >= ps->n) return;
   uint32_t keep = room ? (uint32_t)room : 1, fi = 0;
@@ -283,11 +258,11 @@ static void cut_to_room(iosr_engine_s *e, picks *ps) {
   ps->n = hi - lo;
 }
 
-void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p) {
+void iosr_swapin_fault(iosr_engine *e, iosr_app *a, iosr_span *sp, uint64_t vpn, iosr_pte *p) {
   a->majors++;
   a->st.major_faults++;
-  uint32_t rstate = iosr_ra_state_of(e, a, sp, vpn);
-  iosr_ra_region *rs = iosr_ra_state(a, rstate);
+  uint32_t rstate = iosr_ra_region_of(e, a, sp, vpn);
+  iosr_ra_region *rs = iosr_ra_region_get(a, rstate);
   if (rs) {
     rs->majors++;
     rs->needed_pages++;
@@ -311,12 +286,12 @@ void iosr_swapin_fault(iosr_engine_s *e, iosr_app *a, iosr_span *sp, uint64_t vp
 
 /* Asynchronous read-ahead after a hit on the trigger probe at vpn: the next
  * window of its region's slot run from next_slot on. */
-void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t next_slot) {
+void iosr_swapin_continue(iosr_engine *e, iosr_app *a, uint64_t vpn, uint64_t next_slot) {
   if (e->set.readahead != IOSR_RA_ADAPTIVE || !next_slot) return;
   iosr_span *sp = iosr_pt_find(&a->pt, vpn);
   if (!sp) return;
-  uint32_t rstate = iosr_ra_state_of(e, a, sp, vpn);
-  iosr_ra_region *rs = iosr_ra_state(a, rstate);
+  uint32_t rstate = iosr_ra_region_of(e, a, sp, vpn);
+  iosr_ra_region *rs = iosr_ra_region_get(a, rstate);
   picks ps = {0};
   uint32_t got = 0, want = rs ? rs->ra.window : a->ra.window;
   uint64_t room = a->forked ? UINT64_MAX : iosr_budget_room(e);
@@ -325,7 +300,7 @@ void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t 
     want = (uint32_t)room;
   }
   if (!want) return;
-  collect_run(e, a, next_slot - 1, +1, want, sp->region, iosr_ra_zone(e, vpn), &ps, &got);
+  collect_run(e, a, next_slot - 1, +1, want, sp->region, iosr_ra_region_zone(e, vpn), &ps, &got);
   if (ps.n) {
     qsort(ps.v, ps.n, sizeof *ps.v, cmp_pick);
     region_window(a, rstate, &ps);
@@ -337,9 +312,9 @@ void iosr_swapin_continue(iosr_engine_s *e, iosr_app *a, uint64_t vpn, uint64_t 
 
 /* ---- completion ---- */
 
-static void page_lost(iosr_engine_s *e, iosr_app *o, uint64_t vpn, iosr_pte *p) {
-  iosr_pte_put_slot(e, p);
-  iosr_app_set_state(e, o, p, IOSR_PTE_POISONED);
+static void page_lost(iosr_engine *e, iosr_app *o, uint64_t vpn, iosr_pte *p) {
+  iosr_page_put_slot(e, p);
+  iosr_page_set_state(e, o, p, IOSR_PTE_POISONED);
   p->flags = 0;
   uint64_t done;
   (void)done;
@@ -352,20 +327,20 @@ static void page_lost(iosr_engine_s *e, iosr_app *o, uint64_t vpn, iosr_pte *p) 
   iosr_fault_lat_end(e, o, vpn, 1);
 }
 
-static void read_failed(iosr_engine_s *e, iosr_req *r, int err) {
-  iosr_app *fa = iosr_eng_app(e, r->s.app);
+static void read_failed(iosr_engine *e, iosr_req *r, int err) {
+  iosr_app *fa = iosr_engine_app(e, r->s.app);
   if (fa) fa->st.read_errors++;
   e->io_errors++;
   iosr_warn("read of %u slots at %llu failed: %s", r->s.npages, (unsigned long long)r->s.slot, strerror(err));
   for (uint32_t i = 0; i < r->s.npages; i++) {
-    iosr_app *o = iosr_eng_app(e, r->tgt[i].app);
+    iosr_app *o = iosr_engine_app(e, r->tgt[i].app);
     iosr_pte *p = o ? iosr_pt_lookup(&o->pt, r->tgt[i].vpn, NULL) : NULL;
     if (!p || p->state != IOSR_PTE_READING || p->slot != r->s.slot + i) continue;
     if (p->flags & IOSR_PTE_F_FAULT) {
       /* a thread waits on it: the data is unreadable, it gets SIGBUS */
       page_lost(e, o, r->tgt[i].vpn, p);
     } else {
-      iosr_app_set_state(e, o, p, IOSR_PTE_SWAPPED); /* read-ahead only: retried when faulted */
+      iosr_page_set_state(e, o, p, IOSR_PTE_SWAPPED); /* read-ahead only: retried when faulted */
       p->flags = 0;
     }
   }
@@ -373,11 +348,11 @@ static void read_failed(iosr_engine_s *e, iosr_req *r, int err) {
 
 /* Maps pages [i, j) of r (one app, consecutive pages and buffer positions).
  * Returns 0, or -EAGAIN when the rest must be retried later. */
-int iosr_swapin_may_clean(const iosr_engine_s *e, const iosr_app *a, uint64_t vpn, uint64_t n) {
+int iosr_swapin_may_clean(const iosr_engine *e, const iosr_app *a, uint64_t vpn, uint64_t n) {
   return e->set.clean_pages && !e->draining && !iosr_drop_overlaps(a, vpn, n);
 }
 
-static int map_run(iosr_engine_s *e, iosr_req *r, iosr_app *o, uint32_t i, uint32_t j) {
+static int map_run(iosr_engine *e, iosr_req *r, iosr_app *o, uint32_t i, uint32_t j) {
   while (i < j) {
     uint64_t done = 0;
     /* mapped write-protected, the page keeps its slot (CLEAN) unless a
@@ -390,8 +365,8 @@ static int map_run(iosr_engine_s *e, iosr_req *r, iosr_app *o, uint32_t i, uint3
     uint32_t np = (uint32_t)(done >> 12);
     for (uint32_t k = i; k < i + np; k++) {
       iosr_pte *p = iosr_pt_lookup(&o->pt, r->tgt[k].vpn, NULL);
-      if (!clean) iosr_pte_put_slot(e, p);
-      iosr_app_set_state(e, o, p, clean ? IOSR_PTE_CLEAN : IOSR_PTE_PRESENT);
+      if (!clean) iosr_page_put_slot(e, p);
+      iosr_page_set_state(e, o, p, clean ? IOSR_PTE_CLEAN : IOSR_PTE_PRESENT);
       p->flags = 0;
       p->age = (uint32_t)e->tick;
       r->done[k] |= IOSR_DONE_FINISHED;
@@ -406,8 +381,8 @@ static int map_run(iosr_engine_s *e, iosr_req *r, iosr_app *o, uint32_t i, uint3
       /* present already (cannot normally happen: the page was READING): keep
        * what is there, free the slot, and wake explicitly */
       iosr_pte *p = iosr_pt_lookup(&o->pt, r->tgt[i].vpn, NULL);
-      iosr_pte_put_slot(e, p);
-      iosr_app_set_state(e, o, p, IOSR_PTE_PRESENT);
+      iosr_page_put_slot(e, p);
+      iosr_page_set_state(e, o, p, IOSR_PTE_PRESENT);
       p->flags = 0;
       iosr_uffd_wake(o->uffd, r->tgt[i].vpn << 12, 4096);
       iosr_fault_lat_end(e, o, r->tgt[i].vpn, 1);
@@ -425,7 +400,7 @@ static int map_run(iosr_engine_s *e, iosr_req *r, iosr_app *o, uint32_t i, uint3
       iosr_warn("app %s: cannot map %#llx: %s; it stays swapped", o->name, (unsigned long long)(r->tgt[i].vpn << 12),
                 strerror(-rc));
     iosr_pte *p = iosr_pt_lookup(&o->pt, r->tgt[i].vpn, NULL);
-    iosr_app_set_state(e, o, p, IOSR_PTE_SWAPPED);
+    iosr_page_set_state(e, o, p, IOSR_PTE_SWAPPED);
     p->flags = 0;
     iosr_uffd_wake(o->uffd, r->tgt[i].vpn << 12, 4096);
     iosr_fault_lat_end(e, o, r->tgt[i].vpn, 1);
@@ -434,27 +409,27 @@ static int map_run(iosr_engine_s *e, iosr_req *r, iosr_app *o, uint32_t i, uint3
   return 0;
 }
 
-static int valid_target(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app **o, iosr_pte **p) {
-  *o = iosr_eng_app(e, r->tgt[k].app);
+static int valid_target(iosr_engine *e, iosr_req *r, uint32_t k, iosr_app **o, iosr_pte **p) {
+  *o = iosr_engine_app(e, r->tgt[k].app);
   *p = *o && (*o)->uffd >= 0 ? iosr_pt_lookup(&(*o)->pt, r->tgt[k].vpn, NULL) : NULL;
   return *p && (*p)->state == IOSR_PTE_READING && (*p)->slot == r->s.slot + k;
 }
 
 /* A READING page whose slot cannot give it back: a waiting thread gets
  * SIGBUS now, anyone else when touching it; poisoned until discarded. */
-static void page_unreadable(iosr_engine_s *e, iosr_app *o, uint64_t vpn, iosr_pte *p) {
+static void page_unreadable(iosr_engine *e, iosr_app *o, uint64_t vpn, iosr_pte *p) {
   if (p->flags & IOSR_PTE_F_FAULT) {
     page_lost(e, o, vpn, p);
   } else {
-    iosr_pte_put_slot(e, p);
-    iosr_app_set_state(e, o, p, IOSR_PTE_POISONED);
+    iosr_page_put_slot(e, p);
+    iosr_page_set_state(e, o, p, IOSR_PTE_POISONED);
     p->flags = 0;
   }
 }
 
 /* A page whose slot did not hold what was written there (design note
  * section 4): never mapped. */
-static void page_bad(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app *o, iosr_pte *p) {
+static void page_bad(iosr_engine *e, iosr_req *r, uint32_t k, iosr_app *o, iosr_pte *p) {
   if (!r->bad_pages++) r->bad_vpn = r->tgt[k].vpn;
   e->checksum_errors++;
   o->st.checksum_errors++;
@@ -465,7 +440,7 @@ static void page_bad(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app *o, ios
 /* Page k of r may be mapped: its entry still waits for this slot and the
  * bytes read match the slot's checksum (computed once per page). 0 when not
  * (the page is then finished: given up, or poisoned). */
-static int target_ready(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app **o, iosr_pte **p) {
+static int target_ready(iosr_engine *e, iosr_req *r, uint32_t k, iosr_app **o, iosr_pte **p) {
   if (!valid_target(e, r, k, o, p)) {
     r->done[k] |= IOSR_DONE_FINISHED;
     return 0;
@@ -482,8 +457,8 @@ static int target_ready(iosr_engine_s *e, iosr_req *r, uint32_t k, iosr_app **o,
 /* The read stopped after `whole` pages (the area ends there: truncated):
  * the pages past it were not read; each gives SIGBUS, the pages before it
  * are installed as usual. */
-static void short_read(iosr_engine_s *e, iosr_req *r, uint32_t whole) {
-  iosr_app *fa = iosr_eng_app(e, r->s.app);
+static void short_read(iosr_engine *e, iosr_req *r, uint32_t whole) {
+  iosr_app *fa = iosr_engine_app(e, r->s.app);
   if (fa) fa->st.read_errors++;
   e->io_errors++;
   iosr_warn("read of %u slots at %llu stopped after %u (the swap area ends there); the pages past it give SIGBUS",
@@ -497,7 +472,7 @@ static void short_read(iosr_engine_s *e, iosr_req *r, uint32_t whole) {
 }
 
 /* Installs what is left of r; returns -EAGAIN when it must be retried. */
-static int install(iosr_engine_s *e, iosr_req *r) {
+static int install(iosr_engine *e, iosr_req *r) {
   uint32_t n = r->s.npages;
   iosr_app *o;
   iosr_pte *p;
@@ -550,14 +525,14 @@ static int install(iosr_engine_s *e, iosr_req *r) {
   return 0;
 }
 
-static void finish(iosr_engine_s *e, iosr_req *r) {
-  iosr_app *fa = iosr_eng_app(e, r->s.app);
+static void finish(iosr_engine *e, iosr_req *r) {
+  iosr_app *fa = iosr_engine_app(e, r->s.app);
   if (r->bad_pages)
     iosr_warn("read of %u slots at %llu: %u pages failed their checksum (the first at %#llx); they give SIGBUS "
               "until discarded", r->s.npages, (unsigned long long)r->s.slot, r->bad_pages,
               (unsigned long long)(r->bad_vpn << 12));
   for (uint32_t i = 0; i < r->s.npages; i++) {
-    iosr_app *o = iosr_eng_app(e, r->tgt[i].app);
+    iosr_app *o = iosr_engine_app(e, r->tgt[i].app);
     if (o && o->inflight) o->inflight--;
   }
   if (fa && fa->inflight) fa->inflight--;
@@ -569,14 +544,14 @@ static void finish(iosr_engine_s *e, iosr_req *r) {
     if (k == na) apps[na++] = r->tgt[i].app;
   }
   iosr_req_free(e, r);
-  if (fa) iosr_eng_maybe_finish_app(e, fa);
+  if (fa) iosr_engine_maybe_finish_app(e, fa);
   for (unsigned k = 0; k < na; k++) {
-    iosr_app *o = iosr_eng_app(e, apps[k]);
-    if (o && o != fa) iosr_eng_maybe_finish_app(e, o);
+    iosr_app *o = iosr_engine_app(e, apps[k]);
+    if (o && o != fa) iosr_engine_maybe_finish_app(e, o);
   }
 }
 
-void iosr_swapin_complete(iosr_engine_s *e, iosr_req *r) {
+void iosr_swapin_complete(iosr_engine *e, iosr_req *r) {
   iosr_debug("read done slot %llu n %u res %d", (unsigned long long)r->s.slot, r->s.npages, r->cb.res);
   iosr_sched_done(&e->sched, &r->s);
   for (uint32_t i = 0; i < r->s.npages; i++) iosr_slot_io_end(&e->slots, r->s.slot + i);
@@ -585,7 +560,7 @@ void iosr_swapin_complete(iosr_engine_s *e, iosr_req *r) {
     e->fail_reads--;
     res = -EIO;
   }
-  iosr_app *fa = iosr_eng_app(e, r->s.app);
+  iosr_app *fa = iosr_engine_app(e, r->s.app);
   if (fa) {
     fa->st.read_reqs++;
     fa->st.read_bytes += (uint64_t)r->s.npages * 4096;
@@ -610,7 +585,7 @@ void iosr_swapin_complete(iosr_engine_s *e, iosr_req *r) {
   finish(e, r);
 }
 
-void iosr_swapin_run_install_retries(iosr_engine_s *e) {
+void iosr_swapin_run_install_retries(iosr_engine *e) {
   iosr_req *list = e->install_retry;
   e->install_retry = NULL;
   while (list) {
@@ -626,7 +601,7 @@ void iosr_swapin_run_install_retries(iosr_engine_s *e) {
 }
 
 /* Reads every swapped page of the app back (orderly daemon shutdown). */
-void iosr_swapin_all(iosr_engine_s *e, iosr_app *a) {
+void iosr_swapin_all(iosr_engine *e, iosr_app *a) {
   picks ps = {0};
   for (uint32_t i = 0; i < a->pt.hdr->nspans; i++) {
     iosr_span *sp = &a->pt.spans[i];
@@ -638,8 +613,8 @@ void iosr_swapin_all(iosr_engine_s *e, iosr_app *a) {
       }
       if (p->state == IOSR_PTE_CLEAN) {
         /* writable again: nothing serves its write-protect fault after the stop */
-        iosr_pte_put_slot(e, p);
-        iosr_app_set_state(e, a, p, IOSR_PTE_PRESENT);
+        iosr_page_put_slot(e, p);
+        iosr_page_set_state(e, a, p, IOSR_PTE_PRESENT);
         if (iosr_uffd_wp(a->uffd, v << 12, 4096, 0) == -EAGAIN)
           iosr_fault_add_retry(e, a->id, IOSR_RETRY_UNPROTECT, v, 1, 0);
       }

@@ -5,14 +5,11 @@
  * are not candidates) and when an app forks (the child of a wiped or
  * uncopied range has none of the parent's pages).
  *
- * The same file holds the pagemap reader: which pages the kernel holds,
- * where a failed drop or a restart must find out what was discarded.
- *
  * Permission: root or the app's uid, as process_vm_readv. Allocates; not for
  * fork mode. Thread-safe (no shared state).
  */
-#ifndef IOSR_FAULT_VMAS_H
-#define IOSR_FAULT_VMAS_H
+#ifndef IOSR_UFFD_VMAS_H
+#define IOSR_UFFD_VMAS_H
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -38,12 +35,6 @@ unsigned iosr_vmas_at(const iosr_vma *v, long n, uint64_t vpn, long *hint);
 /* Whether a VMA of pid starts at page vpn: 1, 0, or -1 when unknown (no
  * process, or a kernel without PROCMAP_QUERY, before Linux 6.11). One
  * ioctl on /proc/PID/maps. */
-int iosr_vma_starts_at(pid_t pid, uint64_t vpn);
-
-/* /proc/PID/pagemap, opened for iosr_pagemap_present; -1 when unreadable. */
-int iosr_pagemap_open(pid_t pid);
-/* Whether the kernel holds page vpn (mapped, or in the kernel's own swap):
- * 1, 0, or -1 when unknown (fd < 0, read error). */
-int iosr_pagemap_present(int fd, uint64_t vpn);
+int iosr_vmas_starts_at(pid_t pid, uint64_t vpn);
 
 #endif

@@ -5,8 +5,8 @@
  * (EAGAIN) and treat EEXIST as "present, wake it" (brief: "What the field has
  * learned the hard way"). Thread-safe (plain system calls).
  */
-#ifndef IOSR_FAULT_UFFD_H
-#define IOSR_FAULT_UFFD_H
+#ifndef IOSR_UFFD_UFFD_H
+#define IOSR_UFFD_UFFD_H
 
 #include <linux/userfaultfd.h>
 #include <stddef.h>
