@@ -69,6 +69,9 @@ def main(argv):
         print("usage: check-sizes.py [ROOT]", file=sys.stderr)
         return 2
     root = argv[1] if len(argv) == 2 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not os.path.isdir(root):
+        print("check-sizes: %s is not a directory" % root, file=sys.stderr)
+        return 2
     errors = []
     for p in sources(root):
         errors += check_file(root, p)
