@@ -5,16 +5,16 @@
 #   build  a compiler, CMake, Ninja and liburing: what `make` needs to compile both libraries
 #   test   build's, and what the tests run or compare with: clang (sanitizers, libFuzzer), the i386
 #          compilers, valgrind and strace (counts), python3, sqlite3 and git (real programs), the peer
-#          allocators (comparisons), gnuplot (the report tests' plots)
-#   all    test's, and what the demo and the benchmarks add: fio (the disk's limit), GNU time (wall
-#          time and peak RSS), stress-ng (the test suite on a busy machine)
+#          allocators (comparisons), gnuplot (the report tests' plots), fio (the IOSR evaluation's test)
+#   all    test's, and what the demo and the benchmarks add: GNU time (wall time and peak RSS),
+#          stress-ng (the test suite on a busy machine)
 set -euo pipefail
 
 profile=${1:-all}
 build=(build-essential cmake ninja-build pkg-config liburing-dev)
 test=(clang libclang-rt-14-dev gcc-multilib g++-multilib valgrind strace python3 sqlite3 git
-      libjemalloc2 libmimalloc2.0 libmimalloc-dev libtcmalloc-minimal4 gnuplot-nox)
-all=(fio time stress-ng)
+      libjemalloc2 libmimalloc2.0 libmimalloc-dev libtcmalloc-minimal4 gnuplot-nox fio)
+all=(time stress-ng)
 case "$profile" in
   build) pkgs=("${build[@]}") ;;
   test) pkgs=("${build[@]}" "${test[@]}") ;;
