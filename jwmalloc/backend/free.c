@@ -4,7 +4,7 @@
  * the lock holder. Also the filing every locked path shares
  * (jw_backend_put_free) and the drain of deferred frees.
  *
- * Design: docs/design/backend.md, sections 6 (merging), 7a ("Free") and 7c;
+ * Design: docs/design/backend.md, sections 4 (merging), 7a ("Free") and 7c;
  * docs/design/reclamation.md, section 1 (filing). No free ever waits.
  */
 #include <errno.h>

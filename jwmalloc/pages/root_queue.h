@@ -4,12 +4,13 @@
  * Brief: "Backend" (roots go back whole); the placement decision is in
  * docs/design/frontend.md, "Placement", and docs/design/midend.md. The list
  * holds one run of nodes per root (address >> shift; the tiers pass
- * JW_ROOT_SHIFT, 4 MiB), runs in increasing root order, and within a run
- * nodes in the order they were added. The head, what a refill takes, is
- * therefore the slab of the lowest root that waited longest (the one with
- * the most blocks freed into it). Within a 16 GiB region the address order
- * of roots is the backend's range-id order (backend.md section 5), so every
- * tier prefers the roots the backend prefers.
+ * JW_ROOT_SHIFT, 4 MiB), runs in root rank order (jw_root_rank: the oldest
+ * root, the highest address, first), and within a run nodes in the order
+ * they were added. The head, what a refill takes, is therefore the slab of
+ * the oldest root that waited longest (the one with the most blocks freed
+ * into it). The rank agrees with the backend's range-id rank (backend.md
+ * section 7b, "Root order"), so every tier prefers the roots the backend
+ * prefers.
  *
  * The first node of a run points at its last (`group`) and the last at the
  * first, so a run is joined or left in O(1); adding a node walks the runs
