@@ -20,7 +20,7 @@ MAKEFLAGS += --no-print-directory
 all: build
 
 # What a target installs first (scripts/install-deps.sh): `make` and `make build`
-# a compiler, CMake and liburing only; the tests, the demo and the benchmarks
+# a compiler, CMake, Ninja and liburing only; the tests, the demo and the benchmarks
 # add what they run or compare with. `make deps DEPS=test|all` installs a set alone.
 DEPS ?= build
 test verify fuzz bench-fastpath bench-backend: DEPS = test

@@ -151,6 +151,9 @@ def main(argv):
         print("usage: check-layers.py [ROOT] | --self-test", file=sys.stderr)
         return 2
     root = argv[1] if len(argv) == 2 else here
+    if not os.path.isdir(root):
+        print("check-layers: %s is not a directory" % root, file=sys.stderr)
+        return 2
     errors = check(root)
     for e in errors:
         print(e)

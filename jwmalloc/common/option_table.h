@@ -36,8 +36,8 @@
  *            TOOL read by the `jwmalloc` tool, not by the library, which
  *                 knows the name only (a program it runs inherits it).
  *   READ_BY  the tiers that take their value from it (documentation).
- * The first ten rows keep their order: jw_options[] is indexed by the row
- * and the fast path reads BIN's slot at a fixed offset. The RECLAIM rows
+ * jw_options[] is indexed by the row, so jw_opt(JW_OPT_X) is one load at a
+ * constant offset wherever the row sits. The RECLAIM rows
  * stay together, RECLAIM first and RECLAIM_THREAD last: jw_option_get/set
  * hand that range to reclamation (api/options.c). */
 #define JW_OPTION_TABLE(X)                                                                                       \
