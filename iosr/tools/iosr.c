@@ -12,10 +12,12 @@
  * Exit status 0 on success, 1 with a one-line message otherwise, 2 on usage.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "common/env.h"
@@ -109,6 +111,10 @@ static int cmd_mkswap(int n, char **args, const char *sock) {
       }
       have_size = 1;
     } else if (!strcmp(args[i], "--label") && i + 1 < n) label = args[++i];
+    else if (!strcmp(args[i], "--size") || !strcmp(args[i], "--label")) {
+      fprintf(stderr, "iosr %s: %s needs a value\n", cmd, args[i]);
+      return 2;
+    }
     else if (!path && args[i][0] != '-') path = args[i];
     else return bad_usage(cmd, args[i]);
   }
@@ -249,13 +255,23 @@ static int cmd_stat(int n, char **args, const char *sock) {
   return 0;
 }
 
-/* iosr set KEY VALUE: changes a run-time option. */
+/* iosr set KEY VALUE: changes a run-time option. KEY as the options table
+ * names it (ra_max) or as the environment does (IOSR_RA_MAX, RA_MAX): the
+ * README lists the variables, so both spellings reach the same option. */
 static int cmd_set(int n, char **args, const char *sock) {
   const char *cmd = args[0];
   if (n != 3) return bad_usage(cmd, n > 3 ? args[3] : NULL);
+  char key[64];
+  const char *k = strncasecmp(args[1], "IOSR_", 5) == 0 ? args[1] + 5 : args[1];
+  size_t len = strlen(k);
+  if (len == 0 || len >= sizeof key) {
+    fprintf(stderr, "iosr set: bad option name '%s'\n", args[1]);
+    return 2;
+  }
+  for (size_t i = 0; i <= len; i++) key[i] = (char)tolower((unsigned char)k[i]);
   iosr_ctl *c = open_ctl(sock);
   if (!c) return 1;
-  int r = iosr_ctl_set(c, args[1], args[2]);
+  int r = iosr_ctl_set(c, key, args[2]);
   iosr_ctl_close(c);
   return r ? 1 : 0;
 }
@@ -318,7 +334,7 @@ int main(int argc, char **argv) {
     } else args[n++] = argv[i];
   }
   if (!n) {
-    usage(stderr);
+    fprintf(stderr, "iosr: no command given (iosr --help shows the usage)\n");
     return 2;
   }
   const char *cmd = args[0];

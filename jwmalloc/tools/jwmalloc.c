@@ -409,14 +409,12 @@ static int cmd_run(int argc, char **argv) {
       i++;
       break;
     } else if (argv[i][0] == '-') {
-      fprintf(stderr, "jwmalloc run: unknown option %s\n", argv[i]);
-      usage(stderr);
+      fprintf(stderr, "jwmalloc run: unknown option %s (jwmalloc --help shows the usage)\n", argv[i]);
       return 2;
     } else break;
   }
   if (i >= argc) {
-    fprintf(stderr, "jwmalloc run: no program given\n");
-    usage(stderr);
+    fprintf(stderr, "jwmalloc run: no program given (jwmalloc --help shows the usage)\n");
     return 2;
   }
   char lib[PATH_MAX];
@@ -487,8 +485,8 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  if (argc >= 2) fprintf(stderr, "jwmalloc: unknown command '%s'\n", argv[1]);
-  else fprintf(stderr, "jwmalloc: no command given\n");
-  usage(stderr);
+  /* Bad usage: one line naming the problem, exit status 2. */
+  if (argc >= 2) fprintf(stderr, "jwmalloc: unknown command '%s' (jwmalloc --help shows the usage)\n", argv[1]);
+  else fprintf(stderr, "jwmalloc: no command given (jwmalloc --help shows the usage)\n");
   return 2;
 }

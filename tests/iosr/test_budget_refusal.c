@@ -64,6 +64,10 @@ int main(void) {
   rc = iosr_tool(sock, "set budget 8M", out, sizeof out);
   CHECK(rc == 0, "exit %d: %s", rc, out);
   CHECK(iosr_test_stat(ctl, "\"budget_bytes\":") == 8u << 20);
+  /* the environment's spelling reaches the same option */
+  rc = iosr_tool(sock, "set IOSR_BUDGET 12M", out, sizeof out);
+  CHECK(rc == 0, "exit %d: %s", rc, out);
+  CHECK(iosr_test_stat(ctl, "\"budget_bytes\":") == 12u << 20);
   iosr_ctl_close(ctl);
   chan_send(to, 'v');
   CHECK(chan_recv(from) == 'o', "the app's pages changed");
