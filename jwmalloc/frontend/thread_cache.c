@@ -14,8 +14,6 @@
 #include "../reclaim/reclaim.h"
 #include "page_pool.h"
 
-jw_atomic_u64 jw_free_key = JW_ATOMIC_INIT(0x6a776d616c6c6f60ULL);
-
 static jw_atomic_u64 pool_aged;  /* statistics: pages the aging passes gave back */
 static jw_atomic_u64 bc_aged;    /* statistics: block-cache blocks the aging passes gave back */
 

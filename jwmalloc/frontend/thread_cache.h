@@ -18,6 +18,7 @@
 #include "../common/config.h"
 #include "../common/counter.h"
 #include "../common/lock.h"
+#include "../pages/tier_pages.h"
 #include "block_cache.h"
 #include "slab.h"
 
@@ -64,11 +65,6 @@ typedef struct jw_tls {
    * chain); cleared by the hook. */
   uint32_t rf_ok;
 } jw_tls;
-
-/* The key every free block carries in its second word (process-wide,
- * random after initialization; never 0). Relaxed reads: it only changes once,
- * before any thread cache exists. */
-extern jw_atomic_u64 jw_free_key;
 
 /* Thread-cache states (jw_tcache.state). */
 enum { JW_TC_FREE = 0, JW_TC_LIVE = 1, JW_TC_ORPHANED = 2 };

@@ -12,7 +12,6 @@
 #include "../pages/tier_pages.h"
 
 /* The free-block key (frontend/thread_cache.h), set once at init. */
-extern jw_atomic_u64 jw_free_key;
 #include "../reclaim/reclaim.h"
 #include "ptr_cache.h"
 

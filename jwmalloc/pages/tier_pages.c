@@ -3,6 +3,8 @@
 
 #include "../common/asan.h"
 
+jw_atomic_u64 jw_free_key = JW_ATOMIC_INIT(0x6a776d616c6c6f60ULL);
+
 void *jw_tier_take_pages(size_t granules, jw_range_kind kind, uint32_t *out_granules, bool *out_zeroed) {
   uint32_t got = 0;
   void *p = jw_pages_alloc(granules, kind, &got, out_zeroed);

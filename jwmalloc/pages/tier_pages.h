@@ -25,4 +25,11 @@ void jw_tier_release_pages(void *start, size_t granules);
  * interval (jw_pages_free_aged): called by the reclaimer's aging pass. */
 void jw_tier_release_aged(void *start, size_t granules);
 
+/* The key every free block of the tiers carries in its second word
+ * (common/asan.h, jw_block_set_free): process-wide, random after
+ * initialization (api/runtime.c), never 0. Here, below the tiers, because
+ * the frontend, the midend and the API all mark and test free blocks with
+ * it. Relaxed reads: it changes once, before any thread cache exists. */
+extern jw_atomic_u64 jw_free_key;
+
 #endif
