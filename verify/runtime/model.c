@@ -6,6 +6,7 @@
  * the newest timestamp that any event happening before it wrote or read.
  * Loads choose any message not older than the view, stores choose any gap
  * after it, RMWs choose an unclaimed message and go right after it. */
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -169,6 +170,15 @@ static uint32_t insert_after(loc_t *l, uint32_t i, const msg_t *nm) {
 }
 
 /* ---- describing messages for the trace ---- */
+
+/* A trace line into buf: cut at cap when longer (a trace is for reading;
+ * a cut line is still correct as far as it goes). */
+static void __attribute__((format(printf, 3, 4))) trace_text(char *buf, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, cap, fmt, ap);
+  va_end(ap);
+}
 
 static void msg_desc(char *buf, size_t cap, const msg_t *m) {
   char site[300];
@@ -414,7 +424,7 @@ static void exec_store(vthread_t *t, op_t *o, loc_t *l, const cand_t *ch, uint64
   if (tracing()) {
     char md[400], vb[240];
     msg_desc(md, sizeof md, &l->m[at - 1]);
-    snprintf(detail, cap, "<- %s  mo: after %s%s", fv(vb, sizeof vb, v), md,
+    trace_text(detail, cap, "<- %s  mo: after %s%s", fv(vb, sizeof vb, v), md,
              at + 1 == l->nm ? " (last)" : " (not last)");
   }
 }
@@ -452,11 +462,11 @@ static void exec_rmw(vthread_t *t, op_t *o, loc_t *l, const cand_t *ch, uint64_t
   if (tracing()) {
     char ob[240], nb[240];
     if (o->kind == OP_CAS)
-      snprintf(detail, cap, "ok: %s -> %s  reads %s", fv(ob, sizeof ob, old), fv(nb, sizeof nb, nv), md);
+      trace_text(detail, cap, "ok: %s -> %s  reads %s", fv(ob, sizeof ob, old), fv(nb, sizeof nb, nv), md);
     else if (is_mutex(o))
-      snprintf(detail, cap, "%s  reads %s", o->kind == OP_UNLOCK ? "released" : "acquired", md);
+      trace_text(detail, cap, "%s  reads %s", o->kind == OP_UNLOCK ? "released" : "acquired", md);
     else
-      snprintf(detail, cap, "%s %#lx: %#lx -> %#lx  reads %s%s", rmw_name(o->rmw), (unsigned long)o->val,
+      trace_text(detail, cap, "%s %#lx: %#lx -> %#lx  reads %s%s", rmw_name(o->rmw), (unsigned long)o->val,
                (unsigned long)old, (unsigned long)nv, md, at + 1 == l->nm ? "" : " (placed before a later store)");
   }
   if (o->kind == OP_LOCK && old != 0) fail("internal", (uintptr_t)o->addr, 4, "mutex model: lock of a held mutex");
@@ -474,7 +484,7 @@ static void exec_choice_made(vthread_t *t, op_t *o, loc_t *l, const cand_t *ch, 
       if (tracing()) {
         msg_desc(md, sizeof md, &l->m[ch->idx]);
         char vb[240];
-        snprintf(detail, cap, "= %s  reads %s", fv(vb, sizeof vb, *result), md);
+        trace_text(detail, cap, "= %s  reads %s", fv(vb, sizeof vb, *result), md);
       }
       l->ar[t->id] = t->vc.c[t->id];
       break;
@@ -488,7 +498,7 @@ static void exec_choice_made(vthread_t *t, op_t *o, loc_t *l, const cand_t *ch, 
       if (tracing()) {
         msg_desc(md, sizeof md, &l->m[ch->idx]);
         char vb[240], eb[240];
-        snprintf(detail, cap, "(expect %s) FAILS%s, sees %s  reads %s", fv(eb, sizeof eb, o->expected & mask),
+        trace_text(detail, cap, "(expect %s) FAILS%s, sees %s  reads %s", fv(eb, sizeof eb, o->expected & mask),
                  ch->kind == C_CAS_SPURIOUS ? " spuriously" : "", fv(vb, sizeof vb, *result), md);
       }
       l->ar[t->id] = t->vc.c[t->id];
