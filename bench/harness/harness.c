@@ -135,6 +135,30 @@ static void measure_timer(void) {
   timer_p99_ns = jwb_hist_quantile(&h, 0.99);
 }
 
+/* The common options that take a value, looked up by name before the value. */
+enum {
+  OPT_THREADS, OPT_DURATION, OPT_OPS, OPT_SEED, OPT_LAT_ATTRIB, OPT_LAT_SLOW, OPT_PAUSE, OPT_PAUSE_EVERY,
+  OPT_PAUSE_KINDS, OPT_PAUSE_MS, OPT_LAT_EVERY, NCOMMON
+};
+static const char *const common_names[NCOMMON] = {
+    [OPT_THREADS] = "threads", [OPT_DURATION] = "duration", [OPT_OPS] = "ops", [OPT_SEED] = "seed",
+    [OPT_LAT_ATTRIB] = "lat-attrib", [OPT_LAT_SLOW] = "lat-slow", [OPT_PAUSE] = "pause",
+    [OPT_PAUSE_EVERY] = "pause-every", [OPT_PAUSE_KINDS] = "pause-kinds", [OPT_PAUSE_MS] = "pause-ms",
+    [OPT_LAT_EVERY] = "lat-every",
+};
+
+static int common_index(const char *name) {
+  for (int k = 0; k < NCOMMON; k++)
+    if (strcmp(name, common_names[k]) == 0) return k;
+  return -1;
+}
+
+static const jwb_opt *extra_opt(const jwb_opt *extra, const char *name) {
+  for (const jwb_opt *o = extra; o && o->name; o++)
+    if (strcmp(o->name, name) == 0) return o;
+  return NULL;
+}
+
 void jwb_init(int argc, char **argv, const char *summary, const jwb_opt *extra) {
   const char *slash = strrchr(argv[0], '/');
   jwb.name = slash ? slash + 1 : argv[0];
@@ -151,47 +175,57 @@ void jwb_init(int argc, char **argv, const char *summary, const jwb_opt *extra) 
       jwb.check = 0;
       continue;
     }
+    /* Known before its value is looked for: a trailing unknown option is
+     * called unknown, not short of a value. */
+    int k = common_index(name);
+    const jwb_opt *o = k < 0 ? extra_opt(extra, name) : NULL;
+    if (k < 0 && !o) bad("unknown option", a);
     if (i + 1 >= argc) bad("missing value for", a);
     const char *v = argv[++i];
-    if (strcmp(name, "threads") == 0) {
-      uint64_t n = parse_u64(v, 0);
-      if (n < 1 || n > MAX_CTX) bad("threads must be 1..8192:", v);
-      jwb.threads = (unsigned)n;
-    } else if (strcmp(name, "duration") == 0) {
-      jwb.duration_s = parse_double(v);
-    } else if (strcmp(name, "ops") == 0) {
-      jwb.ops = parse_u64(v, 1);
-    } else if (strcmp(name, "seed") == 0) {
-      jwb.seed = parse_u64(v, 0);
-    } else if (strcmp(name, "lat-attrib") == 0 || strcmp(name, "lat-slow") == 0) {
-      jwb.lat_slow_ns = parse_u64(v, 0);
-      jwb.lat_attrib = name[4] == 'a' && jwb.lat_slow_ns > 0;
-    } else if (strcmp(name, "pause") == 0) {
-      if (strcmp(v, "none") == 0) jwb.pause_mode = JWB_PAUSE_NONE;
-      else if (strcmp(v, "random") == 0) jwb.pause_mode = JWB_PAUSE_RANDOM;
-      else if (strcmp(v, "section") == 0) jwb.pause_mode = JWB_PAUSE_SECTION;
-      else bad("--pause must be none, random or section:", v);
-    } else if (strcmp(name, "pause-every") == 0) {
-      jwb.pause_every_us = parse_u64(v, 0);
-      if (jwb.pause_every_us < 10 || jwb.pause_every_us > 60000000) bad("pause-every must be 10..60000000 us:", v);
-    } else if (strcmp(name, "pause-kinds") == 0) {
-      jwb.pause_kinds = v;
-    } else if (strcmp(name, "pause-ms") == 0) {
-      jwb.pause_ms = parse_double(v);
-      if (jwb.pause_ms <= 0 || jwb.pause_ms > 10000) bad("pause-ms must be above 0 and at most 10000:", v);
-    } else if (strcmp(name, "lat-every") == 0) {
-      uint64_t k = parse_u64(v, 0);
-      if (k > 1u << 30) bad("lat-every too large:", v);
-      jwb.lat_every = (unsigned)k;
-    } else {
-      const jwb_opt *o = extra;
-      while (o && o->name && strcmp(o->name, name) != 0) o++;
-      if (!o || !o->name) bad("unknown option", a);
+    if (o) {
       switch (o->kind) {
         case JWB_OPT_U64: *(uint64_t *)o->ptr = parse_u64(v, 0); break;
         case JWB_OPT_SIZE: *(size_t *)o->ptr = (size_t)parse_u64(v, 1); break;
         case JWB_OPT_DOUBLE: *(double *)o->ptr = parse_double(v); break;
         case JWB_OPT_STR: *(const char **)o->ptr = v; break;
+      }
+      continue;
+    }
+    switch (k) {
+      case OPT_THREADS: {
+        uint64_t n = parse_u64(v, 0);
+        if (n < 1 || n > MAX_CTX) bad("threads must be 1..8192:", v);
+        jwb.threads = (unsigned)n;
+        break;
+      }
+      case OPT_DURATION: jwb.duration_s = parse_double(v); break;
+      case OPT_OPS: jwb.ops = parse_u64(v, 1); break;
+      case OPT_SEED: jwb.seed = parse_u64(v, 0); break;
+      case OPT_LAT_ATTRIB:
+      case OPT_LAT_SLOW:
+        jwb.lat_slow_ns = parse_u64(v, 0);
+        jwb.lat_attrib = k == OPT_LAT_ATTRIB && jwb.lat_slow_ns > 0;
+        break;
+      case OPT_PAUSE:
+        if (strcmp(v, "none") == 0) jwb.pause_mode = JWB_PAUSE_NONE;
+        else if (strcmp(v, "random") == 0) jwb.pause_mode = JWB_PAUSE_RANDOM;
+        else if (strcmp(v, "section") == 0) jwb.pause_mode = JWB_PAUSE_SECTION;
+        else bad("--pause must be none, random or section:", v);
+        break;
+      case OPT_PAUSE_EVERY:
+        jwb.pause_every_us = parse_u64(v, 0);
+        if (jwb.pause_every_us < 10 || jwb.pause_every_us > 60000000) bad("pause-every must be 10..60000000 us:", v);
+        break;
+      case OPT_PAUSE_KINDS: jwb.pause_kinds = v; break;
+      case OPT_PAUSE_MS:
+        jwb.pause_ms = parse_double(v);
+        if (jwb.pause_ms <= 0 || jwb.pause_ms > 10000) bad("pause-ms must be above 0 and at most 10000:", v);
+        break;
+      case OPT_LAT_EVERY: {
+        uint64_t n = parse_u64(v, 0);
+        if (n > 1u << 30) bad("lat-every too large:", v);
+        jwb.lat_every = (unsigned)n;
+        break;
       }
     }
   }

@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "suite"))
 sys.path.insert(0, HERE)
 
 import plots  # noqa: E402  (bench/suite/plots.py: gnuplot helpers)
+import report_cli  # noqa: E402  (bench/suite/report_cli.py: the command line)
 
 KERNEL = "linux"
 KERNEL_ROT = "linux-rot"
@@ -578,15 +579,8 @@ def shortfalls(S, K, I, seq, r_ms, r_bw, r_seq, g_i, g_k, g_f):
 
 
 def main(argv):
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0 if argv else 2
-    pub = None
-    if "--publish" in argv:
-        i = argv.index("--publish")
-        pub = argv[i + 1]
-        argv = argv[:i] + argv[i + 2:]
-    print(generate(argv[0], pub))
+    out, pub = report_cli.parse(argv, __doc__, [os.path.join("raw", "results.json")], "bench/iosr/run.py")
+    print(generate(out, pub))
     return 0
 
 

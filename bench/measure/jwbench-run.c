@@ -14,7 +14,8 @@
  *
  * The program's stdout and stderr pass through; after it exits one line
  * "jwbench-run key=value ..." is printed on stdout. Exit status: the program's
- * (128+signal if killed, 124 on timeout), 2 on bad usage.
+ * (128+signal if killed, 124 on timeout), 2 on bad usage; --help prints the
+ * options on stdout and exits 0.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,11 +42,47 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The options that take a value; --help prints one line for each, and a bad
+ * command line's message repeats their synopsis. */
+enum { OPT_PRELOAD, OPT_ENV, OPT_RSS_HZ, OPT_SAMPLES, OPT_TIMEOUT, NOPTS };
+static const struct {
+  const char *name, *arg, *help;
+} opts[NOPTS] = {
+    [OPT_PRELOAD] = {"--preload", "LIB", "load LIB into the program with LD_PRELOAD (the allocator)"},
+    [OPT_ENV] = {"--env", "K=V", "add K=V to the program's environment (repeatable)"},
+    [OPT_RSS_HZ] = {"--rss-hz", "N", "RSS samples per second, 20..1000 (default 50)"},
+    [OPT_SAMPLES] = {"--samples", "FILE", "write the RSS samples and the phase marks to FILE"},
+    [OPT_TIMEOUT] = {"--timeout", "S", "kill the program after S seconds and exit 124 (default 0: never)"},
+};
+
+static void synopsis(FILE *f) {
+  fprintf(f, "jwbench-run");
+  for (int k = 0; k < NOPTS; k++) fprintf(f, " [%s %s]", opts[k].name, opts[k].arg);
+  fprintf(f, " -- PROG ARGS...");
+}
+
+static void usage(void) {
+  printf("usage: ");
+  synopsis(stdout);
+  printf("\nRuns PROG under one allocator and measures it from the outside; after it exits, prints one line\n"
+         "\"jwbench-run key=value ...\". Exit status: PROG's (128+signal if killed, 124 on timeout),\n"
+         "2 on bad usage.\n");
+  for (int k = 0; k < NOPTS; k++) printf("  %-10s %-5s %s\n", opts[k].name, opts[k].arg, opts[k].help);
+  printf("  %-16s %s\n", "--help", "print this and exit");
+  exit(0);
+}
+
 static void die_usage(const char *msg, const char *arg) {
-  fprintf(stderr, "jwbench-run: %s%s%s (usage: jwbench-run [--preload LIB] [--env K=V] [--rss-hz N] "
-                  "[--samples FILE] [--timeout S] -- PROG ARGS...)\n",
-          msg, arg ? " " : "", arg ? arg : "");
+  fprintf(stderr, "jwbench-run: %s%s%s (usage: ", msg, arg ? " " : "", arg ? arg : "");
+  synopsis(stderr);
+  fprintf(stderr, ")\n");
   exit(2);
+}
+
+static int opt_index(const char *a) {
+  for (int k = 0; k < NOPTS; k++)
+    if (strcmp(a, opts[k].name) == 0) return k;
+  return -1;
 }
 
 static long tracepoint_id(const char *name, char *why, size_t why_len) {
@@ -132,21 +169,30 @@ static void parse_args(int argc, char **argv, run_opts *o) {
       i++;
       break;
     }
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) usage();
+    /* Known before its value is looked for: a trailing unknown option is
+     * called unknown, not short of a value. */
+    int k = opt_index(a);
+    if (k < 0) die_usage(a[0] == '-' ? "unknown option" : "the program must follow --, got", a);
     if (i + 1 >= argc) die_usage("missing value for", a);
-    if (strcmp(a, "--preload") == 0) o->preload = argv[++i];
-    else if (strcmp(a, "--env") == 0) {
-      if (!strchr(argv[i + 1], '=')) die_usage("--env needs K=V, got", argv[i + 1]);
-      o->envs[o->nenv++] = argv[++i];
-    } else if (strcmp(a, "--rss-hz") == 0) {
-      char *end;
-      o->hz = strtod(argv[++i], &end);
-      if (*end || o->hz < 20 || o->hz > 1000) die_usage("--rss-hz must be 20..1000, got", argv[i]);
-    } else if (strcmp(a, "--samples") == 0) o->samples_path = argv[++i];
-    else if (strcmp(a, "--timeout") == 0) {
-      char *end;
-      o->timeout_s = strtod(argv[++i], &end);
-      if (*end || o->timeout_s < 0) die_usage("--timeout must be seconds >= 0, got", argv[i]);
-    } else die_usage("unknown option", a);
+    const char *v = argv[++i];
+    char *end;
+    switch (k) {
+      case OPT_PRELOAD: o->preload = v; break;
+      case OPT_ENV:
+        if (!strchr(v, '=')) die_usage("--env needs K=V, got", v);
+        o->envs[o->nenv++] = argv[i];
+        break;
+      case OPT_RSS_HZ:
+        o->hz = strtod(v, &end);
+        if (*end || o->hz < 20 || o->hz > 1000) die_usage("--rss-hz must be 20..1000, got", v);
+        break;
+      case OPT_SAMPLES: o->samples_path = v; break;
+      case OPT_TIMEOUT:
+        o->timeout_s = strtod(v, &end);
+        if (*end || o->timeout_s < 0) die_usage("--timeout must be seconds >= 0, got", v);
+        break;
+    }
   }
   if (i >= argc) die_usage("no program given", NULL);
   o->prog = &argv[i];

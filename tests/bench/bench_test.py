@@ -9,6 +9,7 @@
   bench_test.py BUILD report                        runner + report on a tiny matrix
   bench_test.py BUILD lat_attrib                    slow-call counts, faults and switches (--lat-attrib)
   bench_test.py BUILD android_replay                Android memory_replay text and zip traces, replayed and checked
+  bench_test.py BUILD cli                           --help and bad usage of the launcher, a workload, the reports
 
 ALLOC is glibc or jwmalloc (skipped with 77 when build/lib/libjwmalloc.so is
 not built yet). Exit 0 pass, 1 fail, 77 skip.
@@ -511,6 +512,40 @@ def t_android_replay(build):
     return 0
 
 
+def t_cli(build):
+    """--help prints the usage on stdout and exits 0; bad usage is one line on
+    stderr naming the problem, exit 2 (the launcher, a workload, both reports)."""
+    launcher, rptest = os.path.join(build, "bin", "jwbench-run"), os.path.join(build, "bin", "jwb-rptest")
+    suite_report = [sys.executable, os.path.join(ROOT, "bench", "suite", "report.py")]
+    iosr_report = [sys.executable, os.path.join(ROOT, "bench", "iosr", "report.py")]
+    for cmd, words in (([launcher], ["--preload", "--env", "--rss-hz", "--samples", "--timeout"]),
+                       ([rptest], ["--threads", "--blocks"]), (suite_report, ["--publish"]),
+                       (iosr_report, ["--publish"])):
+        p = run(cmd + ["--help"])
+        if p.returncode != 0 or p.stderr or any(w not in p.stdout for w in words):
+            fail("%s --help: exit %d, stdout %r, stderr %r" % (cmd[-1], p.returncode, p.stdout[:300], p.stderr))
+    nodir = os.path.join(build, "no-such-results")
+    for cmd, want in (([launcher, "--bogus"], "unknown option --bogus"),
+                      ([launcher, "--bogus", "x", "--", "true"], "unknown option --bogus"),
+                      ([launcher, "--preload"], "missing value for --preload"),
+                      ([launcher, "--rss-hz", "5", "--", "true"], "--rss-hz must be 20..1000"),
+                      ([rptest, "--bogus"], "unknown option '--bogus'"),
+                      ([rptest, "--threads"], "missing value for '--threads'"),
+                      ([rptest, "--blocks"], "missing value for '--blocks'"),
+                      (suite_report, "no results directory given"),
+                      (suite_report + ["--bogus"], "unknown option '--bogus'"),
+                      (suite_report + [nodir], "has no meta.json"),
+                      (suite_report + [nodir, "--publish"], "missing value for --publish"),
+                      (iosr_report, "no results directory given"),
+                      (iosr_report + ["--bogus"], "unknown option '--bogus'"),
+                      (iosr_report + [nodir], "has no raw/results.json")):
+        p = run(cmd)
+        if p.returncode != 2 or p.stdout or want not in p.stderr or p.stderr.count("\n") != 1:
+            fail("%s: exit %d, stdout %r, stderr %r (want exit 2 and one line with %r)" % (
+                " ".join(cmd[-3:]), p.returncode, p.stdout[:300], p.stderr, want))
+    return 0
+
+
 def main(argv):
     if len(argv) < 3:
         print(__doc__)
@@ -519,7 +554,8 @@ def main(argv):
     if what == "workload":
         return t_workload(build, argv[3], argv[4], argv[5:])
     tests = {"launcher": t_launcher, "callgrind": t_callgrind, "replay": t_replay, "report": t_report,
-             "determinism": t_determinism, "lat_attrib": t_lat_attrib, "android_replay": t_android_replay}
+             "determinism": t_determinism, "lat_attrib": t_lat_attrib, "android_replay": t_android_replay,
+             "cli": t_cli}
     if what not in tests:
         print("unknown test " + what)
         return 2
