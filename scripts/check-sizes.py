@@ -51,7 +51,8 @@ TOKEN = re.compile(r"""
 # Identifiers before "(" that are not a function's name.
 NOT_NAMES = {"__attribute__", "__attribute", "__declspec", "__asm__", "__asm", "asm", "alignas", "_Alignas",
              "__typeof__", "__typeof", "typeof", "decltype", "noexcept", "throw", "sizeof", "_Static_assert",
-             "static_assert", "if", "for", "while", "switch", "return"}
+             "static_assert", "if", "for", "while", "switch", "return", "void", "char", "short", "int", "long",
+             "float", "double", "signed", "unsigned", "const", "volatile", "_Bool", "bool", "auto"}
 
 # The head of a K&R definition so far: "name(a, b) int a" (a declaration after the parameters).
 KNR = re.compile(r"[A-Za-z_]\w*\s*\([\s\w,]*\)\s*(?!__attribute|__asm|asm\b)[A-Za-z_][\w\s*,\[\]]*$")
@@ -95,7 +96,10 @@ def classify(head):
     names = [m for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", flat) if m.group(1) not in NOT_NAMES]
     lower = [m for m in names if not re.fullmatch(r"[A-Z0-9_]+", m.group(1))]
     best = (lower or names or [None])[-1]
-    return ("function", best.group(1), best.start(1)) if best else ("other", None, 0)
+    if best:
+        return "function", best.group(1), best.start(1)
+    pointer = re.search(r"\(\s*\*+\s*([A-Za-z_]\w*)\s*\(", head)  # int (*handler(int sig))(int)
+    return ("function", pointer.group(1), pointer.start(1)) if pointer else ("other", None, 0)
 
 
 def functions(code):

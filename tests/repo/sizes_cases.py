@@ -80,6 +80,9 @@ CASES = {
     "a brace in each branch of an #if (cannot be measured: reported)": (
         "a.c", "int cond(int y) {\n  int x = 0;\n#ifdef NEVER\n  if (y) {\n#else\n  if (!y) {\n#endif\n    x++;\n  }\n"
         "  return x;\n}\n", r"do not balance"),
+    "a function that returns a function pointer": (
+        "a.c", "static int g(int a) { return a; }\n"
+        + fn("int (*long_fp_ret(void))(int) ").replace("return x;", "return x ? g : 0;"), r"long_fp_ret"),
     "a Python file over 800 lines": ("a.py", "".join("v%d = %d\n" % (i, i) for i in range(900)), r"a.py:1: 900 lines"),
     "a shell file over 800 lines": ("a.sh", "".join("v%d=%d\n" % (i, i) for i in range(900)), r"a.sh:1: 900 lines"),
     # --- reports that are not true, or name the wrong function (false positives) ---
