@@ -147,7 +147,7 @@ void jw_stats_print(int fd);
  * errno=EINVAL for a name it does not reach or a NULL value. */
 int jw_option_get(const char *name, long *value);
 /* Changes a run-time option: STATS, ABORT_ON_ERROR, POOL_PERCENT, POOL_MIN,
- * HUGE_CACHE_MB, PLACEMENT (0, 1, 2 auto), BIN, LOCK_YIELD (the midend's),
+ * HUGE_CACHE_MB, PLACEMENT (0, 1, 2 auto), BIN, LOCK_YIELD,
  * and reclamation's: RECLAIM 0/1, RECLAIM_INTERVAL_MS 1..600000,
  * RECLAIM_WATERMARK and RECLAIM_WATERMARK_MAX bytes, RECLAIM_GRACE_MS
  * 0..600000, RECLAIM_POLICY 0 lifetime / 1 fixed-delay, RECLAIM_THREAD 0/1;

@@ -20,9 +20,11 @@ static int reachable(const char *name) {
 }
 
 /* Reclamation keeps its options in its own state (reclaim/options.c). */
+_Static_assert(JW_OPT_RECLAIM_THREAD - JW_OPT_RECLAIM == 6, "the seven reclamation rows stay together (option_table.h)");
 static int reclaim_row(int id) { return id >= JW_OPT_RECLAIM && id <= JW_OPT_RECLAIM_THREAD; }
 
 JW_EXPORT int jw_option_get(const char *name, long *value) {
+  jw_options_init(); /* the environment first, also where no tier has started yet */
   int id = reachable(name);
   if (id < 0 || value == NULL) {
     errno = EINVAL;
@@ -40,14 +42,16 @@ JW_EXPORT int jw_option_get(const char *name, long *value) {
 }
 
 JW_EXPORT int jw_option_set(const char *name, long value) {
+  jw_options_init(); /* else a later first parse would overwrite this value with the environment's */
   int id = reachable(name);
-  if (id >= 0 && reclaim_row(id)) return jw_reclaim_option((jw_option_id)id, &value, 1);
   /* GET rows: LOW_MEMORY sizes caches as they are created, PAGE_SIZE every
-   * slab and range: start-up only. */
-  if (id < 0 || jw_option_defs[id].when != JW_OW_SET || value < 0 || (uint64_t)value > jw_option_defs[id].max) {
+   * slab and range: start-up only. Every SET row's range is the table's. */
+  if (id < 0 || jw_option_defs[id].when != JW_OW_SET || value < 0 || (uint64_t)value < jw_option_defs[id].min ||
+      (uint64_t)value > jw_option_defs[id].max) {
     errno = EINVAL;
     return -1;
   }
+  if (reclaim_row(id)) return jw_reclaim_option((jw_option_id)id, &value, 1);
   jw_store(&jw_options[id], (uint64_t)value, JW_RELAXED); /* independent setting */
   if (id == JW_OPT_PLACEMENT) jw_pages_set_place_mode((unsigned)value); /* switches at once for 0 and 1 */
   return 0;

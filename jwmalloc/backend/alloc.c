@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 
+#include "../common/options.h"
 #include "../pages/root_map.h"
 #include "backend_internal.h"
 #include "roots.h"
@@ -223,7 +224,7 @@ void *jw_pages_alloc(size_t granules, jw_range_kind kind, uint32_t *out_granules
      * its root lies, not the lowest root the lists would give (section 7b,
      * "Placement and the lock-free paths"). */
     bool locked;
-    if (round == 1 && jw_load(&jw_be.lock_yield, JW_RELAXED)) { /* a setting: relaxed */
+    if (round == 1 && jw_opt(JW_OPT_LOCK_YIELD)) { /* a setting, read at each busy lock as the midend does */
       /* Opt-in: the grace and one yield before a fresh root (a holder
        * preempted on this CPU may finish; concurrency.md, "One yield before
        * a fallback"). */

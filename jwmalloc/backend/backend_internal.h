@@ -20,7 +20,6 @@ typedef struct jw_backend_state {
   jw_bins bins;
   jw_atomic_u32 deferred; /* stack of ranges freed while the lock was busy (range ids) */
   jw_atomic_u32 inited, check, retain_roots;
-  jw_atomic_u32 lock_yield; /* JWMALLOC_LOCK_YIELD (concurrency.md, "One yield before a fallback") */
   /* JWMALLOC_PLACEMENT (section 7b): JW_PLACE_OFF/ON/AUTO, or JW_PLACE_UNSET
    * until the tiers' options or the backend's init set it. Whether placement
    * is on now is jw_place_word (page_source.h). */

@@ -17,7 +17,6 @@ void jw_backend_init_once(void) {
   jw_store(&jw_be.check, jw_opt(JW_OPT_CHECK) ? 1u : 0u, JW_RELAXED);
   jw_store(&jw_be.retain_roots, (uint32_t)jw_opt(JW_OPT_RETAIN_ROOTS), JW_RELAXED);
   jw_ahead_set_target((unsigned)jw_opt(JW_OPT_AHEAD_ROOTS)); /* section 7a, "Roots mapped ahead" */
-  jw_store(&jw_be.lock_yield, (uint32_t)jw_opt(JW_OPT_LOCK_YIELD), JW_RELAXED); /* read at start-up here */
   /* The tiers set the placement mode at their initialization (default
    * auto); the backend alone (tests) takes the variable's value, and off
    * when it is unset or refused. */

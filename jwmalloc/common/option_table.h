@@ -49,7 +49,7 @@
   X(PLACEMENT, UINT, 2, 0, 2, "a mode", "auto=2", SET, "api, backend") /* 2: JW_PLACE_AUTO */          \
   X(BIN, BOOL, 1, 0, 1, "", NULL, SET, "frontend")                                                               \
   X(LOW_MEMORY, BOOL, 0, 0, 1, "", NULL, GET, "api, frontend, midend")                                           \
-  X(LOCK_YIELD, BOOL, 0, 0, 1, "", NULL, SET, "midend, backend (start-up)")                                      \
+  X(LOCK_YIELD, BOOL, 0, 0, 1, "", NULL, SET, "midend, backend")                                      \
   X(PAGE_SIZE, PAGE, 0, 0, 65536, "", NULL, GET, "api")                                                          \
   X(STATS_FILE, TEXT, NULL, 0, 4095, "a path", NULL, START, "api")                                               \
   X(CHECK, BOOL, JWMALLOC_CHECK_DEFAULT, 0, 1, "", NULL, START, "backend")                                       \

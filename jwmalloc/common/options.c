@@ -152,5 +152,7 @@ void jw_options_init(void) {
       const char *rest = after(*e, "JWMALLOC_");
       if (rest) take(rest, report);
     }
-  jw_store(&parse_state, PARSE_DONE, JW_RELEASE);
+  /* Only the reporting parse marks it done: a racing silent one stores no
+   * strings, and a caller that then saw "done" would read their defaults. */
+  if (report) jw_store(&parse_state, PARSE_DONE, JW_RELEASE);
 }

@@ -217,9 +217,12 @@ __attribute__((constructor)) static void swap_start(void) {
   jw_options_init(); /* this constructor may run before the library's */
   const char *name = jw_opt_str(JW_OPT_SWAP);
   if (name == NULL) return;
-  void *h = dlopen(jw_opt_str(JW_OPT_SWAP_LIB), RTLD_NOW | RTLD_LOCAL); /* default libiosr.so */
+  const char *lib = jw_opt_str(JW_OPT_SWAP_LIB); /* default libiosr.so */
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
   if (h == NULL) {
-    jw_dprintf(2, "jwmalloc: JWMALLOC_SWAP: cannot open libiosr.so; the heap is not swappable\n");
+    const char *why = dlerror();
+    jw_dprintf(2, "jwmalloc: JWMALLOC_SWAP: cannot open %s (%s); the heap is not swappable\n", lib ? lib : "libiosr.so",
+               why ? why : "no reason given");
     return;
   }
   connect_fn p_connect = (connect_fn)dlsym(h, "iosr_connect");
@@ -228,7 +231,7 @@ __attribute__((constructor)) static void swap_start(void) {
   p_destroy = (destroy_fn)dlsym(h, "iosr_region_destroy");
   p_trim_done = (trim_done_fn)dlsym(h, "iosr_trim_done");
   if (!p_connect || !p_create || !p_base || !p_destroy) {
-    jw_dprintf(2, "jwmalloc: JWMALLOC_SWAP: libiosr.so lacks the region calls; the heap is not swappable\n");
+    jw_dprintf(2, "jwmalloc: JWMALLOC_SWAP: %s lacks the region calls; the heap is not swappable\n", lib ? lib : "libiosr.so");
     return;
   }
   iosr_connect_opts o;
@@ -247,7 +250,7 @@ __attribute__((constructor)) static void swap_start(void) {
     ctx = p_connect(&o);
   }
   if (ctx == NULL) {
-    jw_dprintf(2, "jwmalloc: JWMALLOC_SWAP: cannot connect to iosrd; the heap is not swappable\n");
+    jw_dprintf(2, "jwmalloc: JWMALLOC_SWAP: cannot connect to iosrd: %s; the heap is not swappable\n", strerror(errno));
     return;
   }
   jw_store(&ready, (uint64_t)getpid(), JW_RELEASE);

@@ -294,6 +294,8 @@ static int case_tiers(void) {
         "RECLAIM_INTERVAL_MS not set through the option API (%ld)", v);
   CHECK(jw_option_set("RECLAIM_INTERVAL_MS", 0) == -1 && errno == EINVAL, "interval 0 accepted");
   CHECK(jw_option_set("RECLAIM_POLICY", 2) == -1 && errno == EINVAL, "policy 2 accepted");
+  /* the table's range holds for reclamation's rows too (at most 2^50 bytes) */
+  CHECK(jw_option_set("RECLAIM_WATERMARK", (long)((uint64_t)1 << 60)) == -1 && errno == EINVAL, "watermark 2^60 accepted");
   CHECK(jw_option_get("RECLAIM_POLICY", &v) == 0 && v == 0, "default policy not lifetime");
   jw_stats s0 = lstats();
   pthread_t t;
