@@ -184,6 +184,7 @@ int iosr_stats(iosr_ctx *ctx, iosr_app_stats *out);
  * A control connection is used by one thread at a time. */
 iosr_ctl *iosr_ctl_open(const char *socket_path);
 iosr_ctl *iosr_ctl_open_engine(iosr_engine *engine);
+/* Closes ctl; errno is kept, so a failed call's errno survives it. */
 void iosr_ctl_close(iosr_ctl *ctl);
 
 /* Apps are named by name, by "#PID", or by "#id:N". */
@@ -201,7 +202,10 @@ int iosr_ctl_foreground(iosr_ctl *ctl, const char *app);
 int iosr_ctl_reclaim(iosr_ctl *ctl, const char *app, uint64_t bytes, uint64_t *reclaimed);
 
 /* Changes an option at run time (keys as IOSR_* without prefix, lower case;
- * slot, readahead, sched, budget, ... see the README). 0 or -1/EINVAL. */
+ * slot, readahead, sched, budget, ... see the README). 0 or -1/EINVAL: a key
+ * of 32 bytes or more or a value of 96 or more is refused without a request.
+ * A failure of the request logs one line: the engine's reason, or errno's
+ * text when no reply came (then errno as the connection's failure). */
 int iosr_ctl_set(iosr_ctl *ctl, const char *key, const char *value);
 
 /* All statistics as JSON (the format of `iosr stat --json`), malloc'd; the

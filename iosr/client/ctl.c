@@ -51,12 +51,9 @@ static iosr_ctl *ctl_hello(int fd) {
     goto fail;
   }
   return c;
-fail: {
-  int e = errno;
-  iosr_ctl_close(c);
-  errno = e;
+fail:
+  iosr_ctl_close(c); /* keeps errno */
   return NULL;
-}
 }
 
 iosr_ctl *iosr_ctl_open(const char *socket_path) {
@@ -73,11 +70,14 @@ iosr_ctl *iosr_ctl_open_engine(iosr_engine *engine) {
   return ctl_hello(iosr_engine_connect_fd(engine));
 }
 
+/* Keeps errno: callers close before they report the failed call's errno. */
 void iosr_ctl_close(iosr_ctl *c) {
   if (!c) return;
+  int e = errno;
   close(c->sock);
   free(c->buf);
   free(c);
+  errno = e;
 }
 
 /* Sends a request; collects the reply: a REPLY or APP_STATS into out, or
@@ -188,7 +188,13 @@ int iosr_ctl_set(iosr_ctl *c, const char *key, const char *value) {
   iosr_m_reply r;
   memset(&r, 0, sizeof r);
   int rc = call(c, IOSR_M_CTL_SET, &m, sizeof m, &r, sizeof r, NULL, NULL);
-  if (rc && r.msg[0]) iosr_err("set %s=%s: %s", key, value, r.msg);
+  if (rc) {
+    /* one line either way: the engine's reason when it refused, else (no
+     * reply: the engine gone, a broken connection) errno's text */
+    int e = errno;
+    iosr_err("set %s=%s: %s", key, value, r.msg[0] ? r.msg : strerror(e));
+    errno = e;
+  }
   return rc;
 }
 

@@ -14,11 +14,13 @@ const char *iosr_ra_name(int v) {
 const char *iosr_sched_name(int v) { return v == IOSR_SCHED_FIFO ? "fifo" : "sios"; }
 
 int iosr_parse_size(const char *s, uint64_t *out) {
-  if (!s || !*s) goto bad;
+  /* strtoull skips leading blanks and takes a sign ("-1" wraps to 2^64-1):
+   * a size starts with a digit or it is refused */
+  if (!s || !isdigit((unsigned char)s[0])) goto bad;
   errno = 0;
   char *end;
   unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || s[0] == '-') goto bad;
+  if (errno || end == s) goto bad;
   uint64_t mul = 1;
   if (*end) {
     switch (toupper((unsigned char)*end)) {
@@ -126,7 +128,7 @@ const char *iosr_settings_key(size_t i) { return i < NKEYS ? keys[i].name : NULL
 
 int iosr_settings_runtime(const char *key) {
   const struct key *k = find(key);
-  return k && k->runtime == RUN;
+  return !k ? -1 : k->runtime == RUN;
 }
 
 const char *iosr_settings_default(size_t i, char *buf, size_t cap) {

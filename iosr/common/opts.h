@@ -5,7 +5,8 @@
  * it may change at run time; the README and docs/usage/iosr.md list them
  * all, and the test iosr.options_documented checks both lists against it.
  *
- * Sizes accept a K/M/G suffix (powers of 1024). Not thread-safe: an
+ * Sizes accept a K/M/G/T suffix (powers of 1024; either case, an optional
+ * trailing B: 64k, 1GB). Not thread-safe: an
  * iosr_settings belongs to the engine thread once the engine runs.
  */
 #ifndef IOSR_COMMON_OPTS_H
@@ -81,7 +82,8 @@ const char *iosr_settings_key(size_t i);
 const char *iosr_settings_default(size_t i, char *buf, size_t cap);
 
 /* 1 when `iosr set` may change option key while the engine runs, 0 when it
- * is read only when the engine starts, or unknown. */
+ * is read only when the engine starts, -1 when there is no such option: the
+ * engine's reply to `iosr set` names which (engine/conn.c). */
 int iosr_settings_runtime(const char *key);
 
 /* Names of the enumerated values, for statistics. */
@@ -89,7 +91,9 @@ const char *iosr_slot_name(int v);
 const char *iosr_ra_name(int v);
 const char *iosr_sched_name(int v);
 
-/* Parses "123", "64K", "16M", "2G" into bytes. 0 or -1/EINVAL. */
+/* Parses "123", "64K", "16M", "2G", "1T" (suffix in either case, an
+ * optional B after it) into bytes. It must start with a digit: no blanks,
+ * no sign. 0 or -1/EINVAL. */
 int iosr_parse_size(const char *s, uint64_t *out);
 
 /* Reads an environment variable IOSR_<NAME>; NULL if unset or empty. */

@@ -342,8 +342,9 @@ static void do_attach(iosr_engine *e, iosr_conn *c, uint32_t seq, const iosr_m_a
 }
 
 static void region_release_cb(void *arg, uint64_t vpn, iosr_pte *p) {
+  (void)vpn; /* the walk's callback type; a release needs only the entry */
   void **ctx = arg;
-  iosr_page_release(ctx[0], ctx[1], vpn, p);
+  iosr_page_release(ctx[0], ctx[1], p);
 }
 
 static void do_region(iosr_engine *e, iosr_conn *c, uint32_t seq, uint16_t type, const iosr_m_range *m) {
@@ -447,17 +448,20 @@ static void do_set(iosr_engine *e, iosr_conn *c, uint32_t seq, const iosr_m_set 
   if (iosr_field_str(m->key, sizeof m->key) || iosr_field_str(m->value, sizeof m->value))
     return malformed(e, c, seq, "unterminated key or value");
   if (c->role != IOSR_ROLE_CONTROL) return malformed(e, c, seq, "set on an app connection");
-  iosr_settings s = e->set;
-  if (!iosr_settings_runtime(m->key)) {
-    /* An option the engine knows, or none at all: say which. */
-    char probe[160] = "";
-    iosr_settings t = e->set;
-    if (iosr_settings_set(&t, m->key, m->value, probe, sizeof probe) && strncmp(probe, "unknown option", 14) == 0)
-      iosr_conn_reply(e, c, seq, EINVAL, 0, probe);
-    else
-      iosr_conn_reply(e, c, seq, EINVAL, 0, "not a run-time option (set it when the engine starts)");
+  /* the options table knows both refusals apart: no such key, or one read
+   * only when the engine starts (its value is not looked at then) */
+  int runtime = iosr_settings_runtime(m->key);
+  if (runtime < 0) {
+    char msg[64];
+    snprintf(msg, sizeof msg, "unknown option '%s'", m->key);
+    iosr_conn_reply(e, c, seq, EINVAL, 0, msg);
     return;
   }
+  if (!runtime) {
+    iosr_conn_reply(e, c, seq, EINVAL, 0, "not a run-time option (set it when the engine starts)");
+    return;
+  }
+  iosr_settings s = e->set;
   char err[160] = "";
   if (iosr_settings_set(&s, m->key, m->value, err, sizeof err)) {
     iosr_conn_reply(e, c, seq, EINVAL, 0, err);

@@ -177,7 +177,7 @@ void iosr_engine_maybe_finish_app(iosr_engine *e, iosr_app *a) {
 static void release_all(iosr_engine *e, iosr_app *a) {
   for (uint32_t i = 0; a->pt.hdr && i < a->pt.hdr->nspans; i++) {
     iosr_span *sp = &a->pt.spans[i];
-    for (uint64_t v = sp->start; v < sp->start + sp->n; v++) iosr_page_release(e, a, v, iosr_pt_pte(&a->pt, sp, v));
+    for (uint64_t v = sp->start; v < sp->start + sp->n; v++) iosr_page_release(e, a, iosr_pt_pte(&a->pt, sp, v));
   }
 }
 

@@ -424,9 +424,9 @@ void iosr_page_set_state(iosr_engine *e, iosr_app *a, iosr_pte *p, int state);
 /* The entry gives up its slot reference, and with it the slot's number
  * (pagetable.h: a slot number is valid only while it is owned). */
 void iosr_page_put_slot(iosr_engine *e, iosr_pte *p);
-/* Page vpn of a leaves the table or becomes ZERO: its probe and its slot
+/* A page of a leaves the table or becomes ZERO: its probe and its slot
  * are released, its flags cleared. */
-void iosr_page_release(iosr_engine *e, iosr_app *a, uint64_t vpn, iosr_pte *p);
+void iosr_page_release(iosr_engine *e, iosr_app *a, iosr_pte *p);
 
 /* ---- req.c: the requests alive ---- */
 void iosr_req_link(iosr_engine *e, iosr_req *r);

@@ -60,7 +60,7 @@ static void lost_to_dropper(rm_ctx *c, uint64_t vpn, iosr_pte *p) {
     note_wake(c, vpn);
     iosr_fault_lat_end(c->e, c->a, vpn, 1);
   }
-  iosr_page_release(c->e, c->a, vpn, p);
+  iosr_page_release(c->e, c->a, p);
   iosr_page_set_state(c->e, c->a, p, IOSR_PTE_POISONED);
   c->e->inconsistencies++;
   if (!c->lost++) c->lost_first = vpn;
@@ -87,11 +87,11 @@ static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
     case IOSR_PTE_READING:
       note_wake(c, vpn);
       iosr_fault_lat_end(c->e, c->a, vpn, 1);
-      iosr_page_release(c->e, c->a, vpn, p);
+      iosr_page_release(c->e, c->a, p);
       break;
     case IOSR_PTE_POISONED:
       /* the discard removes the poison marker as well */
-      iosr_page_release(c->e, c->a, vpn, p);
+      iosr_page_release(c->e, c->a, p);
       break;
     case IOSR_PTE_WRITING:
       /* mremap moved it into the pages a running drop discards: the dropper
@@ -106,16 +106,16 @@ static void remove_cb(void *arg, uint64_t vpn, iosr_pte *p) {
        * write-protected: the protection goes, or the app's next write would
        * wait forever. */
       note_unprotect(c, vpn);
-      iosr_page_release(c->e, c->a, vpn, p);
+      iosr_page_release(c->e, c->a, p);
       break;
     case IOSR_PTE_CLEAN:
       /* the app's (no pending drop's run covers a CLEAN page): MADV_FREE
        * leaves it mapped and write-protected, so the protection goes */
       note_unprotect(c, vpn);
-      iosr_page_release(c->e, c->a, vpn, p);
+      iosr_page_release(c->e, c->a, p);
       break;
     default: /* PRESENT, SWAPPED, CACHED */
-      iosr_page_release(c->e, c->a, vpn, p);
+      iosr_page_release(c->e, c->a, p);
       break;
   }
 }
@@ -187,7 +187,7 @@ void iosr_event_remove(iosr_engine *e, iosr_app *a, uint64_t start, uint64_t end
 static void unmap_cb(void *arg, uint64_t vpn, iosr_pte *p) {
   rm_ctx *c = arg;
   if (p->state == IOSR_PTE_READING) iosr_fault_lat_end(c->e, c->a, vpn, 1);
-  iosr_page_release(c->e, c->a, vpn, p);
+  iosr_page_release(c->e, c->a, p);
 }
 
 void iosr_event_unmap(iosr_engine *e, iosr_app *a, uint64_t start, uint64_t end) {

@@ -13,8 +13,7 @@ void iosr_page_put_slot(iosr_engine *e, iosr_pte *p) {
 }
 
 /* A page leaves the table or becomes ZERO: releases what it holds. */
-void iosr_page_release(iosr_engine *e, iosr_app *a, uint64_t vpn, iosr_pte *p) {
-  (void)vpn;
+void iosr_page_release(iosr_engine *e, iosr_app *a, iosr_pte *p) {
   if (p->state == IOSR_PTE_CACHED) iosr_probe_drop(e, a, p, 0);
   iosr_page_put_slot(e, p);
   iosr_page_set_state(e, a, p, IOSR_PTE_ZERO);

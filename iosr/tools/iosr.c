@@ -23,6 +23,7 @@
 #include "common/env.h"
 #include "common/log.h"
 #include "common/opts.h"
+#include "common/proto.h"
 #include "iosr.h"
 #include "swaparea/format.h"
 
@@ -184,11 +185,9 @@ static int cmd_reclaim(int n, char **args, const char *sock) {
   if (!c) return 1;
   uint64_t got = 0;
   int r = iosr_ctl_reclaim(c, app, bytes, &got);
-  int e = errno;
-  iosr_ctl_close(c);
+  iosr_ctl_close(c); /* keeps errno */
   if (r) {
-    errno = e;
-    if (e == ENOSPC) fprintf(stderr, "iosr: swap area full: %llu bytes swapped out, the rest stays resident\n",
+    if (errno == ENOSPC) fprintf(stderr, "iosr: swap area full: %llu bytes swapped out, the rest stays resident\n",
                              (unsigned long long)got);
     else fail(app);
     return 1;
@@ -226,9 +225,7 @@ static int cmd_stat(int n, char **args, const char *sock) {
   if (app) {
     /* one app, by name, #PID or #id:N; one that does not exist fails as `fg` and `reclaim` do */
     int r = iosr_ctl_app_stats(c, app, &st);
-    int e = errno;
-    iosr_ctl_close(c);
-    errno = e;
+    iosr_ctl_close(c); /* keeps errno */
     if (r) return fail(app);
     print_header();
     print_stats(&st);
@@ -261,16 +258,25 @@ static int cmd_stat(int n, char **args, const char *sock) {
 static int cmd_set(int n, char **args, const char *sock) {
   const char *cmd = args[0];
   if (n != 3) return bad_usage(cmd, n > 3 ? args[3] : NULL);
-  char key[64];
+  /* the request carries both in fixed fields (common/proto.h): what does not
+   * fit is bad usage here, not a silent refusal by iosr_ctl_set */
+  char key[sizeof((iosr_m_set *)0)->key];
+  const size_t value_cap = sizeof((iosr_m_set *)0)->value;
   const char *k = strncasecmp(args[1], "IOSR_", 5) == 0 ? args[1] + 5 : args[1];
   size_t len = strlen(k);
   if (len == 0 || len >= sizeof key) {
-    fprintf(stderr, "iosr set: bad option name '%s'\n", args[1]);
+    fprintf(stderr, "iosr set: bad option name '%s' (1 to %zu characters)\n", args[1], sizeof key - 1);
+    return 2;
+  }
+  if (strlen(args[2]) >= value_cap) {
+    fprintf(stderr, "iosr set: value of %s longer than %zu characters\n", args[1], value_cap - 1);
     return 2;
   }
   for (size_t i = 0; i <= len; i++) key[i] = (char)tolower((unsigned char)k[i]);
   iosr_ctl *c = open_ctl(sock);
   if (!c) return 1;
+  /* a failure is one line from iosr_ctl_set: iosrd's reason when it
+   * refused, errno's text when no reply came (only the call knows which) */
   int r = iosr_ctl_set(c, key, args[2]);
   iosr_ctl_close(c);
   return r ? 1 : 0;

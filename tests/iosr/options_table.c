@@ -18,7 +18,7 @@ int main(void) {
     for (; key[j] && j < sizeof name - 1; j++) name[j] = (char)toupper((unsigned char)key[j]);
     name[j] = 0;
     printf("option IOSR_%s %s %s\n", name, iosr_settings_default(i, def, sizeof def),
-           iosr_settings_runtime(key) ? "yes" : "no");
+           iosr_settings_runtime(key) == 1 ? "yes" : "no");
   }
   int documented;
   for (size_t i = 0; (key = iosr_env_other(i, &documented)); i++)

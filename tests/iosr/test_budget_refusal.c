@@ -57,6 +57,23 @@ int main(void) {
   rc = iosr_tool(sock, "set budget 64K", out, sizeof out);
   printf("iosr set budget 64K: exit %d: %s", rc, out);
   CHECK(rc != 0 && one_line(out) && strstr(out, "floor"), "exit %d: %s", rc, out);
+  /* a blank or a sign before the number: refused, not read as 2^64-1 */
+  rc = iosr_tool(sock, "set budget ' -1'", out, sizeof out);
+  CHECK(rc == 1 && one_line(out) && strstr(out, "bad value"), "exit %d: %s", rc, out);
+  rc = iosr_tool(sock, "set budget +7M", out, sizeof out);
+  CHECK(rc == 1 && one_line(out) && strstr(out, "bad value"), "exit %d: %s", rc, out);
+  /* the engine tells an unknown key from one read only at start-up */
+  rc = iosr_tool(sock, "set no_such_option 1", out, sizeof out);
+  CHECK(rc == 1 && one_line(out) && strstr(out, "unknown option 'no_such_option'"), "exit %d: %s", rc, out);
+  rc = iosr_tool(sock, "set io sync", out, sizeof out);
+  CHECK(rc == 1 && one_line(out) && strstr(out, "not a run-time option"), "exit %d: %s", rc, out);
+  /* what the request's fields cannot hold: bad usage, one line, exit 2 */
+  rc = iosr_tool(sock, "set budget_low_budget_low_budget_low 1M", out, sizeof out);
+  CHECK(rc == 2 && one_line(out) && strstr(out, "bad option name"), "exit %d: %s", rc, out);
+  char longv[160];
+  snprintf(longv, sizeof longv, "set budget %0100d", 1);
+  rc = iosr_tool(sock, longv, out, sizeof out);
+  CHECK(rc == 2 && one_line(out) && strstr(out, "longer than"), "exit %d: %s", rc, out);
   iosr_ctl *ctl = iosr_ctl_open(sock);
   CHECK(ctl);
   CHECK(iosr_test_stat(ctl, "\"budget_bytes\":") == 0, "a refused budget was set");

@@ -35,10 +35,8 @@ int main(void) {
   if (c == 0) {
     if (setgid(nobg) || setuid(nob)) _exit(10);
     /* the socket itself is reachable */
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) _exit(11);
+    int fd = iosr_sock_connect(sock);
+    if (fd < 0) _exit(11);
     close(fd);
     iosr_connect_opts oo = {.app_name = "intruder", .socket_path = sock};
     errno = 0;

@@ -5,6 +5,7 @@
  * unknown IOSR_* names (none of it needs a running daemon). */
 #include "util.h"
 
+#include "common/opts.h"
 #include "swaparea/format.h"
 
 static const char *bin(const char *var, const char *def) {
@@ -107,6 +108,39 @@ static void check_unknown_names(const char *swap) {
   CHECK(count(out, "IOSR_BOGUS: unknown variable") == 1, "%s", out);
 }
 
+/* Sizes (iosr_parse_size, and the options that take one): a digit first,
+ * or refused; strtoull alone would take a blank and a sign (" -1" as
+ * 2^64-1). The suffixes the README lists: K/M/G/T, either case, optional B. */
+static void check_sizes(void) {
+  const char *bad[] = {" -1", "+7", "-1", " 7", "\t7", "", "K", "7Q", "7KX", "7 K", "18446744073709551616",
+                       "16777216T"};
+  uint64_t v;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    v = 12345;
+    errno = 0;
+    CHECK(iosr_parse_size(bad[i], &v) == -1 && errno == EINVAL && v == 12345, "'%s' taken as %llu", bad[i],
+          (unsigned long long)v);
+  }
+  static const struct {
+    const char *s;
+    uint64_t v;
+  } good[] = {{"0", 0}, {"7", 7}, {"64K", 64u << 10}, {"64k", 64u << 10}, {"16M", 16u << 20},
+              {"2G", 2ull << 30}, {"1T", 1ull << 40}, {"1GB", 1ull << 30}, {"4kb", 4u << 10}};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+    CHECK(iosr_parse_size(good[i].s, &v) == 0 && v == good[i].v, "'%s'", good[i].s);
+  /* the option table's sizes go through it too: `iosr set budget " -1"` */
+  iosr_settings st;
+  char err[160];
+  CHECK(iosr_settings_init(&st, err, sizeof err) == 0, "%s", err);
+  const char *budget_bad[] = {" -1", "+7", "-1"};
+  for (size_t i = 0; i < sizeof budget_bad / sizeof budget_bad[0]; i++) {
+    CHECK(iosr_settings_set(&st, "budget", budget_bad[i], err, sizeof err) == -1 && st.budget == 0 &&
+              strstr(err, "bad value"),
+          "budget '%s': %llu", budget_bad[i], (unsigned long long)st.budget);
+  }
+  CHECK(iosr_settings_set(&st, "budget", "1G", err, sizeof err) == 0 && st.budget == 1ull << 30, "%s", err);
+}
+
 int main(void) {
   char out[4096], path[300], cmd[700];
   iosr_test_swap(path, sizeof path, 8u << 20); /* creates the test directory */
@@ -146,6 +180,9 @@ int main(void) {
   /* bad input */
   snprintf(cmd, sizeof cmd, "mkswap %s --size 12Q", path);
   CHECK(iosr_tool("/nonexistent", cmd, out, sizeof out) == 2 && strstr(out, "bad size"));
+  snprintf(cmd, sizeof cmd, "mkswap %s --size ' -1'", path); /* a blank and a sign: refused, not 2^64-1 */
+  CHECK(iosr_tool("/nonexistent", cmd, out, sizeof out) == 2 && strstr(out, "bad size"), "%s", out);
+  check_sizes();
   snprintf(cmd, sizeof cmd, "mkswap %s/tiny --size 64K", iosr_test_dir);
   CHECK(iosr_tool("/nonexistent", cmd, out, sizeof out) == 1 && strstr(out, "too small"));
   snprintf(cmd, sizeof cmd, "info %s", data);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/mix.h"
+#include "common/sock.h"
 #include "iosr.h"
 
 /* CHECK, FAIL, REQUIRE, the clock and child processes: the first failed
@@ -235,17 +236,17 @@ static inline pid_t iosr_test_daemon_nofile(const char *swap, const char *sock, 
       break;
     }
   for (int i = 0; i < 5000; i++) {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(sock) >= sizeof sa.sun_path) exit(1);
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+    int fd = iosr_sock_connect(sock);
+    if (fd >= 0) {
       close(fd);
       return pid;
     }
-    close(fd);
+    CHECK(errno != ENAMETOOLONG, "socket path too long: %s", sock);
     int st;
-    CHECK(waitpid(pid, &st, WNOHANG) == 0, "iosrd exited early (status %d)", st);
+    pid_t w = waitpid(pid, &st, WNOHANG);
+    /* st holds a status only when waitpid reports the child */
+    CHECK(w >= 0, "waitpid on iosrd (pid %d) failed", (int)pid);
+    CHECK(w == 0, "iosrd exited early (status %d)", st);
     usleep(2000);
   }
   FAIL("iosrd did not come up on %s", sock);
