@@ -39,17 +39,10 @@ static int reopen(int user_mode_only) {
 }
 
 int iosr_uffd_open(uint64_t *features, int *user_mode_only) {
-  int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+  int fd = reopen(0);
   *user_mode_only = 0;
   if (fd < 0) {
-    int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-    if (dev >= 0) {
-      fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-      close(dev);
-    }
-  }
-  if (fd < 0) {
-    fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+    fd = reopen(1);
     if (fd >= 0) *user_mode_only = 1;
   }
   if (fd < 0) return errno == ENOSYS ? -ENOTSUP : -EPERM;
